@@ -1,0 +1,34 @@
+# The README's quick start: `make demo` and `make test`. Each installs what it needs into .venv.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test check proto install dev completions
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+install: $(BIN)/python
+	$(BIN)/pip install -q -e .
+
+dev: $(BIN)/python
+	$(BIN)/pip install -q -e '.[dev]'
+
+# The simulated node with the default scenario and the TUI on it.
+demo: install
+	$(BIN)/devctl demo
+
+# Generated code fresh, lint clean, every test passing.
+test: dev
+	$(BIN)/python scripts/gen_proto.py --check
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q -n 2
+
+check: test
+
+proto: dev
+	$(BIN)/python scripts/gen_proto.py
+
+completions: install
+	for s in bash zsh fish; do $(BIN)/devctl completion $$s > completions/devctl.$$s; done

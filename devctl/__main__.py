@@ -1,0 +1,3 @@
+from devctl.cli.app import main
+
+main()

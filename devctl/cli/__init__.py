@@ -1,0 +1,1 @@
+"""The typer CLI: one module per command group; a command resolves, collects, analyses, renders."""

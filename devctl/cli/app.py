@@ -1,0 +1,86 @@
+"""The ``devctl`` command: global options, then one module per command group."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from devctl import __version__
+from devctl.cli import completion, plugin, read, sim, tui, watch
+from devctl.cli.common import ExitCode, GlobalOptions, setup_logging
+
+app = typer.Typer(
+    name="devctl",
+    help="Inspect Kubernetes device plugins, pod resources and NUMA topology on this node.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"devctl {__version__}")
+        raise typer.Exit(int(ExitCode.OK))
+
+
+@app.callback()
+def main_options(
+    ctx: typer.Context,
+    root: Annotated[
+        str | None,
+        typer.Option(envvar="DEVCTL_ROOT", help="The host's filesystem root [default: / or /host]."),
+    ] = None,
+    kubelet_dir: Annotated[
+        str | None, typer.Option(envvar="DEVCTL_KUBELET_DIR", help="The kubelet's --root-dir [<root>/var/lib/kubelet].")
+    ] = None,
+    plugins_dir: Annotated[
+        str | None,
+        typer.Option(
+            envvar="DEVCTL_PLUGINS_DIR", help="Device plugin sockets [<root>/var/lib/kubelet/device-plugins]."
+        ),
+    ] = None,
+    pod_resources: Annotated[
+        str | None,
+        typer.Option(
+            envvar="DEVCTL_POD_RESOURCES", help="The pod-resources socket [<kubelet-dir>/pod-resources/kubelet.sock]."
+        ),
+    ] = None,
+    sysfs: Annotated[str | None, typer.Option(envvar="DEVCTL_SYSFS", help="Host topology [<root>/sys].")] = None,
+    pod_logs: Annotated[
+        str | None, typer.Option(envvar="DEVCTL_POD_LOGS", help="Per-pod log dirs [<root>/var/log/pods].")
+    ] = None,
+    timeout: Annotated[
+        float, typer.Option(envvar="DEVCTL_TIMEOUT", min=0.01, help="Deadline of each RPC, in seconds.")
+    ] = 5.0,
+    from_file: Annotated[
+        str | None, typer.Option("--from", help="Read a snapshot file instead of the live node.")
+    ] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log each RPC and source to stderr.")] = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    setup_logging(verbose)
+    ctx.obj = GlobalOptions(
+        root=root,
+        kubelet_dir=kubelet_dir,
+        plugins_dir=plugins_dir,
+        pod_resources=pod_resources,
+        sysfs=sysfs,
+        pod_logs=pod_logs,
+        timeout=timeout,
+        from_file=from_file,
+        verbose=verbose,
+    )
+
+
+for _group in (read, watch, plugin, sim, tui, completion):
+    _group.register(app)
+
+
+def main() -> None:
+    app()

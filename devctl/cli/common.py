@@ -1,0 +1,91 @@
+"""What every command shares: global options, exit codes, output formats, running the async core.
+
+Only typer and the standard library are imported at module level: this module is
+on the start-up path of ``devctl --help``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from enum import Enum, IntEnum
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+
+import typer
+
+if TYPE_CHECKING:
+    from devctl.model import NodePaths
+
+T = TypeVar("T")
+
+
+class ExitCode(IntEnum):
+    """The exit codes of the CLI contract."""
+
+    OK = 0
+    FINDINGS = 1  # the command ran and found problems (doctor, --fail-on)
+    USAGE = 2
+    NO_SOURCE = 3  # no source could be read at all
+
+
+class Output(str, Enum):
+    table = "table"
+    wide = "wide"
+    json = "json"
+    yaml = "yaml"
+
+
+@dataclass(frozen=True)
+class GlobalOptions:
+    """The options given before the command; paths are resolved on first use."""
+
+    root: str | None = None
+    kubelet_dir: str | None = None
+    plugins_dir: str | None = None
+    pod_resources: str | None = None
+    sysfs: str | None = None
+    pod_logs: str | None = None
+    timeout: float = 5.0
+    from_file: str | None = None
+    verbose: bool = False
+
+    def paths(self) -> NodePaths:
+        from devctl.node.paths import resolve_paths
+
+        return resolve_paths(
+            root=self.root,
+            kubelet_dir=self.kubelet_dir,
+            plugins_dir=self.plugins_dir,
+            pod_resources=self.pod_resources,
+            sysfs=self.sysfs,
+            pod_logs=self.pod_logs,
+        )
+
+
+def options(ctx: typer.Context) -> GlobalOptions:
+    """The global options of this invocation (set by the app's callback)."""
+    root = ctx.find_root()
+    obj = root.obj
+    return obj if isinstance(obj, GlobalOptions) else GlobalOptions()
+
+
+def run(coro: Coroutine[Any, Any, T]) -> T:
+    """Run the async core at the CLI's edge."""
+    return asyncio.run(coro)
+
+
+def fail(message: str, code: ExitCode = ExitCode.USAGE) -> NoReturn:
+    """One line on stderr, then exit with a code that means something."""
+    print(f"devctl: {message}", file=sys.stderr)
+    raise typer.Exit(int(code))
+
+
+def setup_logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.WARNING,
+        format="%(asctime)s %(name)s: %(message)s" if verbose else "devctl: %(message)s",
+        stream=sys.stderr,
+    )

@@ -1,0 +1,9 @@
+"""Placeholder: filled in by the work on this command group."""
+
+from __future__ import annotations
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    """Add this module's commands to the app."""

@@ -1,0 +1,291 @@
+"""Model objects: what every layer above ``node/`` sees instead of protobuf messages.
+
+All are frozen dataclasses holding tuples and plain values, so a snapshot can be
+shared between threads and tasks without copying, and ``devctl.serial`` turns any
+of them into JSON and back without loss (``devctl snapshot`` / ``--from FILE``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+HEALTHY = "Healthy"
+UNHEALTHY = "Unhealthy"
+
+
+class PluginStatus(str, Enum):
+    """How a device plugin socket answered; the ``status`` values of the CLI contract."""
+
+    SERVING = "serving"
+    UNREACHABLE = "unreachable"  # the socket refused or the RPC failed
+    STALE = "stale"  # a socket file with no listener behind it
+    TIMEOUT = "timeout"  # accepted the connection, never answered in time
+    PERMISSION_DENIED = "permission-denied"
+    NO_PLUGIN = "no-plugin"  # known to the kubelet, but no socket serves it
+
+
+@dataclass(frozen=True)
+class SourceError:
+    """One source (socket, file, directory) that could not be read, as a one-line message."""
+
+    source: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Finding:
+    """Something wrong on the node, found by analysis (``devctl doctor``)."""
+
+    severity: str  # "error" | "warning" | "info"
+    code: str
+    subject: str
+    message: str
+    hint: str = ""
+
+
+# --- device plugin side (v1beta1) -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PluginOptions:
+    pre_start_required: bool = False
+    get_preferred_allocation_available: bool = False
+
+
+@dataclass(frozen=True)
+class Device:
+    """A device as its plugin lists it in ListAndWatch."""
+
+    id: str
+    health: str = HEALTHY
+    numa_nodes: tuple[int, ...] = ()
+
+    @property
+    def healthy(self) -> bool:
+        # The kubelet treats every string other than "Healthy" as unhealthy.
+        return self.health == HEALTHY
+
+
+@dataclass(frozen=True)
+class Mount:
+    container_path: str
+    host_path: str
+    read_only: bool = False
+
+
+@dataclass(frozen=True)
+class DeviceNode:
+    """A DeviceSpec: a host device node given to a container."""
+
+    container_path: str
+    host_path: str
+    permissions: str = ""
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """A decoded ContainerAllocateResponse: what a container was really given."""
+
+    envs: dict[str, str] = field(default_factory=dict)
+    mounts: tuple[Mount, ...] = ()
+    devices: tuple[DeviceNode, ...] = ()
+    annotations: dict[str, str] = field(default_factory=dict)
+    cdi_devices: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RegistryInfo:
+    """What a plugin-watcher socket in ``plugins_registry/`` says of itself (GetInfo)."""
+
+    type: str
+    name: str
+    endpoint: str
+    supported_versions: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PluginProbe:
+    """One socket in the plugins dir or the plugin-watcher registry, as probed.
+
+    ``resource`` is the resource name when it is known for certain (the
+    registry's GetInfo, or an unambiguous match of device IDs); else ``None``.
+    """
+
+    socket: str
+    status: PluginStatus
+    resource: str | None = None
+    options: PluginOptions | None = None
+    devices: tuple[Device, ...] = ()
+    latency_ms: float | None = None
+    error: str | None = None
+    registry: RegistryInfo | None = None
+
+
+# --- pod-resources side (v1) ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ContainerDevices:
+    """One ContainerDevices entry; the kubelet sends one per device per NUMA node."""
+
+    resource: str
+    ids: tuple[str, ...]
+    numa_nodes: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class ContainerMemory:
+    type: str
+    size: int
+    numa_nodes: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class ClaimDevice:
+    driver: str
+    pool: str
+    device: str
+    cdi_devices: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class DynamicResource:
+    claim_name: str
+    claim_namespace: str
+    devices: tuple[ClaimDevice, ...] = ()
+
+
+@dataclass(frozen=True)
+class ContainerResources:
+    name: str
+    devices: tuple[ContainerDevices, ...] = ()
+    cpu_ids: tuple[int, ...] = ()
+    memory: tuple[ContainerMemory, ...] = ()
+    dynamic_resources: tuple[DynamicResource, ...] = ()
+
+
+@dataclass(frozen=True)
+class PodResources:
+    namespace: str
+    name: str
+    containers: tuple[ContainerResources, ...] = ()
+
+
+@dataclass(frozen=True)
+class AllocatableResources:
+    """GetAllocatableResources: healthy devices only, allocatable CPUs and memory."""
+
+    devices: tuple[ContainerDevices, ...] = ()
+    cpu_ids: tuple[int, ...] = ()
+    memory: tuple[ContainerMemory, ...] = ()
+
+
+# --- the device manager checkpoint --------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CheckpointEntry:
+    pod_uid: str
+    container: str
+    resource: str
+    device_ids: dict[str, tuple[str, ...]]  # NUMA node as a string ("-1": none) -> IDs
+    allocation: Allocation | None = None  # None when AllocResp could not be decoded
+    alloc_error: str | None = None
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    path: str
+    format: str  # "v2", or "v1" for the flat DeviceIDs lists of Kubernetes <= 1.19
+    checksum_ok: bool
+    checksum: int | None
+    computed_checksum: int | None
+    registered_devices: dict[str, tuple[str, ...]]
+    entries: tuple[CheckpointEntry, ...] = ()
+
+
+# --- the host ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Hugepages:
+    size_kb: int
+    total: int
+    free: int
+
+
+@dataclass(frozen=True)
+class NumaNode:
+    id: int
+    cpus: tuple[int, ...]
+    memory_bytes: int = 0
+    hugepages: tuple[Hugepages, ...] = ()
+
+
+@dataclass(frozen=True)
+class PciDevice:
+    address: str  # 0000:3b:00.0
+    numa_node: int  # -1 when the kernel does not know
+    vendor_id: str = ""
+    device_id: str = ""
+    class_id: str = ""
+    driver: str | None = None
+    vendor_name: str | None = None  # from udev's hwdb, when pyudev can read it
+    device_name: str | None = None
+
+
+@dataclass(frozen=True)
+class HostTopology:
+    numa_nodes: tuple[NumaNode, ...] = ()
+    pci_devices: tuple[PciDevice, ...] = ()
+
+
+@dataclass(frozen=True)
+class PodIdentity:
+    uid: str
+    namespace: str
+    name: str
+
+
+# --- everything at once -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NodePaths:
+    """Where everything on the node is, resolved once (see ``devctl.node.paths``)."""
+
+    root: str
+    kubelet_dir: str
+    plugins_dir: str
+    pod_resources: str
+    sysfs: str
+    pod_logs: str
+
+    @property
+    def kubelet_socket(self) -> str:
+        return f"{self.plugins_dir}/kubelet.sock"
+
+    @property
+    def checkpoint(self) -> str:
+        return f"{self.plugins_dir}/kubelet_internal_checkpoint"
+
+    @property
+    def plugins_registry(self) -> str:
+        return f"{self.kubelet_dir}/plugins_registry"
+
+
+@dataclass(frozen=True)
+class NodeSnapshot:
+    """Everything the read commands use, collected once. ``None`` means not read."""
+
+    taken_at: str  # UTC, ISO 8601
+    paths: NodePaths
+    kubelet_socket_present: bool = False
+    pods: tuple[PodResources, ...] | None = None
+    allocatable: AllocatableResources | None = None
+    plugins: tuple[PluginProbe, ...] = ()
+    checkpoint: Checkpoint | None = None
+    topology: HostTopology | None = None
+    pod_identities: tuple[PodIdentity, ...] = ()
+    errors: tuple[SourceError, ...] = ()

@@ -1,0 +1,133 @@
+"""Protobuf messages to model objects: the one place that knows both."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from devctl.api.deviceplugin.v1beta1 import api_pb2 as dp
+from devctl.model import (
+    AllocatableResources,
+    Allocation,
+    ClaimDevice,
+    ContainerDevices,
+    ContainerMemory,
+    ContainerResources,
+    Device,
+    DeviceNode,
+    DynamicResource,
+    Mount,
+    PluginOptions,
+    PodResources,
+)
+
+
+def numa_ids(topology: Any) -> tuple[int, ...]:
+    """NUMA node IDs of a TopologyInfo (v1beta1 or v1); () when it has none."""
+    return tuple(node.ID for node in topology.nodes) if topology is not None else ()
+
+
+def device(msg: dp.Device) -> Device:
+    topo = msg.topology if msg.HasField("topology") else None
+    return Device(id=msg.ID, health=msg.health, numa_nodes=numa_ids(topo))
+
+
+def device_to_pb(d: Device) -> dp.Device:
+    topo = dp.TopologyInfo(nodes=[dp.NUMANode(ID=n) for n in d.numa_nodes]) if d.numa_nodes else None
+    return dp.Device(ID=d.id, health=d.health, topology=topo)
+
+
+def options(msg: dp.DevicePluginOptions) -> PluginOptions:
+    return PluginOptions(
+        pre_start_required=msg.pre_start_required,
+        get_preferred_allocation_available=msg.get_preferred_allocation_available,
+    )
+
+
+def options_to_pb(o: PluginOptions) -> dp.DevicePluginOptions:
+    return dp.DevicePluginOptions(
+        pre_start_required=o.pre_start_required,
+        get_preferred_allocation_available=o.get_preferred_allocation_available,
+    )
+
+
+def allocation(msg: dp.ContainerAllocateResponse) -> Allocation:
+    return Allocation(
+        envs=dict(sorted(msg.envs.items())),
+        mounts=tuple(Mount(m.container_path, m.host_path, m.read_only) for m in msg.mounts),
+        devices=tuple(DeviceNode(d.container_path, d.host_path, d.permissions) for d in msg.devices),
+        annotations=dict(sorted(msg.annotations.items())),
+        cdi_devices=tuple(c.name for c in msg.cdi_devices),
+    )
+
+
+def allocation_to_pb(a: Allocation) -> dp.ContainerAllocateResponse:
+    return dp.ContainerAllocateResponse(
+        envs=a.envs,
+        mounts=[
+            dp.Mount(container_path=m.container_path, host_path=m.host_path, read_only=m.read_only) for m in a.mounts
+        ],
+        devices=[
+            dp.DeviceSpec(container_path=d.container_path, host_path=d.host_path, permissions=d.permissions)
+            for d in a.devices
+        ],
+        annotations=a.annotations,
+        cdi_devices=[dp.CDIDevice(name=n) for n in a.cdi_devices],
+    )
+
+
+def decode_allocation(raw: bytes) -> Allocation:
+    """A serialized ContainerAllocateResponse (the checkpoint's AllocResp) as a model object."""
+    msg = dp.ContainerAllocateResponse()
+    msg.ParseFromString(raw)
+    return allocation(msg)
+
+
+# --- pod resources: v1 and v1alpha1 messages share these field names ---------------
+
+
+def container_devices(msg: Any) -> ContainerDevices:
+    topo = msg.topology if hasattr(msg, "topology") and msg.HasField("topology") else None
+    return ContainerDevices(resource=msg.resource_name, ids=tuple(msg.device_ids), numa_nodes=numa_ids(topo))
+
+
+def container_memory(msg: Any) -> ContainerMemory:
+    topo = msg.topology if msg.HasField("topology") else None
+    return ContainerMemory(type=msg.memory_type, size=msg.size, numa_nodes=numa_ids(topo))
+
+
+def dynamic_resource(msg: Any) -> DynamicResource:
+    return DynamicResource(
+        claim_name=msg.claim_name,
+        claim_namespace=msg.claim_namespace,
+        devices=tuple(
+            ClaimDevice(
+                driver=c.driver_name,
+                pool=c.pool_name,
+                device=c.device_name,
+                cdi_devices=tuple(d.name for d in c.cdi_devices),
+            )
+            for c in msg.claim_resources
+        ),
+    )
+
+
+def container(msg: Any) -> ContainerResources:
+    return ContainerResources(
+        name=msg.name,
+        devices=tuple(container_devices(d) for d in msg.devices),
+        cpu_ids=tuple(getattr(msg, "cpu_ids", ())),
+        memory=tuple(container_memory(m) for m in getattr(msg, "memory", ())),
+        dynamic_resources=tuple(dynamic_resource(r) for r in getattr(msg, "dynamic_resources", ())),
+    )
+
+
+def pod(msg: Any) -> PodResources:
+    return PodResources(namespace=msg.namespace, name=msg.name, containers=tuple(container(c) for c in msg.containers))
+
+
+def allocatable(msg: Any) -> AllocatableResources:
+    return AllocatableResources(
+        devices=tuple(container_devices(d) for d in msg.devices),
+        cpu_ids=tuple(msg.cpu_ids),
+        memory=tuple(container_memory(m) for m in msg.memory),
+    )

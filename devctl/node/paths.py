@@ -1,0 +1,63 @@
+"""Every path devctl reads, resolved in one place: flag, then environment, then /host, then default.
+
+The device-plugins directory is hard-coded in the kubelet
+(pkg/kubelet/apis/deviceplugin/v1beta1/constants.go), so it does not follow
+``--kubelet-dir``; the pod-resources socket and the plugin registry do.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from devctl.model import NodePaths
+
+ENV_ROOT = "DEVCTL_ROOT"
+ENV_KUBELET_DIR = "DEVCTL_KUBELET_DIR"
+ENV_PLUGINS_DIR = "DEVCTL_PLUGINS_DIR"
+ENV_POD_RESOURCES = "DEVCTL_POD_RESOURCES"
+ENV_SYSFS = "DEVCTL_SYSFS"
+ENV_POD_LOGS = "DEVCTL_POD_LOGS"
+
+# Under `kubectl debug node/NAME` the host's filesystem is mounted here.
+HOST_MOUNT = "/host"
+
+
+def detect_root(host_mount: str = HOST_MOUNT) -> str:
+    """``/host`` when only it has a kubelet dir (a debug pod), else ``/``."""
+    if not Path("/var/lib/kubelet").is_dir() and Path(host_mount, "var/lib/kubelet").is_dir():
+        return host_mount
+    return "/"
+
+
+def _join(root: str, rel: str) -> str:
+    return str(Path(root) / rel)
+
+
+def resolve_paths(
+    root: str | None = None,
+    kubelet_dir: str | None = None,
+    plugins_dir: str | None = None,
+    pod_resources: str | None = None,
+    sysfs: str | None = None,
+    pod_logs: str | None = None,
+    env: Mapping[str, str] | None = None,
+    host_mount: str = HOST_MOUNT,
+) -> NodePaths:
+    """Resolve every node path; an explicit argument wins over the environment."""
+    env = os.environ if env is None else env
+
+    def pick(flag: str | None, var: str) -> str | None:
+        return flag or env.get(var) or None
+
+    root = pick(root, ENV_ROOT) or detect_root(host_mount)
+    kubelet = pick(kubelet_dir, ENV_KUBELET_DIR) or _join(root, "var/lib/kubelet")
+    return NodePaths(
+        root=root,
+        kubelet_dir=kubelet,
+        plugins_dir=pick(plugins_dir, ENV_PLUGINS_DIR) or _join(root, "var/lib/kubelet/device-plugins"),
+        pod_resources=pick(pod_resources, ENV_POD_RESOURCES) or _join(kubelet, "pod-resources/kubelet.sock"),
+        sysfs=pick(sysfs, ENV_SYSFS) or _join(root, "sys"),
+        pod_logs=pick(pod_logs, ENV_POD_LOGS) or _join(root, "var/log/pods"),
+    )

@@ -1,0 +1,134 @@
+"""Client of the kubelet's pod-resources socket (PodResourcesLister v1, v1alpha1 fallback)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import grpc
+
+from devctl.api.podresources.v1 import api_pb2 as v1
+from devctl.api.podresources.v1 import api_pb2_grpc as v1_grpc
+from devctl.api.podresources.v1alpha1 import api_pb2 as v1alpha1
+from devctl.api.podresources.v1alpha1 import api_pb2_grpc as v1alpha1_grpc
+from devctl.model import AllocatableResources, PluginStatus, PodResources
+from devctl.node import convert
+from devctl.node.rpc import RpcFailure, channel, failure
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+# The kubelet answers with these when the KubeletPodResourcesGet gate is off or the
+# pod is unknown (pkg/kubelet/apis/podresources/server_v1.go), both as status UNKNOWN.
+GET_DISABLED = "Get method disabled"
+
+# Backoff when the kubelet's token bucket (100/s, burst 10, shared by every client
+# of the node) says RESOURCE_EXHAUSTED: short, jittered, a few times at most.
+BACKOFF_START = 0.05
+BACKOFF_TRIES = 5
+
+
+class PodNotFound(Exception):
+    """The kubelet has no such pod (or no longer runs it)."""
+
+
+class PodResourcesClient:
+    """List, GetAllocatableResources and Get, each under a deadline.
+
+    Use as ``async with PodResourcesClient(path) as client``. ``api_version``
+    tells which API answered List: ``v1``, or ``v1alpha1`` on an old kubelet.
+    """
+
+    def __init__(self, socket_path: str, timeout: float = 5.0):
+        self.socket_path = socket_path
+        self.timeout = timeout
+        self.api_version = "v1"
+        self._channel = channel(socket_path)
+        self._v1 = v1_grpc.PodResourcesListerStub(self._channel)
+        self._v1alpha1 = v1alpha1_grpc.PodResourcesListerStub(self._channel)
+
+    async def __aenter__(self) -> PodResourcesClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def _call(self, what: str, rpc: Callable[[], Awaitable[T]]) -> T:
+        delay = BACKOFF_START
+        for attempt in range(BACKOFF_TRIES):
+            try:
+                log.debug("pod-resources %s %s", what, self.socket_path)
+                return await rpc()
+            except grpc.aio.AioRpcError as e:
+                if e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and attempt < BACKOFF_TRIES - 1:
+                    log.debug("pod-resources %s rate limited; retrying in %.2fs", what, delay)
+                    await asyncio.sleep(delay * (1 + random.random()))
+                    delay *= 2
+                    continue
+                raise
+        raise AssertionError("unreachable")
+
+    async def list(self) -> tuple[PodResources, ...]:
+        """Every active pod with its devices, CPUs, memory and DRA claims."""
+        try:
+            reply = await self._call("List", lambda: self._v1.List(v1.ListPodResourcesRequest(), timeout=self.timeout))
+        except grpc.aio.AioRpcError as e:
+            if e.code() != grpc.StatusCode.UNIMPLEMENTED:
+                raise failure(e, f"pod-resources {self.socket_path}", self.timeout) from None
+            return await self._list_v1alpha1()
+        self.api_version = "v1"
+        return tuple(convert.pod(p) for p in reply.pod_resources)
+
+    async def _list_v1alpha1(self) -> tuple[PodResources, ...]:
+        # Kubelets before 1.20 serve only v1alpha1 (devices, no CPUs, no topology).
+        try:
+            reply = await self._call(
+                "List(v1alpha1)",
+                lambda: self._v1alpha1.List(v1alpha1.ListPodResourcesRequest(), timeout=self.timeout),
+            )
+        except grpc.aio.AioRpcError as e:
+            raise failure(e, f"pod-resources {self.socket_path}", self.timeout) from None
+        self.api_version = "v1alpha1"
+        return tuple(convert.pod(p) for p in reply.pod_resources)
+
+    async def allocatable(self) -> AllocatableResources:
+        """Healthy devices, allocatable CPUs and memory of the node."""
+        try:
+            reply = await self._call(
+                "GetAllocatableResources",
+                lambda: self._v1.GetAllocatableResources(v1.AllocatableResourcesRequest(), timeout=self.timeout),
+            )
+        except grpc.aio.AioRpcError as e:
+            raise failure(e, f"pod-resources {self.socket_path} GetAllocatableResources", self.timeout) from None
+        return convert.allocatable(reply)
+
+    async def get(self, name: str, namespace: str) -> PodResources:
+        """One pod by Get; falls back to filtering List where Get is disabled or missing."""
+        request = v1.GetPodResourcesRequest(pod_name=name, pod_namespace=namespace)
+        try:
+            reply = await self._call("Get", lambda: self._v1.Get(request, timeout=self.timeout))
+        except grpc.aio.AioRpcError as e:
+            details = e.details() or ""
+            if e.code() == grpc.StatusCode.UNIMPLEMENTED or GET_DISABLED in details:
+                log.debug("pod-resources Get unavailable (%s); filtering List", details)
+                return self._pick(await self.list(), name, namespace)
+            if "not found" in details:
+                raise PodNotFound(f"pod {name} in namespace {namespace} not found") from None
+            raise failure(e, f"pod-resources {self.socket_path} Get", self.timeout) from None
+        return convert.pod(reply.pod_resources)
+
+    @staticmethod
+    def _pick(pods: tuple[PodResources, ...], name: str, namespace: str) -> PodResources:
+        for p in pods:
+            if p.name == name and p.namespace == namespace:
+                return p
+        raise PodNotFound(f"pod {name} in namespace {namespace} not found")
+
+
+__all__ = ["PluginStatus", "PodNotFound", "PodResourcesClient", "RpcFailure"]

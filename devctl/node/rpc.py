@@ -1,0 +1,81 @@
+"""Channels to unix sockets, and gRPC failures turned into one-line errors.
+
+Every client in ``node/`` opens its channel here so that the receive limit and
+the way a failure is named are the same everywhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import os
+
+import grpc
+
+from devctl.model import PluginStatus
+
+# The kubelet sends pod-resources replies without limit; a node with many pods
+# passes gRPC's 4 MiB default receive limit. A large ceiling costs nothing.
+MAX_RECEIVE_BYTES = 256 * 1024 * 1024
+
+CHANNEL_OPTIONS = (
+    ("grpc.max_receive_message_length", MAX_RECEIVE_BYTES),
+    # Unix sockets need no DNS or proxy; keep grpc from looking for either.
+    ("grpc.enable_http_proxy", 0),
+)
+
+
+class RpcFailure(Exception):
+    """A source that failed, with the status devctl shows for it and a one-line message."""
+
+    def __init__(self, status: PluginStatus, message: str, code: grpc.StatusCode | None = None):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.code = code
+
+
+def channel(socket_path: str) -> grpc.aio.Channel:
+    """An insecure channel to a unix socket, created on the running loop."""
+    return grpc.aio.insecure_channel(f"unix:{os.path.abspath(socket_path)}", options=CHANNEL_OPTIONS)
+
+
+async def check_socket(socket_path: str, timeout: float) -> None:
+    """Connect once at the socket level, to tell a missing, stale or forbidden socket apart.
+
+    gRPC reports all of these as UNAVAILABLE; the person at the node needs to know which.
+    """
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_unix_connection(socket_path), timeout)
+    except FileNotFoundError:
+        raise RpcFailure(PluginStatus.UNREACHABLE, f"{socket_path}: no such socket") from None
+    except PermissionError:
+        raise RpcFailure(PluginStatus.PERMISSION_DENIED, f"{socket_path}: permission denied") from None
+    except ConnectionRefusedError:
+        raise RpcFailure(PluginStatus.STALE, f"{socket_path}: stale socket (nothing listens on it)") from None
+    except asyncio.TimeoutError:
+        raise RpcFailure(PluginStatus.TIMEOUT, f"{socket_path}: connect timed out after {timeout:g}s") from None
+    except OSError as e:
+        if e.errno == errno.ENOTSOCK or e.errno == errno.ECONNREFUSED:
+            raise RpcFailure(PluginStatus.STALE, f"{socket_path}: not a listening socket") from None
+        raise RpcFailure(PluginStatus.UNREACHABLE, f"{socket_path}: {e.strerror or e}") from None
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
+
+
+def failure(error: grpc.aio.AioRpcError, what: str, timeout: float | None = None) -> RpcFailure:
+    """Name a failed RPC the way a person reads it: what failed, and why, on one line."""
+    code = error.code()
+    details = (error.details() or "").splitlines()[0] if error.details() else ""
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        after = f" after {timeout:g}s" if timeout else ""
+        return RpcFailure(PluginStatus.TIMEOUT, f"{what}: no answer{after} (deadline exceeded)", code)
+    if code == grpc.StatusCode.UNAVAILABLE:
+        if "ermission denied" in details:
+            return RpcFailure(PluginStatus.PERMISSION_DENIED, f"{what}: permission denied", code)
+        if "onnection refused" in details:
+            return RpcFailure(PluginStatus.STALE, f"{what}: stale socket (nothing listens on it)", code)
+        return RpcFailure(PluginStatus.UNREACHABLE, f"{what}: unavailable: {details}", code)
+    return RpcFailure(PluginStatus.UNREACHABLE, f"{what}: {code.name}: {details}", code)
