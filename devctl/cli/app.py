@@ -83,4 +83,5 @@ for _group in (read, watch, plugin, sim, tui, completion):
 
 
 def main() -> None:
-    app()
+    completion.enable_runtime_completion()
+    app(prog_name="devctl")

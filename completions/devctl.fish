@@ -1,0 +1,1 @@
+complete --command devctl --no-files --arguments "(env _DEVCTL_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=get-args _TYPER_COMPLETE_ARGS=(commandline -cp) devctl)" --condition "env _DEVCTL_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=is-args _TYPER_COMPLETE_ARGS=(commandline -cp) devctl"

@@ -1,0 +1,61 @@
+"""Start-up stays light: the core imports no UI library, and `devctl --help` loads neither textual nor the stubs.
+
+Checked in a fresh interpreter, because this test process has imported everything.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+PROBE = """
+import json, sys
+from devctl.cli.app import main
+sys.argv = ["devctl", *json.loads(sys.argv[1])]
+try:
+    main()
+except SystemExit:
+    pass
+with open({out!r}, "w") as f:
+    json.dump(sorted(sys.modules), f)
+"""
+
+
+def modules_after(args: list[str], tmp_path, env: dict[str, str] | None = None) -> set[str]:
+    out = tmp_path / "modules.json"
+    subprocess.run(
+        [sys.executable, "-c", PROBE.format(out=str(out)), json.dumps(args)],
+        check=False,
+        capture_output=True,
+        timeout=60,
+        env=env,
+    )
+    return set(json.loads(out.read_text()))
+
+
+def heavy(modules: set[str], prefix: str) -> list[str]:
+    return sorted(m for m in modules if m == prefix or m.startswith(prefix + "."))
+
+
+def test_help_imports_neither_textual_nor_the_generated_stubs(tmp_path):
+    modules = modules_after(["--help"], tmp_path)
+    assert "devctl.cli.app" in modules
+    assert heavy(modules, "textual") == []
+    assert heavy(modules, "devctl.api") == []
+    assert heavy(modules, "grpc") == []
+
+
+@pytest.mark.parametrize(
+    "core",
+    ["devctl.model", "devctl.serial", "devctl.node.paths", "devctl.node.podresources", "devctl.node.deviceplugin"],
+)
+def test_core_modules_import_no_ui_library(core):
+    code = (
+        f"import sys, json; import {core}; "
+        "print(json.dumps([m for m in sys.modules if m.split('.')[0] in ('textual', 'typer', 'rich', 'tabulate')]))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=60)
+    assert json.loads(out.stdout) == []
