@@ -23,36 +23,38 @@ def preferred_allocation(
     The choice is the smallest set of NUMA nodes, including those of the
     must-include devices, whose healthy available devices can fill the request;
     among equally small sets the tightest fit wins, so that larger free groups
-    stay whole for later requests. Devices without topology fit on any set of
-    nodes but come last, because nothing is known about their locality. Only
-    healthy devices from ``available`` are chosen.
+    stay whole for later requests, and devices on the must-include devices' nodes
+    are taken first. A device without topology could be anywhere, so it is taken
+    only when located devices cannot fill the request. Only healthy devices from
+    ``available`` are chosen.
     """
     must = list(dict.fromkeys(must_include))
     need = size - len(must)
-    by_id = {d.id: d for d in devices}
     order = {d.id: i for i, d in enumerate(devices)}
     offered = set(available) - set(must)
     candidates = [d for d in devices if d.id in offered and d.healthy]
-    if need <= 0 or not candidates:
+    located = [d for d in candidates if d.numa_nodes]
+    if need <= 0:
         return must
-    pinned = frozenset(n for i in must if i in by_id for n in by_id[i].numa_nodes)
-    nodes = sorted({n for d in candidates for n in d.numa_nodes} - pinned)
+    if len(located) <= need:
+        unlocated = [d for d in candidates if not d.numa_nodes]
+        return must + sorted((d.id for d in located + unlocated[: need - len(located)]), key=order.__getitem__)
+    pinned = frozenset(n for d in devices if d.id in must for n in d.numa_nodes)
+    nodes = sorted({n for d in located for n in d.numa_nodes} - pinned)
 
     def fits(span: frozenset[int]) -> list[Device]:
-        return [d for d in candidates if set(d.numa_nodes) <= span]
+        return [d for d in located if set(d.numa_nodes) <= span]
 
-    span = frozenset(pinned | set(nodes))
+    span = pinned
     for extra in range(len(nodes) + 1):
-        fitting = [(len(fits(pinned | set(c))), c) for c in combinations(nodes, extra)]
-        enough = [(count, c) for count, c in fitting if count >= need]
+        spans = [pinned | frozenset(c) for c in combinations(nodes, extra)]
+        enough = [(len(fits(s)), sorted(s)) for s in spans if len(fits(s)) >= need]
         if enough:
-            span = pinned | set(min(enough)[1])
+            span = frozenset(min(enough)[1])
             break
 
-    def preference(d: Device) -> tuple[int, int, int]:
-        # Devices on the must-include devices' nodes first, then other located ones, then unknown locality.
-        rank = 2 if not d.numa_nodes else (0 if set(d.numa_nodes) <= pinned else 1)
-        return (rank, len(d.numa_nodes), order[d.id])
+    def preference(d: Device) -> tuple[bool, int, int]:
+        return (not set(d.numa_nodes) <= pinned, len(d.numa_nodes), order[d.id])
 
     chosen = sorted(fits(span), key=preference)[:need]
     return must + sorted((d.id for d in chosen), key=order.__getitem__)
