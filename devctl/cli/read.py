@@ -1,9 +1,312 @@
-"""Placeholder: filled in by the work on this command group."""
+"""The read commands: ls, devices, pods, get, topo, plugins, checkpoint, snapshot.
+
+Each command is a thin function: collect (or load ``--from FILE``), analyse,
+render. Only typer and the standard library are imported here at module level;
+the core and the renderers are imported inside the commands, so ``devctl --help``
+stays fast.
+"""
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Annotated, Any
+
 import typer
+
+from devctl.cli.common import ExitCode, Output, fail, options, run
+
+if TYPE_CHECKING:
+    from devctl.model import NodeSnapshot
+    from devctl.render.table import TableStyle
+
+OutputOpt = Annotated[
+    Output, typer.Option("--output", "-o", help="table, wide (more columns), json or yaml.", case_sensitive=False)
+]
+NoHeadersOpt = Annotated[bool, typer.Option("--no-headers", help="Tables without their header line.")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Names only, one per line.")]
+ResourcesArg = Annotated[
+    list[str] | None, typer.Argument(help="Only these resources, e.g. nvidia.com/gpu.", show_default=False)
+]
+
+DEFAULT_NAMESPACE = "default"
+
+
+def _snapshot(ctx: typer.Context, want: Iterable[str]) -> NodeSnapshot:
+    """The live node's sources in ``want``, or the whole ``--from`` snapshot."""
+    from devctl.collect import SnapshotError, collect, load_snapshot
+
+    opts = options(ctx)
+    if opts.from_file:
+        try:
+            return load_snapshot(opts.from_file)
+        except SnapshotError as e:
+            fail(f"--from {e}", ExitCode.NO_SOURCE)
+    return run(collect(opts.paths(), opts.timeout, want=set(want)))
+
+
+def _emit(
+    snapshot: NodeSnapshot,
+    shown: Iterable[str],
+    output: Output,
+    body: Any,
+    table: Callable[[TableStyle], str],
+    names: Callable[[], Iterable[str]],
+    *,
+    no_headers: bool,
+    quiet: bool,
+) -> None:
+    """Print one view in the chosen form, warnings on stderr; exit 3 when none of ``shown`` could be read."""
+    from devctl.analyze import errors_of, sources_read
+    from devctl.render import structured
+    from devctl.render import table as tables
+    from devctl.render.style import use_color
+
+    errors = errors_of(snapshot)
+    if output in (Output.json, Output.yaml):
+        doc = structured.document(body, errors)
+        sys.stdout.write(structured.to_json(doc) if output == Output.json else structured.to_yaml(doc))
+    else:
+        sys.stderr.write(tables.warnings(errors, use_color(sys.stderr)))
+        if quiet:
+            sys.stdout.write(tables.names(names()))
+        else:
+            style = tables.TableStyle(wide=output == Output.wide, headers=not no_headers, color=use_color(sys.stdout))
+            text = table(style)
+            if text:
+                sys.stdout.write(text)
+            else:
+                print("No resources found.", file=sys.stderr)
+    sys.stdout.flush()
+    if not sources_read(snapshot) & set(shown):
+        raise typer.Exit(int(ExitCode.NO_SOURCE))
+
+
+def ls(
+    ctx: typer.Context,
+    resources: ResourcesArg = None,
+    output: OutputOpt = Output.table,
+    no_headers: NoHeadersOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """One row per extended resource: capacity, allocatable, allocated, free, unhealthy, plugin status."""
+    from devctl import analyze
+    from devctl.render.table import resources_table
+
+    sources = {analyze.POD_RESOURCES, analyze.PLUGINS, analyze.CHECKPOINT}
+    snap = _snapshot(ctx, sources)
+    rows = analyze.resources_view(snap, resources)
+    _emit(
+        snap,
+        sources,
+        output,
+        {"resources": rows},
+        lambda style: resources_table(rows, style),
+        lambda: (r.name for r in rows),
+        no_headers=no_headers,
+        quiet=quiet,
+    )
+
+
+def devices(
+    ctx: typer.Context,
+    resources: ResourcesArg = None,
+    output: OutputOpt = Output.table,
+    no_headers: NoHeadersOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """One row per device: health, state (free, allocated, unhealthy, unhealthy-allocated), NUMA, holder."""
+    from devctl import analyze
+    from devctl.render.table import devices_table
+
+    sources = {analyze.POD_RESOURCES, analyze.PLUGINS, analyze.CHECKPOINT}
+    snap = _snapshot(ctx, sources)
+    rows = analyze.devices_view(snap, resources)
+    _emit(
+        snap,
+        sources,
+        output,
+        {"devices": rows},
+        lambda style: devices_table(rows, style),
+        lambda: (d.id for d in rows),
+        no_headers=no_headers,
+        quiet=quiet,
+    )
+
+
+def pods(
+    ctx: typer.Context,
+    namespace: Annotated[str | None, typer.Option("--namespace", "-n", help="Only this namespace.")] = None,
+    resource: Annotated[str | None, typer.Option("--resource", help="Only containers holding this resource.")] = None,
+    pod: Annotated[str | None, typer.Option("--pod", help="Only the pod of this name.")] = None,
+    output: OutputOpt = Output.table,
+    no_headers: NoHeadersOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Allocations per container: devices, exclusive CPUs, memory, DRA claims (all namespaces by default)."""
+    from devctl import analyze
+    from devctl.render.table import pods_table
+
+    sources = {analyze.POD_RESOURCES}
+    snap = _snapshot(ctx, sources)
+    rows = analyze.pods_view(snap, namespace=namespace, resource=resource, pod=pod)
+    _emit(
+        snap,
+        sources,
+        output,
+        {"pods": rows},
+        lambda style: pods_table(rows, style),
+        lambda: (f"{p.namespace}/{p.name}" for p in rows),
+        no_headers=no_headers,
+        quiet=quiet,
+    )
+
+
+def get(
+    ctx: typer.Context,
+    pod: Annotated[str, typer.Argument(help="The pod's name.", show_default=False)],
+    namespace: Annotated[str, typer.Option("--namespace", "-n", help="The pod's namespace.")] = DEFAULT_NAMESPACE,
+    output: OutputOpt = Output.table,
+    no_headers: NoHeadersOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """One pod's allocations, by pod-resources Get (List where Get is disabled). Exit 1 when there is no such pod."""
+    from devctl import analyze
+    from devctl.collect import SnapshotError, get_pod, load_snapshot
+    from devctl.node.podresources import PodNotFound
+    from devctl.node.rpc import RpcFailure
+    from devctl.render import structured
+    from devctl.render.style import use_color
+    from devctl.render.table import TableStyle, pods_table
+
+    opts = options(ctx)
+    not_found = f"pod {pod} in namespace {namespace} not found"
+    if opts.from_file:
+        try:
+            found = analyze.find_pod(load_snapshot(opts.from_file), pod, namespace)
+        except SnapshotError as e:
+            fail(f"--from {e}", ExitCode.NO_SOURCE)
+        if found is None:
+            fail(not_found, ExitCode.FINDINGS)
+    else:
+        try:
+            found = analyze.pod_view(run(get_pod(opts.paths(), opts.timeout, pod, namespace)))
+        except PodNotFound:
+            fail(not_found, ExitCode.FINDINGS)
+        except RpcFailure as e:
+            fail(e.message, ExitCode.NO_SOURCE)
+    if output in (Output.json, Output.yaml):
+        sys.stdout.write(structured.to_json(found) if output == Output.json else structured.to_yaml(found))
+    elif quiet:
+        print(f"{found.namespace}/{found.name}")
+    else:
+        style = TableStyle(wide=output == Output.wide, headers=not no_headers, color=use_color(sys.stdout))
+        sys.stdout.write(pods_table([found], style) or f"{found.namespace}/{found.name}: no containers\n")
+
+
+def topo(
+    ctx: typer.Context,
+    output: OutputOpt = Output.table,
+    no_headers: NoHeadersOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """NUMA nodes: CPUs (allocatable, exclusive, shared pool), memory, devices; alignment per container."""
+    from devctl import analyze
+    from devctl.render.table import topology_table
+
+    sources = {analyze.TOPOLOGY, analyze.POD_RESOURCES, analyze.PLUGINS}
+    snap = _snapshot(ctx, sources)
+    view = analyze.topology_view(snap)
+    _emit(
+        snap,
+        {analyze.TOPOLOGY, analyze.POD_RESOURCES},
+        output,
+        view,
+        lambda style: topology_table(view, style),
+        lambda: (str(n.id) for n in view.numa_nodes),
+        no_headers=no_headers,
+        quiet=quiet,
+    )
+
+
+def plugins(
+    ctx: typer.Context,
+    output: OutputOpt = Output.table,
+    no_headers: NoHeadersOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Every socket in the plugins dir and plugins_registry/: resource, status, devices, latency."""
+    from devctl import analyze
+    from devctl.render.table import plugins_table
+
+    sources = {analyze.PLUGINS, analyze.POD_RESOURCES, analyze.CHECKPOINT}
+    snap = _snapshot(ctx, sources)
+    view = analyze.plugins_view(snap)
+    _emit(
+        snap,
+        sources,
+        output,
+        view,
+        lambda style: plugins_table(view, style),
+        lambda: (p.socket for p in view.plugins),
+        no_headers=no_headers,
+        quiet=quiet,
+    )
+
+
+def checkpoint(
+    ctx: typer.Context,
+    output: OutputOpt = Output.table,
+    no_headers: NoHeadersOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """The device manager checkpoint decoded: checksum, format, entries with their allocation and pod.
+
+    Exit 3 when the checkpoint itself cannot be read: it is all this command shows.
+    """
+    from devctl import analyze
+    from devctl.render.table import checkpoint_table
+
+    snap = _snapshot(ctx, {analyze.CHECKPOINT, analyze.POD_RESOURCES, analyze.IDENTITIES})
+    view = analyze.checkpoint_view(snap)
+    _emit(
+        snap,
+        {analyze.CHECKPOINT},
+        output,
+        view,
+        lambda style: checkpoint_table(view, style),
+        lambda: (e.pod_uid for e in view.entries),
+        no_headers=no_headers,
+        quiet=quiet,
+    )
+
+
+def snapshot(
+    ctx: typer.Context,
+    file: Annotated[
+        str | None, typer.Option("--file", "-f", help="Write here instead of stdout.", show_default=False)
+    ] = None,
+) -> None:
+    """Every source at once as one JSON document, for `devctl --from FILE ...` anywhere else."""
+    from devctl.analyze import ALL_SOURCES, sources_read
+    from devctl.collect import dump_snapshot
+    from devctl.render.table import warnings
+
+    snap = _snapshot(ctx, ALL_SOURCES)
+    sys.stderr.write(warnings(snap.errors))
+    if file is None:
+        dump_snapshot(snap, sys.stdout)
+    else:
+        try:
+            with open(file, "w", encoding="utf-8") as f:
+                dump_snapshot(snap, f)
+        except OSError as e:
+            fail(f"cannot write {file}: {e.strerror or e}", ExitCode.USAGE)
+    if not sources_read(snap):
+        raise typer.Exit(int(ExitCode.NO_SOURCE))
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the app."""
+    for command in (ls, devices, pods, get, topo, plugins, checkpoint, snapshot):
+        app.command(command.__name__)(command)

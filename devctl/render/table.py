@@ -1,0 +1,290 @@
+"""Tables for people, the way kubectl and crictl print them.
+
+Upper-case headers, left-aligned columns, ``<none>`` for an empty cell, ``wide``
+for more columns, no headers on request. Every function returns the text to
+print (ending in a newline, or empty when there are no rows): printing and the
+"No resources found." notice are the caller's.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from tabulate import tabulate
+
+from devctl.analyze import (
+    CheckpointView,
+    DeviceRow,
+    PluginsView,
+    ResourceRow,
+    TopologyView,
+)
+from devctl.model import ContainerMemory, ContainerResources, PluginOptions, PodResources, SourceError
+from devctl.render.style import paint, word
+from devctl.units import format_bytes, format_cpulist
+
+NONE = "<none>"
+
+
+@dataclass(frozen=True)
+class TableStyle:
+    wide: bool = False
+    headers: bool = True
+    color: bool = False
+
+
+def _cell(value: object) -> str:
+    if value is None or value == "" or value == () or value == []:
+        return NONE
+    return str(value)
+
+
+def grid(headers: Sequence[str], rows: Iterable[Sequence[object]], style: TableStyle) -> str:
+    """Rows under upper-case headers, three spaces apart as kubectl prints them; '' when there are none."""
+    body = [[_cell(v) for v in row] for row in rows]
+    if not body:
+        return ""
+    text = tabulate(
+        body,
+        headers=[h.upper() for h in headers] if style.headers else (),
+        tablefmt="plain",
+        disable_numparse=True,
+        stralign="left",
+    )
+    return "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
+
+
+def _numa(nodes: Iterable[int]) -> str:
+    return ",".join(str(n) for n in nodes)
+
+
+def _flag(on: bool | None) -> str:
+    return "" if on is None else ("yes" if on else "no")
+
+
+def _options(o: PluginOptions | None) -> tuple[str, str]:
+    if o is None:
+        return "", ""
+    return _flag(o.pre_start_required), _flag(o.get_preferred_allocation_available)
+
+
+def names(items: Iterable[str]) -> str:
+    """``-q``: one name per line."""
+    lines = list(items)
+    return "".join(f"{n}\n" for n in lines)
+
+
+def warnings(errors: Iterable[SourceError], color: bool = False) -> str:
+    """Source errors as ``warning: <source>: <message>`` lines, for stderr."""
+    return "".join(f"{paint('warning', 'yellow', color)}: {e.source}: {e.message}\n" for e in errors)
+
+
+# --- ls -------------------------------------------------------------------------------------
+
+
+def resources_table(rows: Sequence[ResourceRow], style: TableStyle) -> str:
+    headers = ["name", "status", "capacity", "allocatable", "allocated", "free", "unhealthy"]
+    if style.wide:
+        headers += ["numa", "pre-start", "preferred", "socket"]
+    out = []
+    for r in rows:
+        row: list[object] = [
+            r.name,
+            word(r.status, style.color),
+            r.capacity,
+            r.allocatable,
+            r.allocated,
+            r.free,
+            paint(str(r.unhealthy), "red", style.color and r.unhealthy > 0),
+        ]
+        if style.wide:
+            row += [_numa(r.numa_nodes), *_options(r.options), r.socket]
+        out.append(row)
+    return grid(headers, out, style)
+
+
+# --- devices ----------------------------------------------------------------------------------
+
+
+def devices_table(rows: Sequence[DeviceRow], style: TableStyle) -> str:
+    headers = ["resource", "id", "health", "state", "numa", "allocated-to"]
+    out = []
+    for d in rows:
+        if style.wide:
+            holders = ",".join(f"{h.namespace}/{h.pod}/{h.container}" for h in d.allocated_to)
+        else:
+            holders = ",".join(dict.fromkeys(f"{h.namespace}/{h.pod}" for h in d.allocated_to))
+        health, state = word(d.health, style.color), word(d.state, style.color)
+        out.append([d.resource, d.id, health, state, _numa(d.numa_nodes), holders])
+    return grid(headers, out, style)
+
+
+# --- pods and get ------------------------------------------------------------------------------
+
+
+def _memory(memory: Iterable[ContainerMemory]) -> str:
+    totals: dict[str, int] = {}
+    for m in memory:
+        totals[m.type] = totals.get(m.type, 0) + m.size
+    return " ".join(f"{t}={format_bytes(n)}" for t, n in totals.items())
+
+
+def _devices(c: ContainerResources, wide: bool) -> str:
+    if wide:
+        return " ".join(f"{d.resource}={','.join(d.ids)}" for d in c.devices)
+    return " ".join(f"{d.resource}={len(d.ids)}" for d in c.devices)
+
+
+def _claims(c: ContainerResources) -> str:
+    return " ".join(
+        f"{r.claim_namespace}/{r.claim_name}=" + ",".join(f"{d.driver}/{d.pool}/{d.device}" for d in r.devices)
+        for r in c.dynamic_resources
+    )
+
+
+def pods_table(pods: Sequence[PodResources], style: TableStyle) -> str:
+    """One row per container: its devices (by count; IDs when wide), exclusive CPUs, memory, DRA claims."""
+    headers = ["namespace", "pod", "container", "devices", "cpus", "memory"]
+    if style.wide:
+        headers += ["numa", "claims"]
+    out = []
+    for p in pods:
+        for c in p.containers:
+            row: list[object] = [
+                p.namespace,
+                p.name,
+                c.name,
+                _devices(c, style.wide),
+                format_cpulist(c.cpu_ids),
+                _memory(c.memory),
+            ]
+            if style.wide:
+                numa = sorted({n for d in (*c.devices, *c.memory) for n in d.numa_nodes})
+                row += [_numa(numa), _claims(c)]
+            out.append(row)
+    return grid(headers, out, style)
+
+
+# --- topo ----------------------------------------------------------------------------------------
+
+
+def topology_table(view: TopologyView, style: TableStyle) -> str:
+    """The NUMA nodes, the shared CPU pool, then each container's alignment."""
+    headers = ["node", "cpus", "allocatable", "exclusive", "shared", "memory", "devices"]
+    if style.wide:
+        headers += ["hugepages"]
+    nodes = []
+    for n in view.numa_nodes:
+        devices = " ".join(f"{r}={c.allocated}/{c.total}" for r, c in n.devices.items())
+        row: list[object] = [
+            n.id,
+            format_cpulist(n.cpus),
+            format_cpulist(n.allocatable_cpus),
+            format_cpulist(n.exclusive_cpus),
+            format_cpulist(n.shared_cpus),
+            format_bytes(n.memory_bytes) if n.memory_bytes else "",
+            devices,
+        ]
+        if style.wide:
+            row.append(" ".join(f"{format_bytes(h['size_kb'] * 1024)}={h['free']}/{h['total']}" for h in n.hugepages))
+        nodes.append(row)
+    parts = [grid(headers, nodes, style)]
+    if style.headers:
+        parts.append(f"shared pool: {format_cpulist(view.shared_pool) or NONE}\n")
+    aligned = [
+        [
+            a.namespace,
+            a.pod,
+            a.container,
+            "unknown" if a.aligned is None else word("yes" if a.aligned else "no", style.color),
+            _numa(a.device_numa),
+            _numa(a.cpu_numa),
+            _numa(a.memory_numa),
+        ]
+        for a in view.alignment
+    ]
+    table = grid(["namespace", "pod", "container", "aligned", "device-numa", "cpu-numa", "memory-numa"], aligned, style)
+    if table:
+        parts.append("\n" + table)
+    return "".join(p for p in parts if p) if nodes or aligned else ""
+
+
+# --- plugins ----------------------------------------------------------------------------------------
+
+
+def plugins_table(view: PluginsView, style: TableStyle) -> str:
+    headers = ["socket", "resource", "status", "devices", "latency"]
+    if style.wide:
+        headers += ["healthy", "pre-start", "preferred", "registry", "error"]
+    out = []
+    for p in view.plugins:
+        row: list[object] = [
+            p.socket if style.wide else os.path.basename(p.socket),
+            p.resource,
+            word(p.status, style.color),
+            p.devices,
+            f"{p.latency_ms:.1f}ms" if p.latency_ms is not None else "",
+        ]
+        if style.wide:
+            registry = f"{p.registry.type}:{p.registry.name}" if p.registry else ""
+            row += [p.healthy, *_options(p.options), registry, p.error]
+        out.append(row)
+    text = grid(headers, out, style)
+    if style.headers:
+        ks, cp = view.kubelet_socket, view.checkpoint
+        checksum = {True: "checksum ok", False: paint("checksum MISMATCH", "red", style.color), None: ""}[
+            cp.checksum_ok
+        ]
+        text += (
+            ("\n" if text else "")
+            + f"kubelet socket: {'present' if ks.present else paint('absent', 'red', style.color)} ({ks.path})\n"
+            + f"checkpoint:     {'present' if cp.present else paint('absent', 'red', style.color)}"
+            + (f", {checksum}" if checksum else "")
+            + f" ({cp.path})\n"
+        )
+    return text
+
+
+# --- checkpoint -------------------------------------------------------------------------------------
+
+
+def checkpoint_table(view: CheckpointView, style: TableStyle) -> str:
+    """The checksum verdict and format on top, then one row per entry (its allocation when wide)."""
+    headers = ["pod", "container", "resource", "devices", "numa", "stale"]
+    if style.wide:
+        headers = ["pod-uid", *headers, "envs", "device-nodes", "mounts", "cdi"]
+    out = []
+    for e in view.entries:
+        pod = f"{e.pod.namespace}/{e.pod.name}" if e.pod else "<unknown>"
+        ids = [i for group in e.device_ids.values() for i in group]
+        numa = ",".join(k for k, v in e.device_ids.items() if v)
+        stale = paint("yes", "red", style.color) if e.stale else "no"
+        row: list[object] = [pod, e.container, e.resource, ",".join(ids), numa, stale]
+        if style.wide:
+            a = e.allocation
+            if a is None:
+                extra = [f"({e.allocation_error})" if e.allocation_error else "", "", "", ""]
+            else:
+                extra = [
+                    " ".join(f"{k}={v}" for k, v in a.envs.items()),
+                    " ".join(f"{d.host_path}:{d.container_path}:{d.permissions}" for d in a.devices),
+                    " ".join(f"{m.host_path}:{m.container_path}{':ro' if m.read_only else ''}" for m in a.mounts),
+                    " ".join(a.cdi_devices),
+                ]
+            row = [e.pod_uid, *row, *extra]
+        out.append(row)
+    text = ""
+    if style.headers:
+        if view.format is None:
+            return ""
+        fmt = view.format + (" (the flat DeviceIDs of Kubernetes <= 1.19)" if view.format == "v1" else "")
+        verdict = "ok" if view.checksum_ok else paint("MISMATCH", "red", style.color)
+        if not view.checksum_ok and view.checksum is not None:
+            verdict += f" (stored {view.checksum}, computed {view.computed_checksum}: the kubelet would start empty)"
+        registered = " ".join(f"{r}={len(ids)}" for r, ids in view.registered_devices.items())
+        text = f"path:       {view.path}\nformat:     {fmt}\nchecksum:   {verdict}\nregistered: {registered or NONE}\n"
+        table = grid(headers, out, style)
+        return text + ("\n" + table if table else "")
+    return grid(headers, out, style)
