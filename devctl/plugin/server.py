@@ -200,24 +200,30 @@ class DevicePluginServer:
 
     async def _register_loop(self) -> None:
         delay = BACKOFF_START
-        failures = 0
+        # Warn once per outage, of each kind; a plugin waiting for its kubelet should not flood the log.
+        warned_absent = warned_failing = False
         while True:
             await self._register_wanted.wait()
             self._register_wanted.clear()
+            if _identity(self.kubelet_socket) is None:
+                # No kubelet yet, or it is restarting: the watcher wakes us when kubelet.sock appears.
+                if not warned_absent:
+                    self.log.warning("no kubelet at %s yet; will register when it appears", self.kubelet_socket)
+                warned_absent = True
+                continue
             try:
                 await deviceplugin.register(self.kubelet_socket, self.spec.socket, self.spec.resource, self.options)
             except RpcFailure as e:
-                failures += 1
-                # Warn once per outage; a plugin waiting for its kubelet should not flood the log.
-                level = logging.WARNING if failures == 1 else logging.DEBUG
+                level = logging.DEBUG if warned_failing else logging.WARNING
                 self.log.log(level, "register %s: %s (retrying)", self.spec.resource, e.message)
+                warned_failing = True
                 # Retry after the backoff, or at once when the watcher sees a new kubelet.sock.
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._register_wanted.wait(), delay)
                 delay = min(delay * 2, BACKOFF_MAX)
                 self._register_wanted.set()
                 continue
-            delay, failures = BACKOFF_START, 0
+            delay, warned_absent, warned_failing = BACKOFF_START, False, False
             self.registered = True
             self.log.info("registered %s with %s", self.spec.resource, self.kubelet_socket)
             async with self._registered_cond:
