@@ -1,9 +1,177 @@
-"""Placeholder: filled in by the work on this command group."""
+"""``devctl watch``: live ListAndWatch streams (and kernel device events) on one timeline.
+
+The command parses its options and hands them to ``_follow``, which consumes
+``devctl.watch.watch`` and prints; fetching and printing stay apart.
+Only typer and the standard library are imported at module level.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+from enum import Enum
+from typing import IO, TYPE_CHECKING, Annotated
+
 import typer
+
+from devctl.cli.common import ExitCode, fail, options, run
+
+if TYPE_CHECKING:
+    from devctl.model import NodePaths
+
+
+class WatchOutput(str, Enum):
+    table = "table"
+    json = "json"
+
+
+def watch(
+    ctx: typer.Context,
+    resources: Annotated[
+        list[str] | None,
+        typer.Argument(metavar="RESOURCE", show_default=False, help="Resources to watch [default: every plugin]."),
+    ] = None,
+    socket: Annotated[
+        list[str] | None,
+        typer.Option("--socket", metavar="PATH", help="Watch this plugin socket (a bare name is in the plugins dir)."),
+    ] = None,
+    once: Annotated[bool, typer.Option("--once", help="Print each target's current list, then exit.")] = False,
+    count: Annotated[int | None, typer.Option("--count", min=1, metavar="N", help="Exit after N events.")] = None,
+    duration: Annotated[
+        float | None, typer.Option("--duration", min=0.0, metavar="SECONDS", help="Exit after this long.")
+    ] = None,
+    wait: Annotated[bool, typer.Option("--wait", help="Wait for resources or sockets not served yet.")] = False,
+    udev: Annotated[bool, typer.Option("--udev", help="Add kernel device events (PCI, DRM, net, IB, VFIO).")] = False,
+    record: Annotated[
+        str | None, typer.Option("--record", metavar="FILE", help="Also write the events as JSON lines to FILE.")
+    ] = None,
+    output: Annotated[
+        WatchOutput, typer.Option("--output", "-o", help="table, or json: one object per line.")
+    ] = WatchOutput.table,
+) -> None:
+    """Follow device plugins live: a snapshot, then one line per change, until Ctrl-C.
+
+    Events: snapshot, added, removed, health, topology, disconnected and
+    reconnected; with --udev also udev-add, udev-remove, udev-change,
+    udev-bind, udev-unbind. Status notes (waiting, why a stream ended) go to
+    stderr.
+    """
+    opts = options(ctx)
+    paths = opts.paths()
+    sockets = [_socket_path(s, paths.plugins_dir) for s in socket or ()]
+    try:
+        recording = open(record, "w", encoding="utf-8") if record else None  # noqa: SIM115 closed below
+    except OSError as e:
+        fail(f"--record {record}: {e.strerror or e}")
+    try:
+        code = run(
+            _follow(
+                paths,
+                resources or [],
+                sockets,
+                json_output=output == WatchOutput.json,
+                once=once,
+                count=count,
+                duration=duration,
+                wait=wait,
+                udev=udev,
+                record=recording,
+                timeout=opts.timeout,
+            )
+        )
+    finally:
+        if recording is not None:
+            recording.close()
+    raise typer.Exit(int(code))
+
+
+def _socket_path(path: str, plugins_dir: str) -> str:
+    """``--socket`` as given, or in the plugins dir when it is a bare file name not found here."""
+    if "/" not in path and not os.path.exists(path):
+        return os.path.join(plugins_dir, path)
+    return path
+
+
+async def _follow(
+    paths: NodePaths,
+    resources: list[str],
+    sockets: list[str],
+    *,
+    json_output: bool,
+    once: bool,
+    count: int | None,
+    duration: float | None,
+    wait: bool,
+    udev: bool,
+    record: IO[str] | None,
+    timeout: float,
+) -> ExitCode:
+    """Print events until ``count``, ``duration``, ``once``, SIGINT or SIGTERM ends the watch."""
+    from devctl.render.events import json_line, table_header, table_line
+    from devctl.watch import NoPluginsDir, Notice, UnknownTarget, watch
+
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    out = sys.stdout
+    printed = 0
+    header = not json_output
+
+    async def consume() -> ExitCode:
+        nonlocal printed, header
+        async with contextlib.aclosing(
+            watch(paths, resources, sockets, wait=wait, once=once, udev=udev, timeout=timeout)
+        ) as items:
+            async for item in items:
+                if isinstance(item, Notice):
+                    print(f"devctl: {item.message}", file=sys.stderr, flush=True)
+                    continue
+                if header:
+                    out.write(table_header() + "\n")
+                    header = False
+                line = json_line(item)
+                out.write((line if json_output else table_line(item)) + "\n")
+                out.flush()
+                if record is not None:
+                    record.write(line + "\n")
+                    record.flush()
+                printed += 1
+                if count is not None and printed >= count:
+                    break
+        # --once that printed no snapshot at all could read no source.
+        return ExitCode.NO_SOURCE if once and printed == 0 and (resources or sockets) else ExitCode.OK
+
+    task = asyncio.ensure_future(consume())
+    stopper = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({task, stopper}, timeout=duration, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopper.cancel()
+        if not task.done():
+            task.cancel()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+    try:
+        return await task
+    except asyncio.CancelledError:
+        return ExitCode.OK  # ended by --duration or a signal: a normal end for a watch
+    except UnknownTarget as e:
+        print(f"devctl: {e.message}", file=sys.stderr)
+        return ExitCode.USAGE
+    except NoPluginsDir as e:
+        print(f"devctl: {e.message}", file=sys.stderr)
+        return ExitCode.NO_SOURCE
+    except BrokenPipeError:
+        # The reader went away (`devctl watch | head`): stop quietly, as Unix tools do.
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return ExitCode.OK
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the app."""
+    app.command("watch")(watch)

@@ -1,0 +1,99 @@
+"""Watch events as lines: a table for people, JSON lines for scripts.
+
+A watch prints as events happen, so a table cannot be laid out after the
+fact (tabulate needs every row): columns have fixed minimum widths, and a
+longer value just pushes the rest of its line, as ``kubectl get -w`` does.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Any
+
+from devctl.node.udev import KernelEvent
+from devctl.watch import WatchEvent
+
+# (header, minimum width); the last column is not padded.
+COLUMNS = (("TIME", 12), ("EVENT", 12), ("RESOURCE", 24), ("DEVICE", 18), ("CHANGE", 24), ("DEVICES", 0))
+
+
+def iso_time(t: datetime) -> str:
+    """UTC with milliseconds, as cli.md writes it: ``2026-01-02T03:04:05.678Z``."""
+    t = t.astimezone(timezone.utc)
+    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
+
+
+def clock_time(t: datetime) -> str:
+    """UTC ``HH:MM:SS.mmm``, the time column of the table."""
+    t = t.astimezone(timezone.utc)
+    return t.strftime("%H:%M:%S.") + f"{t.microsecond // 1000:03d}"
+
+
+def event_object(item: WatchEvent | KernelEvent) -> dict[str, Any]:
+    """The JSON object of one event.
+
+    A device-plugin event has exactly cli.md's nine keys, ``null`` where a key
+    does not apply. A kernel event (``--udev``, an extension) has the same nine
+    keys, ``device`` being the kernel's device name, plus ``subsystem``,
+    ``devpath`` and ``driver``.
+    """
+    if isinstance(item, KernelEvent):
+        return {
+            "time": iso_time(item.time),
+            "resource": None,
+            "socket": None,
+            "event": item.event,
+            "device": item.name,
+            "from": None,
+            "to": None,
+            "devices": None,
+            "healthy": None,
+            "subsystem": item.subsystem,
+            "devpath": item.devpath,
+            "driver": item.driver,
+        }
+    return {
+        "time": iso_time(item.time),
+        "resource": item.resource,
+        "socket": item.socket,
+        "event": item.event,
+        "device": item.device,
+        "from": item.from_,
+        "to": item.to,
+        "devices": item.devices,
+        "healthy": item.healthy,
+    }
+
+
+def json_line(item: WatchEvent | KernelEvent) -> str:
+    """One event as one line of JSON (no newline)."""
+    return json.dumps(event_object(item))
+
+
+def _row(cells: tuple[str, ...]) -> str:
+    parts = [cell.ljust(width) for cell, (_, width) in zip(cells[:-1], COLUMNS[:-1], strict=True)]
+    return "  ".join([*parts, cells[-1]]).rstrip()
+
+
+def table_header() -> str:
+    return _row(tuple(name for name, _ in COLUMNS))
+
+
+def _change(item: WatchEvent) -> str:
+    if item.from_ is not None and item.to is not None:
+        return f"{item.from_}→{item.to}"
+    if item.to is not None:
+        return item.to
+    return item.from_ or ""
+
+
+def table_line(item: WatchEvent | KernelEvent) -> str:
+    """One event as a table row: time, event, resource, device, from→to, counts."""
+    if isinstance(item, KernelEvent):
+        driver = f"driver {item.driver}" if item.driver else ""
+        return _row((clock_time(item.time), item.event, item.subsystem, item.name, driver, ""))
+    # A socket whose resource no source names is shown by its socket file.
+    resource = item.resource or (f"({item.socket.rsplit('/', 1)[-1]})" if item.socket else "-")
+    total = "" if item.devices is None else f"{item.devices} ({item.healthy} healthy)"
+    return _row((clock_time(item.time), item.event, resource, item.device or "", _change(item), total))
