@@ -1,0 +1,456 @@
+"""The device manager checkpoint, ``kubelet_internal_checkpoint``: read, verify, decode, and write for the simulator.
+
+The kubelet refuses a checkpoint whose checksum does not match and starts with
+no allocations, so devctl must compute the checksum exactly as the kubelet
+does and report a mismatch as a finding, not fail on it. The checksum is
+FNV-1a 32 over go-spew's ``%#v`` rendering of the ``Data`` value *as Go decoded
+it* (pkg/kubelet/checkpointmanager/checksum/checksum.go, pkg/util/hash/hash.go),
+so this module re-creates both: what encoding/json makes of the file (a JSON
+``null`` is a nil slice or map, printed ``<nil>``; a missing key keeps the
+empty value the kubelet pre-filled) and how go-spew prints the structs of
+pkg/kubelet/cm/devicemanager/checkpoint/checkpoint.go and checkpointv1.go.
+
+Files the kubelet never writes are judged as closely as is cheap: a key
+matches its field case-insensitively as in encoding/json, but when one field
+appears under two spellings the exact spelling wins here (in Go, the later one).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import json
+import os
+import re
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from google.protobuf.message import DecodeError
+
+from devctl.model import Checkpoint, CheckpointEntry
+from devctl.node.convert import decode_allocation
+
+FORMAT_V2 = "v2"
+FORMAT_V1 = "v1"  # Kubernetes <= 1.19: DeviceIDs a flat list, no NUMA nodes
+NO_NUMA = "-1"  # pkg/kubelet/cm/devicemanager/manager.go: nodeWithoutTopology
+
+_FNV32_OFFSET = 0x811C9DC5
+_FNV32_PRIME = 0x01000193
+_NIL = "<nil>"
+_INT64 = range(-(2**63), 2**63)
+_UINT64 = range(2**64)
+_NUMA_KEY = re.compile(r"[+-]?[0-9]+")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+# encoding/json.Marshal escapes these inside strings (HTMLEscape and JSONP safety).
+_GO_JSON_ESCAPES = str.maketrans(
+    {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+)
+
+
+class CheckpointError(Exception):
+    """A checkpoint that cannot be read at all: missing, unreadable, not JSON, or not a checkpoint.
+
+    ``reason`` is one line without the path, for a ``SourceError`` whose source
+    is already the path; ``str()`` of the error carries both.
+    """
+
+    def __init__(self, path: str, reason: str):
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class RawEntry:
+    """One PodDevicesEntry as the simulated kubelet writes it.
+
+    ``device_ids`` is keyed by NUMA node as a string (``"-1"``: none);
+    ``alloc_resp`` is the serialized ContainerAllocateResponse the plugin
+    returned (``b""`` for an empty one, which the kubelet stores as ``""``).
+    """
+
+    pod_uid: str
+    container: str
+    resource: str
+    device_ids: Mapping[str, Sequence[str]]
+    alloc_resp: bytes
+
+
+class _Shape(ValueError):
+    """The JSON is not the shape of a checkpoint; the message names the offending field."""
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """A PodDevicesEntry as Go decodes it; ``None`` stands for Go's nil."""
+
+    pod_uid: str
+    container: str
+    resource: str
+    # v2: NUMA node -> IDs; v1: a flat tuple; None: nil (either format).
+    device_ids: dict[int, tuple[str, ...] | None] | tuple[str, ...] | None
+    alloc_resp: bytes | None
+    alloc_error: str | None  # AllocResp was not base64: Go could not decode the file at all
+
+
+@dataclass(frozen=True)
+class _Data:
+    entries: tuple[_Entry, ...] | None
+    registered: dict[str, tuple[str, ...] | None] | None
+    format: str | None  # None when no entry tells (no entries, or every DeviceIDs null)
+
+
+def fnv1a32(data: bytes) -> int:
+    """FNV-1a, 32 bits: the hash/fnv.New32a the kubelet's checkpoint checksum uses."""
+    h = _FNV32_OFFSET
+    for byte in data:
+        h = ((h ^ byte) * _FNV32_PRIME) & 0xFFFFFFFF
+    return h
+
+
+def render_spew(data: Mapping) -> str:
+    """The go-spew ``%#v`` rendering of a checkpoint's ``Data`` value (parsed JSON), whose FNV-1a is the checksum.
+
+    The format follows the value: flat ``DeviceIDs`` lists render the old
+    (v1) struct, as checkpointv1.go does after renaming its types. Raises
+    ValueError when ``data`` is not the shape of a checkpoint's ``Data``.
+    """
+    parsed = _parse_data(data)
+    return _render(parsed, parsed.format or FORMAT_V2)
+
+
+def read_checkpoint(path: str) -> Checkpoint:
+    """Read, verify and decode a checkpoint; raise CheckpointError only when it cannot be read at all.
+
+    A checksum mismatch is a finding, not an error: ``checksum_ok`` is False
+    with both checksums set. As the kubelet does (manager.go readCheckpoint),
+    a file that fails as the current format is tried as the old one; the old
+    format's checksum is checkpointv1.go's. An ``AllocResp`` that is not base64
+    leaves the kubelet unable to decode the file, so then no checksum is
+    computed (``computed_checksum`` None). An undecodable allocation is
+    flagged on its own entry (``alloc_error``); the other entries still decode.
+    """
+    doc = _load_json(path, _read_bytes(path))
+    try:
+        if not isinstance(doc, dict):
+            raise _Shape(f"the file holds {_kind(doc)}, expected an object")
+        data = _field(doc, "Data")
+        if data is None:
+            raise _Shape("it has no Data object")
+        stored = _checksum(_field(doc, "Checksum"))
+        parsed = _parse_data(data)
+    except _Shape as err:
+        raise CheckpointError(path, f"not a device manager checkpoint: {err}") from err
+
+    fmt = parsed.format or FORMAT_V2
+    computed = None
+    if not any(e.alloc_error for e in parsed.entries or ()):
+        computed = fnv1a32(_render(parsed, fmt).encode())
+        if parsed.format is None and computed != stored:
+            old = fnv1a32(_render(parsed, FORMAT_V1).encode())
+            if old == stored:
+                fmt, computed = FORMAT_V1, old
+    return Checkpoint(
+        path=path,
+        format=fmt,
+        checksum_ok=computed is not None and computed == stored,
+        checksum=stored,
+        computed_checksum=computed,
+        registered_devices={name: ids or () for name, ids in sorted((parsed.registered or {}).items())},
+        entries=tuple(_model_entry(e) for e in parsed.entries or ()),
+    )
+
+
+def dump_checkpoint(entries: Sequence[RawEntry], registered: Mapping[str, Sequence[str]]) -> bytes:
+    """The checkpoint file the kubelet would write for these entries and healthy devices, checksum included.
+
+    Byte for byte what Go's json.Marshal makes of the kubelet's Data struct:
+    compact, fields in struct order, map keys sorted as strings, no entries
+    as ``null``. Raises ValueError for a NUMA key that is not an integer.
+    """
+    data = {
+        "PodDeviceEntries": [_entry_json(e) for e in entries] or None,
+        "RegisteredDevices": {name: list(ids) for name, ids in sorted(registered.items())},
+    }
+    checksum = fnv1a32(render_spew(data).encode())
+    text = json.dumps({"Data": data, "Checksum": checksum}, ensure_ascii=False, separators=(",", ":"))
+    return text.translate(_GO_JSON_ESCAPES).encode()
+
+
+def write_checkpoint(path: str, entries: Sequence[RawEntry], registered: Mapping[str, Sequence[str]]) -> None:
+    """Write the checkpoint atomically, for the simulated kubelet only (devctl never writes node files).
+
+    Like the kubelet's file store (pkg/kubelet/util/store/filestore.go): a
+    hidden temporary file in the same directory, synced, then renamed over
+    the old one, so a reader sees the old file or the new one, never half.
+    """
+    blob = dump_checkpoint(entries, registered)
+    directory, name = os.path.split(path)
+    fd, tmp = tempfile.mkstemp(dir=directory or ".", prefix=f".{name}.")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(blob)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+# --- reading: bytes, JSON, and Go's view of the value ------------------------------
+
+
+def _read_bytes(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError as err:
+        raise CheckpointError(path, "no such file") from err
+    except PermissionError as err:
+        raise CheckpointError(path, "permission denied") from err
+    except OSError as err:
+        raise CheckpointError(path, (err.strerror or str(err)).lower()) from err
+
+
+def _refuse_constant(name: str) -> Any:
+    # Python's json takes NaN and Infinity; Go's, like the JSON grammar, does not.
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _load_json(path: str, raw: bytes) -> Any:
+    if not raw.strip():
+        raise CheckpointError(path, "not JSON: the file is empty")
+    # encoding/json replaces invalid UTF-8 inside strings with U+FFFD instead of failing.
+    text = raw.decode("utf-8", errors="replace")
+    try:
+        return json.loads(text, parse_constant=_refuse_constant)
+    except json.JSONDecodeError as err:
+        raise CheckpointError(path, f"not JSON: {err.msg} at line {err.lineno} column {err.colno}") from err
+    except ValueError as err:
+        raise CheckpointError(path, f"not JSON: {err}") from err
+    except RecursionError as err:
+        raise CheckpointError(path, "not JSON: nested too deeply") from err
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    return "an object"
+
+
+def _field(obj: Mapping, name: str, default: Any = None) -> Any:
+    """A struct field of a JSON object, matched like encoding/json: exactly, else ignoring case."""
+    if name in obj:
+        return obj[name]
+    folded = name.casefold()
+    for key, value in obj.items():
+        if key.casefold() == folded:
+            return value
+    return default
+
+
+def _checksum(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and value in _UINT64:
+        return value
+    shown = value if isinstance(value, (int, float)) and not isinstance(value, bool) else _kind(value)
+    raise _Shape(f"Checksum is {shown}, expected an unsigned 64-bit integer")
+
+
+def _text(value: Any, where: str) -> str:
+    if value is None:  # a JSON null leaves a Go string at ""
+        return ""
+    if not isinstance(value, str):
+        raise _Shape(f"{where} is {_kind(value)}, expected a string")
+    return _go_string(value)
+
+
+def _go_string(value: str) -> str:
+    # encoding/json turns a lone UTF-16 surrogate escape into U+FFFD; Python keeps it.
+    return _LONE_SURROGATE.sub("\ufffd", value)
+
+
+def _ids(value: Any, where: str) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise _Shape(f"{where} is {_kind(value)}, expected a list of device IDs")
+    return tuple(_text(v, f"{where}[{i}]") for i, v in enumerate(value))
+
+
+def _numa_node(key: str) -> int | None:
+    """A NUMA node map key as encoding/json parses an int64 key (strconv.ParseInt(key, 10, 64)); None if it fails."""
+    if _NUMA_KEY.fullmatch(key) and int(key) in _INT64:
+        return int(key)
+    return None
+
+
+def _numa_key(key: str, where: str) -> int:
+    node = _numa_node(key)
+    if node is None:
+        raise _Shape(f"{where} has the key {json.dumps(key)}, expected a NUMA node number")
+    return node
+
+
+def _device_ids(value: Any, where: str) -> dict[int, tuple[str, ...] | None] | tuple[str, ...] | None:
+    if isinstance(value, dict):
+        return {_numa_key(k, where): _ids(v, f"{where}[{json.dumps(k)}]") for k, v in value.items()}
+    if value is None or isinstance(value, list):
+        return _ids(value, where)
+    raise _Shape(f"{where} is {_kind(value)}, expected an object of NUMA node to device IDs (or an old flat list)")
+
+
+def _alloc_resp(value: Any) -> tuple[bytes | None, str | None]:
+    if value is None:
+        return None, None
+    if not isinstance(value, str):
+        return None, f"AllocResp is {_kind(value)}, not base64"
+    try:
+        # encoding/json decodes []byte with base64.StdEncoding, which skips line breaks.
+        return base64.b64decode(value.replace("\r", "").replace("\n", ""), validate=True), None
+    except (binascii.Error, ValueError) as err:
+        return None, f"AllocResp is not base64: {err}"
+
+
+def _parse_entry(value: Any, where: str) -> _Entry:
+    if value is None:  # a null element is a zero PodDevicesEntry
+        value = {}
+    if not isinstance(value, dict):
+        raise _Shape(f"{where} is {_kind(value)}, expected an object")
+    alloc, alloc_error = _alloc_resp(_field(value, "AllocResp"))
+    return _Entry(
+        pod_uid=_text(_field(value, "PodUID"), f"{where}.PodUID"),
+        container=_text(_field(value, "ContainerName"), f"{where}.ContainerName"),
+        resource=_text(_field(value, "ResourceName"), f"{where}.ResourceName"),
+        device_ids=_device_ids(_field(value, "DeviceIDs"), f"{where}.DeviceIDs"),
+        alloc_resp=alloc,
+        alloc_error=alloc_error,
+    )
+
+
+def _parse_data(data: Any) -> _Data:
+    """Go's view of the Data value: nil where JSON says null, empty where a key is missing.
+
+    The kubelet unmarshals into a checkpoint pre-filled with an empty entry
+    list and an empty map (manager.go getCheckpoint), so a missing key renders
+    as empty while a ``null`` renders as nil.
+    """
+    if not isinstance(data, Mapping):
+        raise _Shape(f"Data is {_kind(data)}, expected an object")
+    raw_entries = _field(data, "PodDeviceEntries", [])
+    if raw_entries is not None and not isinstance(raw_entries, list):
+        raise _Shape(f"Data.PodDeviceEntries is {_kind(raw_entries)}, expected a list")
+    entries = None
+    if raw_entries is not None:
+        entries = tuple(_parse_entry(e, f"Data.PodDeviceEntries[{i}]") for i, e in enumerate(raw_entries))
+
+    raw_registered = _field(data, "RegisteredDevices", {})
+    if raw_registered is not None and not isinstance(raw_registered, dict):
+        raise _Shape(f"Data.RegisteredDevices is {_kind(raw_registered)}, expected an object")
+    registered = None
+    if raw_registered is not None:
+        registered = {
+            _go_string(name): _ids(ids, f"Data.RegisteredDevices[{json.dumps(name)}]")
+            for name, ids in raw_registered.items()
+        }
+
+    kinds = {type(e.device_ids) for e in entries or () if e.device_ids is not None}
+    if len(kinds) > 1:
+        raise _Shape("Data.PodDeviceEntries mixes NUMA maps and old flat DeviceIDs lists")
+    fmt = None
+    if kinds:
+        fmt = FORMAT_V2 if kinds == {dict} else FORMAT_V1
+    return _Data(entries=entries, registered=registered, format=fmt)
+
+
+# --- go-spew ------------------------------------------------------------------------
+
+
+def _spew_list(items: Sequence[str] | None) -> str:
+    return _NIL if items is None else "[" + " ".join(items) + "]"
+
+
+def _spew_entry(e: _Entry, fmt: str) -> str:
+    # Elements of a slice or map are printed without their type; struct fields with it.
+    if isinstance(e.device_ids, dict):
+        # go-spew with SortKeys sorts integer keys numerically: -1 0 1 2 10.
+        pairs = sorted(e.device_ids.items())
+        ids = "(checkpoint.DevicesPerNUMA)map[" + " ".join(f"{n}:{_spew_list(v)}" for n, v in pairs) + "]"
+    elif fmt == FORMAT_V1:
+        ids = "([]string)" + _spew_list(e.device_ids)
+    else:
+        ids = "(checkpoint.DevicesPerNUMA)" + _NIL
+    alloc = _NIL if e.alloc_resp is None else "[" + " ".join(map(str, e.alloc_resp)) + "]"
+    return (
+        f"{{PodUID:(string){e.pod_uid} ContainerName:(string){e.container} ResourceName:(string){e.resource} "
+        f"DeviceIDs:{ids} AllocResp:([]uint8){alloc}}}"
+    )
+
+
+def _render(data: _Data, fmt: str) -> str:
+    """``%#v`` of checkpointData; the old struct's type names are renamed to these (checkpointv1.go)."""
+    if any(e.alloc_error for e in data.entries or ()):
+        raise _Shape("an AllocResp is not base64, so the value cannot be rendered")
+    entries = _NIL if data.entries is None else "[" + " ".join(_spew_entry(e, fmt) for e in data.entries) + "]"
+    if data.registered is None:
+        registered = _NIL
+    else:
+        # Strings sort by code point, which is Go's byte order of their UTF-8.
+        pairs = sorted(data.registered.items())
+        registered = "map[" + " ".join(f"{name}:{_spew_list(ids)}" for name, ids in pairs) + "]"
+    return (
+        f"(checkpoint.checkpointData){{PodDeviceEntries:([]checkpoint.PodDevicesEntry){entries} "
+        f"RegisteredDevices:(map[string][]string){registered}}}"
+    )
+
+
+# --- model and writing -----------------------------------------------------------------
+
+
+def _model_entry(e: _Entry) -> CheckpointEntry:
+    if isinstance(e.device_ids, tuple):
+        # The old format recorded no NUMA node. The kubelet files such devices
+        # under node 0 when it upgrades them (checkpointv1.go); devctl says "none".
+        device_ids = {NO_NUMA: e.device_ids}
+    else:
+        device_ids = {str(n): ids or () for n, ids in sorted((e.device_ids or {}).items())}
+    if e.alloc_error:
+        return CheckpointEntry(e.pod_uid, e.container, e.resource, device_ids, None, e.alloc_error)
+    try:
+        allocation = decode_allocation(e.alloc_resp or b"")
+    except DecodeError as err:
+        return CheckpointEntry(
+            e.pod_uid, e.container, e.resource, device_ids, None, f"AllocResp is not a ContainerAllocateResponse: {err}"
+        )
+    return CheckpointEntry(e.pod_uid, e.container, e.resource, device_ids, allocation)
+
+
+def _entry_json(e: RawEntry) -> dict[str, Any]:
+    nodes = {}
+    for key, ids in e.device_ids.items():
+        node = _numa_node(key)
+        if node is None:
+            raise ValueError(f"NUMA node key {key!r} of {e.pod_uid}/{e.container} is not an integer")
+        nodes[str(node)] = list(ids)
+    return {
+        "PodUID": e.pod_uid,
+        "ContainerName": e.container,
+        "ResourceName": e.resource,
+        # encoding/json writes map keys sorted as strings: "-1", "0", "1", "10", "2".
+        "DeviceIDs": dict(sorted(nodes.items())),
+        "AllocResp": base64.b64encode(e.alloc_resp).decode(),
+    }
