@@ -91,6 +91,15 @@ def _sockets_in(directory: str, skip: Iterable[str] = ()) -> list[str]:
     ]
 
 
+# grpc.aio hands back None for a reply it cannot decode (it only logs the error), and
+# the clients then fail on that None: such a socket speaks something else.
+_UNDECODABLE = (AttributeError, TypeError)
+
+
+def _undecodable(what: str) -> str:
+    return f"{what}: the reply could not be decoded (not the API devctl expects)"
+
+
 def _oserror(path: str, err: OSError) -> str:
     if isinstance(err, FileNotFoundError):
         return f"{path}: {NO_SUCH_FILE}"
@@ -117,6 +126,8 @@ async def _pod_resources(paths: NodePaths, timeout: float, out: _Result) -> None
         pods, alloc = await asyncio.gather(client.list(), client.allocatable(), return_exceptions=True)
     if isinstance(pods, RpcFailure):
         out.errors.append(SourceError(POD_RESOURCES, pods.message))
+    elif isinstance(pods, _UNDECODABLE):
+        out.errors.append(SourceError(POD_RESOURCES, _undecodable(f"{socket} List")))
     elif isinstance(pods, BaseException):
         raise pods
     else:
@@ -128,6 +139,8 @@ async def _pod_resources(paths: NodePaths, timeout: float, out: _Result) -> None
         else:
             message = alloc.message
         out.errors.append(SourceError(POD_RESOURCES, message))
+    elif isinstance(alloc, _UNDECODABLE):
+        out.errors.append(SourceError(POD_RESOURCES, _undecodable(f"{socket} GetAllocatableResources")))
     elif isinstance(alloc, BaseException):
         raise alloc
     else:
@@ -147,6 +160,8 @@ async def probe_socket(socket: str, timeout: float) -> PluginProbe:
             options, devices, latency = await client.probe()
     except RpcFailure as e:
         return PluginProbe(socket=socket, status=e.status, error=e.message)
+    except _UNDECODABLE:
+        return PluginProbe(socket=socket, status=PluginStatus.UNREACHABLE, error=_undecodable(socket))
     return PluginProbe(socket=socket, status=PluginStatus.SERVING, options=options, devices=devices, latency_ms=latency)
 
 
@@ -158,6 +173,8 @@ async def _registry_socket(socket: str, plugins_dir: str, timeout: float) -> Plu
         info = await registry_info(socket, timeout)
     except RpcFailure as e:
         return PluginProbe(socket=socket, status=e.status, error=e.message)
+    except _UNDECODABLE:
+        return PluginProbe(socket=socket, status=PluginStatus.UNREACHABLE, error=_undecodable(f"{socket} GetInfo"))
     if info.type != DEVICE_PLUGIN_TYPE:
         # A CSI or DRA driver: shown, not probed as a device plugin.
         return PluginProbe(socket=socket, status=PluginStatus.SERVING, registry=info)

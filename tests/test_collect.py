@@ -1,0 +1,314 @@
+"""collect() against real servers on real unix sockets: every source at once, each failure on its own.
+
+The node is built by hand from the simulator's parts (the plugin server, the
+pod-resources server, the checkpoint writer, the sysfs writer) and the
+misbehaving servers of tests/badservers.py, so each case sets exactly one fault.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import json
+import os
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+from badservers import frozen_socket, huge_pod_resources, hung_server, malformed_plugin, stale_socket
+
+from devctl import analyze
+from devctl.api.pluginregistration.v1 import api_pb2 as reg
+from devctl.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
+from devctl.collect import (
+    SnapshotError,
+    collect,
+    dump_snapshot,
+    get_pod,
+    infer_resource,
+    load_snapshot,
+)
+from devctl.model import (
+    AllocatableResources,
+    ContainerDevices,
+    ContainerResources,
+    Device,
+    NumaNode,
+    PluginStatus,
+    PodResources,
+)
+from devctl.node.checkpoint import RawEntry, write_checkpoint
+from devctl.node.paths import resolve_paths
+from devctl.node.podresources import PodNotFound
+from devctl.plugin.server import DevicePluginServer
+from devctl.plugin.spec import PluginSpec
+from devctl.sim.podresources import PodResourcesServer
+from devctl.sim.sysfs import write_topology
+
+GPU = "nvidia.com/gpu"
+NIC = "example.com/nic"
+NO_IDENTITIES = analyze.ALL_SOURCES - {analyze.IDENTITIES}
+TIMEOUT = 0.5
+
+
+class State:
+    def __init__(self, pods=(), allocatable=None):
+        self._pods, self._alloc = tuple(pods), allocatable or AllocatableResources()
+
+    def pods(self):
+        return self._pods
+
+    def allocatable(self):
+        return self._alloc
+
+
+def gpus(n: int = 4) -> tuple[Device, ...]:
+    return tuple(Device(f"GPU-{i}", "Healthy", (i % 2,)) for i in range(n))
+
+
+POD = PodResources("ml", "train-0", (ContainerResources("main", (ContainerDevices(GPU, ("GPU-0",), (0,)),), (2, 3)),))
+ALLOC = AllocatableResources(
+    devices=tuple(ContainerDevices(GPU, (d.id,), d.numa_nodes) for d in gpus()), cpu_ids=tuple(range(2, 8))
+)
+
+
+@pytest.fixture
+def node(short_root: Path):
+    paths = resolve_paths(root=str(short_root), env={})
+    os.makedirs(paths.plugins_dir)
+    os.makedirs(os.path.dirname(paths.pod_resources))
+    return paths
+
+
+@contextlib.asynccontextmanager
+async def plugin(paths, resource: str, devices, socket: str):
+    server = DevicePluginServer(PluginSpec(resource, devices, socket), paths.plugins_dir, register=False)
+    async with server:
+        yield server
+
+
+@contextlib.asynccontextmanager
+async def kubelet(paths, pods=(POD,), allocatable=ALLOC, **kw):
+    async with PodResourcesServer(paths.pod_resources, State(pods, allocatable), **kw) as server:
+        yield server
+
+
+def write_node_files(paths) -> None:
+    write_checkpoint(
+        paths.checkpoint,
+        [RawEntry("uid-1", "main", GPU, {"0": ["GPU-0"]}, b"")],
+        {GPU: [d.id for d in gpus()]},
+    )
+    write_topology(Path(paths.sysfs), [NumaNode(0, (0, 1, 2, 3)), NumaNode(1, (4, 5, 6, 7))])
+
+
+async def bounded(coro, seconds: float = 10):
+    return await asyncio.wait_for(coro, seconds)
+
+
+async def test_every_source_at_once(node):
+    write_node_files(node)
+    async with kubelet(node), plugin(node, GPU, gpus(), "gpu.sock"):
+        snap = await bounded(collect(node, TIMEOUT, want=NO_IDENTITIES))
+    assert snap.errors == ()
+    assert [p.name for p in snap.pods] == ["train-0"]
+    assert snap.allocatable.cpu_ids == tuple(range(2, 8))
+    (probe,) = snap.plugins
+    assert (probe.socket, probe.status, probe.resource) == (f"{node.plugins_dir}/gpu.sock", PluginStatus.SERVING, GPU)
+    assert [d.id for d in probe.devices] == ["GPU-0", "GPU-1", "GPU-2", "GPU-3"]
+    assert probe.latency_ms > 0
+    assert snap.checkpoint.checksum_ok and snap.checkpoint.entries[0].pod_uid == "uid-1"
+    assert [n.id for n in snap.topology.numa_nodes] == [0, 1]
+    assert snap.kubelet_socket_present is False
+
+
+async def test_want_reads_only_what_is_asked(node):
+    write_node_files(node)
+    snap = await bounded(collect(node, TIMEOUT, want={analyze.CHECKPOINT}))
+    assert snap.checkpoint is not None
+    assert (snap.pods, snap.topology, snap.plugins, snap.errors) == (None, None, (), ())
+
+
+async def test_nothing_there_is_errors_not_exceptions(short_root):
+    paths = resolve_paths(root=str(short_root), env={})
+    snap = await bounded(collect(paths, TIMEOUT, want=NO_IDENTITIES - {analyze.TOPOLOGY}))
+    by_source = {e.source: e.message for e in snap.errors}
+    assert by_source[analyze.POD_RESOURCES] == f"{paths.pod_resources}: no such socket"
+    assert by_source[analyze.PLUGINS_DIR_SOURCE] == f"{paths.plugins_dir}: no such file"
+    assert by_source[analyze.CHECKPOINT] == f"{paths.checkpoint}: no such file"
+    assert analyze.sources_read(snap) == frozenset()
+
+
+async def test_bad_sockets_each_get_a_status_and_a_one_line_error(node):
+    d = node.plugins_dir
+    stale_socket(f"{d}/stale.sock")
+    async with (
+        kubelet(node),
+        plugin(node, GPU, gpus(), "gpu.sock"),
+        hung_server(f"{d}/hung.sock"),
+        frozen_socket(f"{d}/frozen.sock"),
+        malformed_plugin(f"{d}/garbage.sock"),
+    ):
+        start = time.monotonic()
+        snap = await bounded(collect(node, TIMEOUT, want={analyze.PLUGINS, analyze.POD_RESOURCES}))
+        elapsed = time.monotonic() - start
+    status = {os.path.basename(p.socket): p.status for p in snap.plugins}
+    assert status == {
+        "frozen.sock": PluginStatus.TIMEOUT,
+        "garbage.sock": PluginStatus.UNREACHABLE,
+        "gpu.sock": PluginStatus.SERVING,
+        "hung.sock": PluginStatus.TIMEOUT,
+        "stale.sock": PluginStatus.STALE,
+    }
+    errors = [e.message for e in snap.errors if e.source == "plugin"]
+    assert len(errors) == 4 and all("\n" not in m for m in errors)
+    assert any(m == f"{d}/stale.sock: stale socket (nothing listens on it)" for m in errors)
+    # Concurrent: four misbehaving sockets cost about one deadline each in parallel, not four in a row.
+    assert elapsed < 3 * TIMEOUT + 1
+
+
+async def test_resource_of_a_socket_is_inferred_only_when_unique(node):
+    # Two plugins whose devices are both named nic-0..: the kubelet ties nic-* to both
+    # resources, so neither socket can be named; the GPU socket still can.
+    nics = (Device("nic-0"), Device("nic-1"))
+    alloc = AllocatableResources(
+        devices=(
+            *ALLOC.devices,
+            *(ContainerDevices(NIC, (d.id,)) for d in nics),
+            *(ContainerDevices("other.com/nic", (d.id,)) for d in nics),
+        )
+    )
+    async with (
+        kubelet(node, allocatable=alloc),
+        plugin(node, GPU, gpus(), "gpu.sock"),
+        plugin(node, NIC, nics, "a.sock"),
+        plugin(node, "other.com/nic", (Device("nic-0"),), "b.sock"),
+    ):
+        snap = await bounded(collect(node, TIMEOUT, want={analyze.PLUGINS, analyze.POD_RESOURCES}))
+    resource = {os.path.basename(p.socket): p.resource for p in snap.plugins}
+    # a.sock lists exactly what the kubelet ties to both resources: still ambiguous.
+    assert resource == {"gpu.sock": GPU, "a.sock": None, "b.sock": None}
+
+
+def test_infer_resource():
+    known = {GPU: {"GPU-0", "GPU-1"}, NIC: {"n-0", "n-1"}, "b.com/nic": {"n-0"}}
+    assert infer_resource(["GPU-0", "GPU-1", "GPU-9"], known) == GPU
+    assert infer_resource(["n-0", "n-1"], known) == NIC  # exactly one resource has exactly these
+    assert infer_resource(["n-0"], known) == "b.com/nic"
+    assert infer_resource(["x"], known) is None
+    assert infer_resource([], known) is None
+    assert infer_resource(["n-0", "n-1"], {**known, "c.com/nic": {"n-0", "n-1"}}) is None
+
+
+class Registry(reg_grpc.RegistrationServicer):
+    def __init__(self, info: reg.PluginInfo):
+        self.info = info
+
+    async def GetInfo(self, request, context):
+        return self.info
+
+
+@contextlib.asynccontextmanager
+async def registry_socket(path: str, info: reg.PluginInfo):
+    server = grpc.aio.server()
+    reg_grpc.add_RegistrationServicer_to_server(Registry(info), server)
+    server.add_insecure_port(f"unix:{path}")
+    await server.start()
+    try:
+        yield
+    finally:
+        await server.stop(None)
+
+
+async def test_plugin_watcher_sockets_name_their_resource(node):
+    os.makedirs(node.plugins_registry)
+    gpu_sock = f"{node.plugins_dir}/gpu.sock"
+    dp_info = reg.PluginInfo(type="DevicePlugin", name=GPU, endpoint=gpu_sock, supported_versions=["v1beta1"])
+    csi_info = reg.PluginInfo(type="CSIPlugin", name="ebs.csi.aws.com", endpoint="/csi.sock")
+    async with (
+        plugin(node, GPU, (Device("g0"),), "gpu.sock"),
+        registry_socket(f"{node.plugins_registry}/gpu-reg.sock", dp_info),
+        registry_socket(f"{node.plugins_registry}/csi-reg.sock", csi_info),
+    ):
+        snap = await bounded(collect(node, TIMEOUT, want={analyze.PLUGINS}))
+    probes = {os.path.basename(p.socket): p for p in snap.plugins}
+    # No pod-resources and no checkpoint: only the registry can name gpu.sock.
+    assert probes["gpu.sock"].resource == GPU
+    reg_probe = probes["gpu-reg.sock"]
+    assert (reg_probe.resource, reg_probe.status, reg_probe.registry.endpoint) == (GPU, PluginStatus.SERVING, gpu_sock)
+    assert [d.id for d in reg_probe.devices] == ["g0"]
+    assert probes["csi-reg.sock"].registry.type == "CSIPlugin" and probes["csi-reg.sock"].resource is None
+    assert [r.name for r in analyze.resources_view(snap)] == [GPU]
+
+
+async def test_v1alpha1_only_kubelet(node):
+    async with kubelet(node, api="v1alpha1"):
+        snap = await bounded(collect(node, TIMEOUT, want={analyze.POD_RESOURCES}))
+    assert [p.name for p in snap.pods] == ["train-0"]
+    assert snap.pods[0].containers[0].cpu_ids == ()  # v1alpha1 has no CPUs
+    assert snap.allocatable is None
+    (error,) = snap.errors
+    assert error.source == analyze.POD_RESOURCES and "v1alpha1 only" in error.message
+
+
+async def test_a_reply_above_4_mib(node):
+    async with huge_pod_resources(node.pod_resources, pods=5000):
+        snap = await bounded(collect(node, 5.0, want={analyze.POD_RESOURCES}), 30)
+    assert len(snap.pods) == 5000 and snap.errors == ()
+
+
+async def test_a_hung_kubelet_times_out(node):
+    async with hung_server(node.pod_resources):
+        snap = await bounded(collect(node, TIMEOUT, want={analyze.POD_RESOURCES}))
+    assert snap.pods is None and snap.allocatable is None
+    assert all("deadline exceeded" in e.message for e in snap.errors) and len(snap.errors) == 2
+
+
+def write_corrupt_checkpoint(paths) -> None:
+    Path(paths.checkpoint).write_text('{"Data": {"PodDeviceEntries": [')
+
+
+async def test_a_corrupt_checkpoint_is_one_error(node):
+    write_corrupt_checkpoint(node)
+    snap = await bounded(collect(node, TIMEOUT, want={analyze.CHECKPOINT}))
+    (error,) = snap.errors
+    assert error.source == analyze.CHECKPOINT and error.message.startswith(node.checkpoint)
+    assert "\n" not in error.message
+
+
+async def test_get_pod_with_get_and_with_list_fallback(node):
+    for enabled in (True, False):
+        async with kubelet(node, get_enabled=enabled):
+            pod = await bounded(get_pod(node, TIMEOUT, "train-0", "ml"))
+            assert pod.containers[0].devices[0].ids == ("GPU-0",)
+            with pytest.raises(PodNotFound):
+                await bounded(get_pod(node, TIMEOUT, "nope", "ml"))
+
+
+async def test_snapshot_round_trip(node, tmp_path):
+    write_node_files(node)
+    stale_socket(f"{node.plugins_dir}/stale.sock")
+    async with kubelet(node), plugin(node, GPU, gpus(), "gpu.sock"):
+        snap = await bounded(collect(node, TIMEOUT, want=NO_IDENTITIES))
+    buf = io.StringIO()
+    dump_snapshot(snap, buf)
+    assert json.loads(buf.getvalue())["kind"] == "devctl-snapshot/v1"
+    path = tmp_path / "snap.json"
+    path.write_text(buf.getvalue())
+    assert load_snapshot(str(path)) == snap
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [(None, "no such file"), ("{", "not JSON"), ('{"a": 1}', "not a devctl snapshot"), (b"\xff\xfe", "not a text")],
+)
+def test_bad_snapshot_files(tmp_path, content, reason):
+    path = tmp_path / "s.json"
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    elif content is not None:
+        path.write_text(content)
+    with pytest.raises(SnapshotError, match=reason):
+        load_snapshot(str(path))
