@@ -1,0 +1,150 @@
+"""Rendering: kubectl-like tables, the contract's JSON and YAML, and colour only where it belongs."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import yaml
+from test_analyze import GPU, cp_entry, gpu_node, holding
+
+from devctl import analyze
+from devctl.model import SourceError
+from devctl.render import structured
+from devctl.render.style import paint, use_color, word
+from devctl.render.table import (
+    TableStyle,
+    checkpoint_table,
+    devices_table,
+    names,
+    plugins_table,
+    pods_table,
+    resources_table,
+    topology_table,
+    warnings,
+)
+
+PLAIN = TableStyle()
+
+
+class Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def lines(text: str) -> list[list[str]]:
+    return [line.split() for line in text.splitlines()]
+
+
+def test_resources_table_reads_like_kubectl():
+    text = resources_table(analyze.resources_view(gpu_node()), PLAIN)
+    assert lines(text) == [
+        ["NAME", "STATUS", "CAPACITY", "ALLOCATABLE", "ALLOCATED", "FREE", "UNHEALTHY"],
+        [GPU, "serving", "8", "7", "3", "4", "1"],
+    ]
+    assert "\033[" not in text
+
+
+def test_wide_adds_columns_and_none_fills_empty_cells():
+    node = gpu_node(plugins=())
+    (header, row) = lines(resources_table(analyze.resources_view(node), TableStyle(wide=True)))
+    assert header[-4:] == ["NUMA", "PRE-START", "PREFERRED", "SOCKET"]
+    assert row[1] == "no-plugin" and row[-3:] == ["<none>", "<none>", "<none>"]
+
+
+def test_no_headers_and_quiet_names():
+    rows = analyze.resources_view(gpu_node())
+    assert lines(resources_table(rows, TableStyle(headers=False))) == [[GPU, "serving", "8", "7", "3", "4", "1"]]
+    assert names(r.name for r in rows) == f"{GPU}\n"
+
+
+def test_an_empty_view_renders_nothing():
+    assert resources_table((), PLAIN) == ""
+    assert pods_table((), PLAIN) == ""
+
+
+def test_devices_table_shows_holders():
+    node = gpu_node()
+    rows = lines(devices_table(analyze.devices_view(node), PLAIN))
+    assert rows[0] == ["RESOURCE", "ID", "HEALTH", "STATE", "NUMA", "ALLOCATED-TO"]
+    assert rows[1] == [GPU, "GPU-0", "Healthy", "allocated", "0", "ml/train-0"]
+    assert rows[8] == [GPU, "GPU-7", "Unhealthy", "unhealthy", "1", "<none>"]
+    wide = lines(devices_table(analyze.devices_view(node), TableStyle(wide=True)))
+    assert wide[1][-1] == "ml/train-0/main"
+
+
+def test_pods_table_counts_devices_and_lists_ids_when_wide():
+    node = gpu_node()
+    rows = lines(pods_table(analyze.pods_view(node), PLAIN))
+    assert rows[0] == ["NAMESPACE", "POD", "CONTAINER", "DEVICES", "CPUS", "MEMORY"]
+    assert rows[2] == ["ml", "train-0", "main", f"{GPU}=2", "2-3", "<none>"]
+    wide = lines(pods_table(analyze.pods_view(node), TableStyle(wide=True)))
+    assert wide[2][3] == f"{GPU}=GPU-0,GPU-1" and wide[2][-2] == "0"
+
+
+def test_topology_table_has_nodes_shared_pool_and_alignment():
+    text = topology_table(analyze.topology_view(gpu_node()), PLAIN)
+    rows = lines(text)
+    assert rows[0] == ["NODE", "CPUS", "ALLOCATABLE", "EXCLUSIVE", "SHARED", "MEMORY", "DEVICES"]
+    assert rows[1] == ["0", "0-15", "2-15", "2-3", "4-15", "64Gi", f"{GPU}=2/4"]
+    assert "shared pool: 4-19,21-31" in text
+    assert rows[-1] == ["ml", "train-0", "main", "yes", "0", "0", "<none>"]
+
+
+def test_plugins_table_with_its_footer():
+    node = gpu_node(kubelet_socket_present=True)
+    text = plugins_table(analyze.plugins_view(node), PLAIN)
+    assert lines(text)[1] == ["gpu.sock", GPU, "serving", "8", "0.5ms"]
+    assert "kubelet socket: present (/r/k/device-plugins/kubelet.sock)" in text
+    assert "checkpoint:     absent (/r/k/device-plugins/kubelet_internal_checkpoint)" in text
+    assert "kubelet socket" not in plugins_table(analyze.plugins_view(node), TableStyle(headers=False))
+
+
+def test_checkpoint_table_says_the_verdict_and_the_old_format():
+    from devctl.model import Checkpoint
+
+    cp = Checkpoint("/cp", "v1", False, 1, 2, {GPU: ("GPU-0",)}, (cp_entry("u1", "main", ["GPU-0"]),))
+    text = checkpoint_table(analyze.checkpoint_view(gpu_node(checkpoint=cp)), TableStyle(wide=True))
+    assert "format:     v1 (the flat DeviceIDs of Kubernetes <= 1.19)" in text
+    assert "checksum:   MISMATCH (stored 1, computed 2: the kubelet would start empty)" in text
+    assert "registered: nvidia.com/gpu=1" in text
+    row = lines(text)[-1]
+    assert row[:4] == ["u1", "ml/train-0", "main", GPU] and "V=GPU-0" in row
+
+
+def test_warnings_are_one_line_each():
+    errors = [SourceError("plugin", "/a.sock: stale socket"), SourceError("checkpoint", "/cp: not JSON")]
+    assert warnings(errors) == "warning: plugin: /a.sock: stale socket\nwarning: checkpoint: /cp: not JSON\n"
+
+
+def test_json_is_the_contract_shape_with_errors():
+    node = gpu_node(errors=(SourceError("checkpoint", "/cp: gone"),))
+    doc = json.loads(structured.to_json(structured.document({"resources": analyze.resources_view(node)}, node.errors)))
+    assert list(doc) == ["resources", "errors"]
+    assert doc["errors"] == [{"source": "checkpoint", "message": "/cp: gone"}]
+    assert doc["resources"][0]["capacity"] == 8
+    topo = structured.document(analyze.topology_view(node), ())
+    assert list(topo) == ["numa_nodes", "shared_pool", "alignment", "errors"]
+
+
+def test_yaml_holds_the_same_data_as_json():
+    doc = structured.document({"pods": analyze.pods_view(gpu_node())}, ())
+    assert yaml.safe_load(structured.to_yaml(doc)) == json.loads(structured.to_json(doc))
+
+
+def test_colour_only_on_a_tty_without_no_color():
+    assert use_color(Tty(), env={}) is True
+    assert use_color(Tty(), env={"NO_COLOR": "1"}) is False
+    assert use_color(Tty(), env={"NO_COLOR": ""}) is True  # no-color.org: set and not empty
+    assert use_color(io.StringIO(), env={}) is False
+    assert paint("x", "red", False) == "x"
+    assert word("stale", True) == "\033[31mstale\033[0m"
+
+
+def test_coloured_tables_keep_their_columns_aligned():
+    node = gpu_node(pods=(holding("a", "p", "c", GPU, ["GPU-7"], numa=1),))
+    plain = resources_table(analyze.resources_view(node), PLAIN)
+    coloured = resources_table(analyze.resources_view(node), TableStyle(color=True))
+    assert "\033[32mserving\033[0m" in coloured
+    strip = coloured.replace("\033[32m", "").replace("\033[31m", "").replace("\033[0m", "")
+    assert strip == plain
