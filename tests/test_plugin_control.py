@@ -1,0 +1,108 @@
+"""Live control of a running plugin over its control socket, as `devctl plugin set-health` does it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from devctl.model import HEALTHY, UNHEALTHY, Device
+from devctl.node.deviceplugin import DevicePluginClient
+from devctl.plugin.control import NoPlugin, control, control_path, running
+from devctl.plugin.server import DevicePluginServer
+from devctl.plugin.spec import PluginSpec
+
+SPEC = PluginSpec(resource="example.com/fpga", devices=(Device("f0", numa_nodes=(0,)), Device("f1")))
+
+
+@pytest.fixture
+async def served(short_root: Path) -> AsyncIterator[tuple[DevicePluginServer, str]]:
+    ctl = str(short_root / "ctl")
+    async with DevicePluginServer(SPEC, str(short_root / "dp"), register=False, control_dir=ctl) as server:
+        yield server, ctl
+
+
+async def test_set_health_reaches_a_stream(served: tuple[DevicePluginServer, str]) -> None:
+    server, ctl = served
+    async with DevicePluginClient(server.socket_path, timeout=2) as client:
+        stream = client.list_and_watch()
+        try:
+            await asyncio.wait_for(anext(stream), 2)
+            reply = await control(ctl, SPEC.resource, {"op": "set-health", "id": "f1", "health": "unhealthy"}, 2)
+            assert reply == {"ok": True}
+            devices = await asyncio.wait_for(anext(stream), 1)
+        finally:
+            await stream.aclose()
+    assert [(d.id, d.health) for d in devices] == [("f0", HEALTHY), ("f1", UNHEALTHY)]
+
+
+async def test_add_remove_and_info(served: tuple[DevicePluginServer, str]) -> None:
+    server, ctl = served
+    assert (await control(ctl, SPEC.resource, {"op": "add", "id": "f2", "numa": [1]}, 2))["ok"]
+    assert (await control(ctl, SPEC.resource, {"op": "remove", "id": "f0"}, 2))["ok"]
+    info = await control(ctl, SPEC.resource, {"op": "info"}, 2)
+    assert info["resource"] == SPEC.resource and info["socket"] == server.socket_path
+    assert [(d["id"], d["numa_nodes"]) for d in info["devices"]] == [("f1", []), ("f2", [1])]
+
+
+@pytest.mark.parametrize(
+    ("request_", "error"),
+    [
+        ({"op": "set-health", "id": "nope", "health": "Unhealthy"}, "has no device 'nope'"),
+        ({"op": "set-health", "id": "f0", "health": "broken"}, "health must be Healthy or Unhealthy"),
+        ({"op": "add", "id": "f0"}, "already has a device 'f0'"),
+        ({"op": "remove"}, "missing field 'id'"),
+        ({"op": "reboot"}, "unknown op 'reboot'"),
+    ],
+)
+async def test_refusals_are_one_line_errors(served: tuple[DevicePluginServer, str], request_: dict, error: str) -> None:
+    _, ctl = served
+    reply = await control(ctl, SPEC.resource, request_, 2)
+    assert reply["ok"] is False and error in reply["error"]
+
+
+async def test_garbage_line_gets_an_error_reply(served: tuple[DevicePluginServer, str]) -> None:
+    server, ctl = served
+    reader, writer = await asyncio.open_unix_connection(control_path(ctl, SPEC.socket))
+    writer.write(b"not json\n[1]\n")
+    replies = [json.loads(await asyncio.wait_for(reader.readline(), 2)) for _ in range(2)]
+    writer.close()
+    assert [r["ok"] for r in replies] == [False, False]
+    assert server.devices == SPEC.devices
+
+
+async def test_no_plugin_for_the_resource(served: tuple[DevicePluginServer, str]) -> None:
+    _, ctl = served
+    with pytest.raises(NoPlugin, match=r"no running devctl plugin serves example\.com/other"):
+        await control(ctl, "example.com/other", {"op": "info"}, 2)
+    with pytest.raises(NoPlugin):
+        await control(ctl + "-missing", SPEC.resource, {"op": "info"}, 2)
+
+
+async def test_stale_and_silent_control_sockets_are_skipped(served: tuple[DevicePluginServer, str]) -> None:
+    _, ctl = served
+    # a control socket left by a killed plugin (nothing listens) ...
+    stale = socket.socket(socket.AF_UNIX)
+    stale.bind(os.path.join(ctl, "a-stale.sock.ctl"))
+    stale.close()
+    # ... and one that accepts and never answers
+    silent = await asyncio.start_unix_server(lambda r, w: None, os.path.join(ctl, "b-silent.sock.ctl"))
+    try:
+        found = await asyncio.wait_for(running(ctl, 0.5), 3)
+        assert [info["resource"] for _, info in found] == [SPEC.resource]
+    finally:
+        silent.close()
+
+
+async def test_stop_removes_the_control_socket(short_root: Path) -> None:
+    ctl = str(short_root / "ctl")
+    server = DevicePluginServer(SPEC, str(short_root / "dp"), register=False, control_dir=ctl)
+    await server.start()
+    assert os.listdir(ctl) == [SPEC.socket + ".ctl"]
+    await server.stop()
+    assert os.listdir(ctl) == []
