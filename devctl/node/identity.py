@@ -1,0 +1,70 @@
+"""Pod UID to namespace and name, from what the kubelet leaves on the node's disk.
+
+The checkpoint names pods by UID and pod-resources by namespace and name, and
+the node offers no API that joins them without the API server. The kubelet's
+per-pod log directories do: it names each ``<namespace>_<name>_<uid>``
+(pkg/kubelet/kuberuntime/helpers.go BuildPodLogsDirectory; namespaces and pod
+names are DNS names, so ``_`` never occurs in them). Its per-pod directories
+``<root-dir>/pods/<uid>`` (pkg/kubelet/kubelet_getters.go getPodDir) outlive the
+logs and at least say that a UID still exists.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from devctl.model import PodIdentity, SourceError
+
+# A namespace is a DNS-1123 label (at most 63 characters); a pod name a DNS-1123
+# subdomain (at most 253) (k8s.io/apimachinery/pkg/util/validation/validation.go).
+_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_SUBDOMAIN_PART = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_POD_NAME = re.compile(rf"(?=.{{1,253}}\Z){_SUBDOMAIN_PART}(\.{_SUBDOMAIN_PART})*")
+# API-server UIDs are UUIDs; static pods get a hex hash of their manifest (pkg/kubelet/config/common.go).
+_UID = re.compile(r"[A-Za-z0-9][-A-Za-z0-9]*")
+
+
+def read_pod_identities(pod_logs: str, kubelet_dir: str) -> tuple[tuple[PodIdentity, ...], tuple[SourceError, ...]]:
+    """Every pod the node's disk knows: named ones from the log directories, then UIDs known only by their pod dir.
+
+    A UID found only under ``<kubelet_dir>/pods`` comes back as
+    ``PodIdentity(uid, "", "")``: the pod exists, its name is unknown. A
+    missing directory is not an error (a node without pods, or a kubelet with
+    another root); one that cannot be read becomes a SourceError. Never raises.
+    """
+    errors: list[SourceError] = []
+    named = sorted(
+        (p for p in map(_from_log_dir, _subdirs(pod_logs, errors)) if p is not None),
+        key=lambda p: (p.namespace, p.name, p.uid),
+    )
+    known = {p.uid for p in named}
+    unnamed = [
+        PodIdentity(uid, "", "")
+        for uid in sorted(_subdirs(os.path.join(kubelet_dir, "pods"), errors))
+        if _UID.fullmatch(uid) and uid not in known
+    ]
+    return (*named, *unnamed), tuple(errors)
+
+
+def _from_log_dir(name: str) -> PodIdentity | None:
+    parts = name.split("_")
+    if len(parts) != 3:
+        return None
+    namespace, pod, uid = parts
+    if _NAMESPACE.fullmatch(namespace) and _POD_NAME.fullmatch(pod) and _UID.fullmatch(uid):
+        return PodIdentity(uid=uid, namespace=namespace, name=pod)
+    return None
+
+
+def _subdirs(path: str, errors: list[SourceError]) -> list[str]:
+    try:
+        with os.scandir(path) as entries:
+            return [e.name for e in entries if e.is_dir()]
+    except FileNotFoundError:
+        return []
+    except PermissionError:
+        errors.append(SourceError(path, "permission denied"))
+    except OSError as err:
+        errors.append(SourceError(path, (err.strerror or str(err)).lower()))
+    return []
