@@ -138,6 +138,15 @@ def test_fnv1a32(data: bytes, value: int) -> None:
     assert fnv1a32(data) == value
 
 
+def test_fnv1a32_agrees_with_the_one_byte_loop_at_every_length() -> None:
+    data = bytes(range(256)) * 2
+    for n in range(len(data)):
+        h = 0x811C9DC5
+        for byte in data[:n]:
+            h = ((h ^ byte) * 0x01000193) % 2**32
+        assert fnv1a32(data[:n]) == h, n
+
+
 def mutations(text: str):
     """Every single-character change of a letter or digit inside the Data value."""
     start = text.index('"Data":') + len('"Data":')
