@@ -106,11 +106,11 @@ class _Data:
 def fnv1a32(data: bytes) -> int:
     """FNV-1a, 32 bits: the hash/fnv.New32a the kubelet's checkpoint checksum uses.
 
-    The rendering it hashes is about four times the file (every AllocResp byte
-    becomes a decimal), so the loop takes four bytes a turn and masks every
-    second step, which is exact because XOR with a byte and multiplication
-    modulo 2**32 depend only on the low 32 bits: 2-3 times faster than one
-    byte a turn.
+    The rendering it hashes is larger than the file (every AllocResp byte
+    becomes a decimal number), so the loop takes four bytes a turn and masks
+    every second step, which is exact because XOR with a byte and
+    multiplication modulo 2**32 depend only on the low 32 bits: 2-3 times
+    faster than one byte a turn.
     """
     h, p = _FNV32_OFFSET, _FNV32_PRIME
     quads = iter(data)
