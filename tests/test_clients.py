@@ -157,16 +157,11 @@ async def test_first_list_of_a_stream_that_dies_later_is_its_first_list(sock: st
 
 # --- bytes that are not protobuf ------------------------------------------------------------------
 
+
 # devctl/node/deviceplugin.py and podresources.py read grpc.aio replies without
 # checking them. grpc.aio does not raise for a reply that does not parse: it logs
 # the DecodeError (grpc/_common.py _transform) and hands back None, so the clients
 # crash with AttributeError. Remove these marks when the clients check replies.
-MALFORMED = pytest.mark.xfail(
-    strict=True, raises=AttributeError, reason="clients crash on None from grpc.aio for an unparsable reply"
-)
-
-
-@MALFORMED
 async def test_a_malformed_plugin_gives_a_clean_error_from_every_read(sock: str):
     async with malformed_plugin(sock), DevicePluginClient(sock, TIMEOUT) as dp:
         with pytest.raises(RpcFailure) as options:
@@ -179,7 +174,6 @@ async def test_a_malformed_plugin_gives_a_clean_error_from_every_read(sock: str)
     assert streamed is not None and streamed.status == PluginStatus.UNREACHABLE
 
 
-@MALFORMED
 async def test_a_malformed_pod_resources_reply_gives_a_clean_error(sock: str):
     async with malformed_plugin(sock), PodResourcesClient(sock, TIMEOUT) as pr:
         with pytest.raises(RpcFailure):

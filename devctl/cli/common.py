@@ -89,3 +89,6 @@ def setup_logging(verbose: bool) -> None:
         format="%(asctime)s %(name)s: %(message)s" if verbose else "devctl: %(message)s",
         stream=sys.stderr,
     )
+    # grpc logs a traceback of its own for a reply it cannot parse; devctl reports
+    # that source as one line instead (devctl.node.rpc.parsed).
+    logging.getLogger("grpc._common").setLevel(logging.CRITICAL)

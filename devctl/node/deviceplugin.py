@@ -14,7 +14,7 @@ from devctl.api.pluginregistration.v1 import api_pb2 as reg
 from devctl.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from devctl.model import Allocation, Device, PluginOptions, PluginStatus, RegistryInfo
 from devctl.node import convert
-from devctl.node.rpc import RpcFailure, channel, failure
+from devctl.node.rpc import RpcFailure, channel, failure, parsed
 
 log = logging.getLogger(__name__)
 
@@ -50,9 +50,10 @@ class DevicePluginClient:
     async def options(self) -> PluginOptions:
         log.debug("GetDevicePluginOptions %s", self.socket_path)
         try:
-            return convert.options(await self._stub.GetDevicePluginOptions(dp.Empty(), timeout=self.timeout))
+            reply = await self._stub.GetDevicePluginOptions(dp.Empty(), timeout=self.timeout)
         except grpc.aio.AioRpcError as e:
             raise self._fail(e, "GetDevicePluginOptions") from None
+        return convert.options(parsed(reply, f"{self.socket_path} GetDevicePluginOptions", "DevicePluginOptions"))
 
     async def list_and_watch(self) -> AsyncIterator[tuple[Device, ...]]:
         """Yield each device list the plugin sends; raises RpcFailure when the stream breaks."""
@@ -60,7 +61,8 @@ class DevicePluginClient:
         call = self._stub.ListAndWatch(dp.Empty())
         try:
             async for reply in call:
-                yield tuple(convert.device(d) for d in reply.devices)
+                msg = parsed(reply, f"{self.socket_path} ListAndWatch", "ListAndWatchResponse")
+                yield tuple(convert.device(d) for d in msg.devices)
         except grpc.aio.AioRpcError as e:
             raise self._fail(e, "ListAndWatch") from None
         finally:
@@ -78,7 +80,8 @@ class DevicePluginClient:
             call.cancel()
         if reply is grpc.aio.EOF:
             raise RpcFailure(PluginStatus.UNREACHABLE, f"{self.socket_path} ListAndWatch: stream ended at once")
-        return tuple(convert.device(d) for d in reply.devices)
+        msg = parsed(reply, f"{self.socket_path} ListAndWatch", "ListAndWatchResponse")
+        return tuple(convert.device(d) for d in msg.devices)
 
     async def preferred(self, available: Sequence[str], must_include: Sequence[str], size: int) -> tuple[str, ...]:
         log.debug("GetPreferredAllocation %s size=%d", self.socket_path, size)
@@ -95,6 +98,7 @@ class DevicePluginClient:
             reply = await self._stub.GetPreferredAllocation(request, timeout=self.timeout)
         except grpc.aio.AioRpcError as e:
             raise self._fail(e, "GetPreferredAllocation") from None
+        reply = parsed(reply, f"{self.socket_path} GetPreferredAllocation", "PreferredAllocationResponse")
         if not reply.container_responses:
             return ()
         return tuple(reply.container_responses[0].deviceIDs)
@@ -107,6 +111,7 @@ class DevicePluginClient:
             reply = await self._stub.Allocate(request, timeout=self.timeout)
         except grpc.aio.AioRpcError as e:
             raise self._fail(e, "Allocate") from None
+        reply = parsed(reply, f"{self.socket_path} Allocate", "AllocateResponse")
         if not reply.container_responses:
             # pkg/kubelet/cm/devicemanager/manager.go refuses this reply the same way.
             raise RpcFailure(PluginStatus.UNREACHABLE, "no containers return in allocation response")
@@ -119,6 +124,7 @@ class DevicePluginClient:
             reply = await self._stub.Allocate(request, timeout=self.timeout)
         except grpc.aio.AioRpcError as e:
             raise self._fail(e, "Allocate") from None
+        reply = parsed(reply, f"{self.socket_path} Allocate", "AllocateResponse")
         if not reply.container_responses:
             raise RpcFailure(PluginStatus.UNREACHABLE, "no containers return in allocation response")
         return reply.container_responses[0].SerializeToString(deterministic=True)
@@ -167,6 +173,7 @@ async def registry_info(socket_path: str, timeout: float = 5.0) -> RegistryInfo:
             info = await reg_grpc.RegistrationStub(ch).GetInfo(reg.InfoRequest(), timeout=timeout)
         except grpc.aio.AioRpcError as e:
             raise failure(e, f"{socket_path} GetInfo", timeout) from None
+    info = parsed(info, f"{socket_path} GetInfo", "PluginInfo")
     return RegistryInfo(
         type=info.type, name=info.name, endpoint=info.endpoint, supported_versions=tuple(info.supported_versions)
     )

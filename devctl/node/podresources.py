@@ -16,7 +16,7 @@ from devctl.api.podresources.v1alpha1 import api_pb2 as v1alpha1
 from devctl.api.podresources.v1alpha1 import api_pb2_grpc as v1alpha1_grpc
 from devctl.model import AllocatableResources, PluginStatus, PodResources
 from devctl.node import convert
-from devctl.node.rpc import RpcFailure, channel, failure
+from devctl.node.rpc import RpcFailure, channel, failure, parsed
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -83,6 +83,7 @@ class PodResourcesClient:
                 raise failure(e, f"pod-resources {self.socket_path}", self.timeout) from None
             return await self._list_v1alpha1()
         self.api_version = "v1"
+        reply = parsed(reply, f"pod-resources {self.socket_path} List", "ListPodResourcesResponse")
         return tuple(convert.pod(p) for p in reply.pod_resources)
 
     async def _list_v1alpha1(self) -> tuple[PodResources, ...]:
@@ -95,6 +96,7 @@ class PodResourcesClient:
         except grpc.aio.AioRpcError as e:
             raise failure(e, f"pod-resources {self.socket_path}", self.timeout) from None
         self.api_version = "v1alpha1"
+        reply = parsed(reply, f"pod-resources {self.socket_path} List", "ListPodResourcesResponse")
         return tuple(convert.pod(p) for p in reply.pod_resources)
 
     async def allocatable(self) -> AllocatableResources:
@@ -106,7 +108,9 @@ class PodResourcesClient:
             )
         except grpc.aio.AioRpcError as e:
             raise failure(e, f"pod-resources {self.socket_path} GetAllocatableResources", self.timeout) from None
-        return convert.allocatable(reply)
+        return convert.allocatable(
+            parsed(reply, f"pod-resources {self.socket_path} GetAllocatableResources", "AllocatableResourcesResponse")
+        )
 
     async def get(self, name: str, namespace: str) -> PodResources:
         """One pod by Get; falls back to filtering List where Get is disabled or missing."""
@@ -121,7 +125,9 @@ class PodResourcesClient:
             if "not found" in details:
                 raise PodNotFound(f"pod {name} in namespace {namespace} not found") from None
             raise failure(e, f"pod-resources {self.socket_path} Get", self.timeout) from None
-        return convert.pod(reply.pod_resources)
+        return convert.pod(
+            parsed(reply, f"pod-resources {self.socket_path} Get", "GetPodResourcesResponse").pod_resources
+        )
 
     @staticmethod
     def _pick(pods: tuple[PodResources, ...], name: str, namespace: str) -> PodResources:

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import errno
 import os
+from typing import TypeVar
 
 import grpc
 
@@ -24,6 +25,9 @@ CHANNEL_OPTIONS = (
     # Unix sockets need no DNS or proxy; keep grpc from looking for either.
     ("grpc.enable_http_proxy", 0),
 )
+
+
+T = TypeVar("T")
 
 
 class RpcFailure(Exception):
@@ -77,5 +81,21 @@ def failure(error: grpc.aio.AioRpcError, what: str, timeout: float | None = None
             return RpcFailure(PluginStatus.PERMISSION_DENIED, f"{what}: permission denied", code)
         if "onnection refused" in details:
             return RpcFailure(PluginStatus.STALE, f"{what}: stale socket (nothing listens on it)", code)
+        if "No such file or directory" in details:
+            return RpcFailure(PluginStatus.UNREACHABLE, f"{what}: no such socket", code)
         return RpcFailure(PluginStatus.UNREACHABLE, f"{what}: unavailable: {details}", code)
     return RpcFailure(PluginStatus.UNREACHABLE, f"{what}: {code.name}: {details}", code)
+
+
+def parsed(reply: T | None, what: str, message: str) -> T:
+    """The reply, or a one-line failure when it did not parse as ``message``.
+
+    grpc.aio does not raise for a reply it cannot deserialize: it logs the
+    DecodeError and hands back None (grpc/_common.py, _transform). A socket that
+    speaks another protocol or API version must not crash the caller.
+    """
+    if reply is None:
+        raise RpcFailure(
+            PluginStatus.UNREACHABLE, f"{what}: the reply is not a {message} (another API on this socket?)"
+        )
+    return reply
