@@ -158,10 +158,8 @@ async def test_first_list_of_a_stream_that_dies_later_is_its_first_list(sock: st
 # --- bytes that are not protobuf ------------------------------------------------------------------
 
 
-# devctl/node/deviceplugin.py and podresources.py read grpc.aio replies without
-# checking them. grpc.aio does not raise for a reply that does not parse: it logs
-# the DecodeError (grpc/_common.py _transform) and hands back None, so the clients
-# crash with AttributeError. Remove these marks when the clients check replies.
+# grpc.aio hands back None for a reply it cannot parse (grpc/_common.py); the clients
+# must turn that into a one-line RpcFailure instead of crashing.
 async def test_a_malformed_plugin_gives_a_clean_error_from_every_read(sock: str):
     async with malformed_plugin(sock), DevicePluginClient(sock, TIMEOUT) as dp:
         with pytest.raises(RpcFailure) as options:
