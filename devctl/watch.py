@@ -201,10 +201,15 @@ def plugin_sockets(plugins_dir: str) -> list[str]:
 
 
 async def resolve_plugins(paths: NodePaths, timeout: float) -> dict[str, str | None]:
-    """Which resource each plugin socket serves, as ``devctl plugins`` infers it (devctl.collect)."""
+    """Which resource each plugin socket serves, as ``devctl plugins`` infers it (devctl.collect).
+
+    The kubelet never says which socket serves which resource; collect matches
+    each socket's device IDs with those pod-resources and the checkpoint name.
+    """
+    from devctl.analyze import CHECKPOINT, PLUGINS, POD_RESOURCES
     from devctl.collect import collect
 
-    snapshot = await collect(paths, timeout, want={"plugins"})
+    snapshot = await collect(paths, timeout, want={PLUGINS, POD_RESOURCES, CHECKPOINT})
     return {_absolute(p.socket): p.resource for p in snapshot.plugins if p.status == PluginStatus.SERVING}
 
 

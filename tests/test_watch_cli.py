@@ -1,0 +1,267 @@
+"""``devctl watch`` as a person runs it: real processes against a simulated node and real plugins.
+
+Each watch is a subprocess whose stdout and stderr are read line by line in
+threads, so every wait is bounded and a hung watch fails the test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from devctl.sim.thread import SimHandle
+
+DEVCTL = [sys.executable, "-m", "devctl"]
+CONTRACT_KEYS = {"time", "resource", "socket", "event", "device", "from", "to", "devices", "healthy"}
+GPU = "nvidia.com/gpu"
+
+
+def env_for(root: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DEVCTL_")}
+    env["DEVCTL_ROOT"] = str(root)
+    return env
+
+
+def devctl(root: Path, *args: str, timeout: float = 20.0) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*DEVCTL, *args], env=env_for(root), capture_output=True, text=True, timeout=timeout)
+
+
+class Watch:
+    """A running ``devctl`` process whose output lines arrive with the time they were read."""
+
+    def __init__(self, root: Path, *args: str):
+        self.proc = subprocess.Popen(
+            [*DEVCTL, *args], env=env_for(root), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        self.out: queue.Queue[tuple[float, str | None]] = queue.Queue()
+        self.err: list[str] = []
+        threading.Thread(target=self._read, args=(self.proc.stdout, self.out), daemon=True).start()
+        self._err_thread = threading.Thread(target=self._collect_err, daemon=True)
+        self._err_thread.start()
+
+    @staticmethod
+    def _read(stream, into: queue.Queue) -> None:
+        for line in stream:
+            into.put((time.monotonic(), line.rstrip("\n")))
+        into.put((time.monotonic(), None))
+
+    def _collect_err(self) -> None:
+        for line in self.proc.stderr:
+            self.err.append(line.rstrip("\n"))
+
+    def line(self, timeout: float = 10.0) -> tuple[float, str]:
+        try:
+            at, line = self.out.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(f"no output within {timeout}s; stderr: {self.err}") from None
+        if line is None:
+            raise AssertionError(f"devctl ended (rc={self.proc.wait(5)}); stderr: {self.err}")
+        return at, line
+
+    def event(self, timeout: float = 10.0) -> tuple[float, dict]:
+        at, line = self.line(timeout)
+        return at, json.loads(line)
+
+    def until(self, event: str, timeout: float = 10.0, **fields: object) -> tuple[float, dict]:
+        deadline = time.monotonic() + timeout
+        while True:
+            at, obj = self.event(max(0.01, deadline - time.monotonic()))
+            if obj["event"] == event and all(obj[k] == v for k, v in fields.items()):
+                return at, obj
+
+    def rest(self, timeout: float = 10.0) -> tuple[int, list[str], str]:
+        """Wait for the end: exit code, the remaining stdout lines, and stderr."""
+        rc = self.proc.wait(timeout)
+        lines = []
+        while (line := self.out.get(timeout=timeout)[1]) is not None:
+            lines.append(line)
+        self._err_thread.join(timeout)
+        return rc, lines, "\n".join(self.err)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(10)
+
+
+@pytest.fixture
+def watches() -> Iterator[list[Watch]]:
+    started: list[Watch] = []
+    yield started
+    for w in started:
+        w.stop()
+
+
+def start(watches: list[Watch], root: Path, *args: str) -> Watch:
+    w = Watch(root, *args)
+    watches.append(w)
+    return w
+
+
+def test_a_health_flip_by_plugin_set_health_appears_within_one_second(sim_node: SimHandle, watches) -> None:
+    w = start(watches, sim_node.root, "watch", GPU, "-o", "json")
+    _, snap = w.until("snapshot")
+    assert set(snap) == CONTRACT_KEYS
+    assert (snap["resource"], snap["device"], snap["devices"], snap["healthy"]) == (GPU, None, 8, 7)
+    assert snap["socket"].endswith("/nvidia-gpu.sock")
+    assert snap["time"].endswith("Z") and len(snap["time"]) == len("2026-01-02T03:04:05.678Z")
+
+    done = devctl(sim_node.root, "plugin", "set-health", GPU, "GPU-3", "unhealthy")
+    assert done.returncode == 0, done.stderr
+    sent = time.monotonic()
+    at, flip = w.event(timeout=5.0)
+    assert at - sent < 1.0
+    assert set(flip) == CONTRACT_KEYS
+    assert (flip["event"], flip["device"], flip["from"], flip["to"], flip["devices"], flip["healthy"]) == (
+        "health",
+        "GPU-3",
+        "Healthy",
+        "Unhealthy",
+        8,
+        6,
+    )
+
+
+def test_a_kubelet_restart_disconnects_and_reconnects(sim_node: SimHandle, watches) -> None:
+    w = start(watches, sim_node.root, "watch", GPU, "-o", "json")
+    w.until("snapshot")
+    sim_node.restart_kubelet()
+    _, down = w.until("disconnected", resource=GPU)
+    assert (down["devices"], down["healthy"]) == (8, 7)
+    _, back = w.until("reconnected", resource=GPU)
+    assert (back["devices"], back["healthy"]) == (8, 7)
+    sim_node.set_health(GPU, "GPU-0", "Unhealthy")
+    _, flip = w.until("health")
+    assert flip["device"] == "GPU-0"
+
+
+def test_an_unknown_resource_without_wait_is_exit_2_with_one_line(sim_node: SimHandle) -> None:
+    r = devctl(sim_node.root, "watch", "example.com/nothing", "-o", "json")
+    assert r.returncode == 2
+    assert r.stdout == ""
+    assert r.stderr.strip().splitlines() == [
+        "devctl: no plugin serves example.com/nothing (see `devctl plugins`; use --wait to wait for it)"
+    ]
+
+
+def test_wait_then_the_plugin_appears_gives_its_snapshot(sim_node: SimHandle, watches) -> None:
+    w = start(watches, sim_node.root, "watch", "example.com/late", "--wait", "-o", "json")
+    deadline = time.monotonic() + 10
+    while not any("waiting for example.com/late" in e for e in w.err):
+        assert time.monotonic() < deadline, w.err
+        time.sleep(0.05)
+    # A plugin that registers with the (simulated) kubelet; the watch learns its socket from the node.
+    start(watches, sim_node.root, "plugin", "serve", "--resource", "example.com/late", "--count", "2")
+    _, snap = w.until("snapshot", timeout=15.0)
+    assert (snap["resource"], snap["devices"], snap["healthy"]) == ("example.com/late", 2, 2)
+
+
+def test_once_prints_a_snapshot_per_plugin_and_exits(sim_node: SimHandle) -> None:
+    r = devctl(sim_node.root, "watch", "--once", "-o", "json")
+    assert r.returncode == 0, r.stderr
+    events = [json.loads(line) for line in r.stdout.splitlines()]
+    assert sorted((e["event"], e["resource"], e["devices"]) for e in events) == [
+        ("snapshot", "hardware-vendor.example/foo", 2),
+        ("snapshot", "intel.com/sriov_netdevice", 8),
+        ("snapshot", GPU, 8),
+    ]
+
+
+def test_once_as_a_table(sim_node: SimHandle) -> None:
+    r = devctl(sim_node.root, "watch", GPU, "--once")
+    assert r.returncode == 0, r.stderr
+    header, line = r.stdout.splitlines()
+    assert header.split() == ["TIME", "EVENT", "RESOURCE", "DEVICE", "CHANGE", "DEVICES"]
+    clock, event, resource, *counts = line.split()
+    assert (event, resource, counts) == ("snapshot", GPU, ["8", "(7", "healthy)"])
+    assert len(clock) == len("03:04:05.678") and clock[2] == ":" and clock[8] == "."
+
+
+def test_count_ends_after_n_events(sim_node: SimHandle) -> None:
+    r = devctl(sim_node.root, "watch", "--count", "2", "-o", "json")
+    assert r.returncode == 0, r.stderr
+    assert [json.loads(line)["event"] for line in r.stdout.splitlines()] == ["snapshot", "snapshot"]
+
+
+def test_duration_ends_the_watch(sim_node: SimHandle) -> None:
+    started = time.monotonic()
+    r = devctl(sim_node.root, "watch", GPU, "--duration", "1", "-o", "json")
+    took = time.monotonic() - started
+    assert r.returncode == 0, r.stderr
+    assert [json.loads(line)["event"] for line in r.stdout.splitlines()] == ["snapshot"]
+    assert 1.0 <= took < 8.0
+
+
+def test_sigint_exits_0_without_a_traceback(sim_node: SimHandle, watches) -> None:
+    w = start(watches, sim_node.root, "watch", "-o", "json")
+    w.until("snapshot")
+    w.proc.send_signal(signal.SIGINT)
+    rc, _, err = w.rest()
+    assert rc == 0
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+
+
+def test_record_writes_the_json_lines_while_printing_the_table(sim_node: SimHandle, short_root: Path) -> None:
+    as_json = short_root / "json.jsonl"
+    as_table = short_root / "table.jsonl"
+    r = devctl(sim_node.root, "watch", "--once", "-o", "json", "--record", str(as_json))
+    assert r.returncode == 0, r.stderr
+    assert as_json.read_text() == r.stdout
+    t = devctl(sim_node.root, "watch", "--once", "--record", str(as_table))
+    assert t.returncode == 0, t.stderr
+    recorded = [json.loads(line) for line in as_table.read_text().splitlines()]
+    rows = t.stdout.splitlines()[1:]
+    assert len(recorded) == len(rows) == 3
+    for obj, row in zip(recorded, rows, strict=True):
+        assert set(obj) == CONTRACT_KEYS
+        assert row.split()[1:3] == [obj["event"], obj["resource"]]
+        assert obj["time"][11:23] == row.split()[0]
+
+
+def test_record_to_an_unwritable_place_is_a_usage_error(short_root: Path) -> None:
+    r = devctl(short_root, "watch", "--once", "--record", "/nonexistent/dir/x.jsonl")
+    assert r.returncode == 2
+    assert r.stderr.startswith("devctl: --record /nonexistent/dir/x.jsonl:")
+
+
+def test_output_other_than_table_or_json_is_refused(short_root: Path) -> None:
+    assert devctl(short_root, "watch", "--once", "-o", "yaml").returncode == 2
+
+
+def test_a_plugin_process_killed_and_started_again(short_root: Path, watches) -> None:
+    plugins = short_root / "var/lib/kubelet/device-plugins"
+    plugins.mkdir(parents=True)
+    serve = ["plugin", "serve", "--no-register", "--resource", "example.com/x", "--socket", "x.sock"]
+    plugin = start(watches, short_root, *serve, "--count", "2")
+    deadline = time.monotonic() + 10
+    while not (plugins / "x.sock").exists():
+        assert time.monotonic() < deadline, plugin.err
+        time.sleep(0.05)
+    w = start(watches, short_root, "watch", "--socket", "x.sock", "-o", "json")
+    _, snap = w.until("snapshot")
+    assert (snap["socket"], snap["devices"]) == (str(plugins / "x.sock"), 2)
+
+    plugin.proc.send_signal(signal.SIGTERM)
+    assert plugin.rest()[0] == 0
+    _, down = w.until("disconnected")
+    assert down["devices"] == 2
+    # Started again with one more device: the watch reconnects and tells what changed meanwhile.
+    start(watches, short_root, *serve, "--count", "3")
+    _, back = w.until("reconnected", timeout=15.0)
+    assert back["devices"] == 3
+    _, added = w.event()
+    assert (added["event"], added["device"], added["devices"]) == ("added", "x-2", 3)
+    w.proc.send_signal(signal.SIGTERM)
+    rc, _, err = w.rest()
+    assert rc == 0
+    assert "x.sock" in err and "reconnecting" in err
