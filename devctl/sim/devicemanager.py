@@ -420,6 +420,7 @@ class DeviceManager:
                 await self._prestart(*key)
             except AdmissionError as e:
                 log.warning("kubelet: restored container %s/%s: %s", key[0], key[1], e)
+        self._notify()
 
     # --- the checkpoint -----------------------------------------------------------------
 

@@ -1,0 +1,199 @@
+"""The whole simulated node: its root on disk, a kubelet restart, external plugins, control, and the thread runner."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import stat
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from devctl.model import UNHEALTHY
+from devctl.node.checkpoint import read_checkpoint
+from devctl.node.identity import read_pod_identities
+from devctl.node.podresources import PodResourcesClient
+from devctl.node.sysfs import read_topology
+from devctl.plugin.server import DevicePluginServer
+from devctl.plugin.spec import PluginSpec, counted_devices
+from devctl.sim.control import SimNotRunning, request
+from devctl.sim.node import MARKER, SimError, SimNode
+from devctl.sim.scenario import default_scenario
+
+WAIT = 10.0
+GPU = "nvidia.com/gpu"
+VF = "intel.com/sriov_netdevice"
+
+
+@pytest.fixture
+async def node(short_root: Path) -> AsyncIterator[SimNode]:
+    async with SimNode(short_root, default_scenario()) as n:
+        await n.ready(WAIT)
+        yield n
+
+
+def identity(path: str) -> tuple[int, int]:
+    """Which file sits at ``path``: a deleted socket's inode number is often reused at once."""
+    st = os.stat(path)
+    return st.st_ino, st.st_ctime_ns
+
+
+def layout(root: Path) -> tuple[list[Path], bool]:
+    """Every socket left under ``root``, and whether the checkpoint is there."""
+    sockets = [p for p in root.rglob("*") if p.is_socket()]
+    return sockets, (root / "var/lib/kubelet/device-plugins/kubelet_internal_checkpoint").is_file()
+
+
+def plant(plugins_dir: str) -> None:
+    """A stray file and a directory in the plugins dir: a restart removes the one and keeps the other."""
+    Path(plugins_dir, "leftover.txt").write_text("x")
+    Path(plugins_dir, "subdir").mkdir()
+
+
+def planted(plugins_dir: str) -> tuple[bool, bool]:
+    return Path(plugins_dir, "leftover.txt").exists(), Path(plugins_dir, "subdir").is_dir()
+
+
+def count(plugin: DevicePluginServer, rpc: str) -> int:
+    return sum(1 for r in plugin.rpc_log if r.rpc == rpc)
+
+
+async def test_the_root_is_laid_out_like_a_host(node: SimNode) -> None:
+    scenario = node.scenario
+    topology = read_topology(node.paths.sysfs, use_udev=False)
+    assert [(n.id, n.cpus, n.memory_bytes) for n in topology.numa_nodes] == [
+        (n.id, n.cpus, n.memory_bytes) for n in scenario.numa_nodes
+    ]
+    assert {(d.address, d.numa_node) for d in topology.pci_devices} == {
+        (d.address, d.numa_node) for d in scenario.pci_devices
+    }
+    identities, errors = read_pod_identities(node.paths.pod_logs, node.paths.kubelet_dir)
+    assert errors == ()
+    assert {(i.uid, i.namespace, i.name) for i in identities} == {(p.uid, p.namespace, p.name) for p in scenario.pods}
+    assert sorted(os.listdir(node.paths.plugins_dir)) == [
+        "foo.sock",
+        "kubelet.sock",
+        "kubelet_internal_checkpoint",
+        "nvidia-gpu.sock",
+        "sriov-netdevice.sock",
+    ]
+    assert stat.S_ISSOCK(os.stat(node.paths.pod_resources).st_mode)
+    assert sorted(os.listdir(node.control_dir)) == ["foo.sock.ctl", "nvidia-gpu.sock.ctl", "sriov-netdevice.sock.ctl"]
+
+
+async def test_default_scenario_as_pod_resources_shows_it(node: SimNode) -> None:
+    async with PodResourcesClient(node.paths.pod_resources, timeout=WAIT) as client:
+        pods = {f"{p.namespace}/{p.name}": p for p in await client.list()}
+        allocatable = await client.allocatable()
+    assert len(pods) == 6
+    gpus = {i for d in pods["ml/train-0"].containers[0].devices if d.resource == GPU for i in d.ids}
+    assert gpus == {"GPU-0", "GPU-1", "GPU-2", "GPU-3"}
+    # serve-0's VF sits on NUMA node 0 while its CPUs and memory are on node 1: the misaligned pod.
+    (serve,) = pods["inference/serve-0"].containers
+    assert [d.numa_nodes for d in serve.devices] == [(0,)] and serve.memory[0].numa_nodes == (1,)
+    assert all(c >= 16 for c in serve.cpu_ids)
+    assert pods["inference/embed-0"].containers[0].dynamic_resources
+    healthy_gpus = {i for d in allocatable.devices if d.resource == GPU for i in d.ids}
+    assert len(healthy_gpus) == 7 and "GPU-5" not in healthy_gpus
+    assert len(allocatable.cpu_ids) == 30
+
+
+async def test_restart_kubelet_is_a_real_restart(node: SimNode) -> None:
+    plugins_dir = node.paths.plugins_dir
+    before_pods = node.device_manager.pods()
+    before_entries = read_checkpoint(node.paths.checkpoint).entries
+    kubelet_id = identity(node.paths.kubelet_socket)
+    gpu_id = identity(node.plugins[GPU].socket_path)
+    allocates = {name: count(p, "Allocate") for name, p in node.plugins.items()}
+    prestarts = count(node.plugins[VF], "PreStartContainer")
+    plant(plugins_dir)
+
+    await asyncio.wait_for(node.restart_kubelet(), WAIT)
+    # Every file but the checkpoint went; directories stay; kubelet.sock is new.
+    assert planted(plugins_dir) == (False, True)
+    assert identity(node.paths.kubelet_socket) != kubelet_id
+
+    await node.wait_registered(WAIT)
+    assert all(p.registrations == 2 for p in node.plugins.values())
+    assert identity(node.plugins[GPU].socket_path) != gpu_id  # the plugin served its socket again
+    # Running pods keep their devices: the checkpoint came back, and no new Allocate was made ...
+    assert node.device_manager.pods() == before_pods
+    assert {name: count(p, "Allocate") for name, p in node.plugins.items()} == allocates
+    assert read_checkpoint(node.paths.checkpoint).entries == before_entries
+    # ... but a plugin that requires it sees PreStartContainer again for each of its containers.
+    await node.device_manager.wait_until(lambda: count(node.plugins[VF], "PreStartContainer") == prestarts + 2, WAIT)
+    state = node.device_manager.resource(GPU)
+    assert state is not None and (state.capacity, state.allocatable) == (8, 7)
+
+
+async def test_an_external_plugin_is_served_like_the_scenario_ones(node: SimNode) -> None:
+    extra = PluginSpec("example.com/extra", counted_devices("example.com/extra", 3), socket="extra.sock")
+    async with DevicePluginServer(extra, node.paths.plugins_dir) as plugin:
+        await plugin.wait_registered(WAIT)
+        dm = node.device_manager
+        await dm.wait_until(lambda: dm.connected("example.com/extra"), WAIT)
+        async with PodResourcesClient(node.paths.pod_resources, timeout=WAIT) as client:
+            devices = (await client.allocatable()).devices
+        assert sorted(i for d in devices if d.resource == "example.com/extra" for i in d.ids) == [
+            "extra-0",
+            "extra-1",
+            "extra-2",
+        ]
+        assert "example.com/extra" in read_checkpoint(node.paths.checkpoint).registered_devices
+
+
+async def test_control_socket_info_and_restart(node: SimNode) -> None:
+    info = await request(str(node.root), {"op": "info"}, WAIT)
+    assert info["ok"] and info["ready"] and len(info["pods"]) == 6 and info["failed"] == {}
+    assert {r["name"]: r["allocatable"] for r in info["resources"]}[GPU] == 7
+    reply = await request(str(node.root), {"op": "restart-kubelet", "wait": True}, WAIT)
+    assert reply == {"ok": True, "registered": sorted(p for p in node.plugins)}
+    assert all(p.registrations == 2 for p in node.plugins.values())
+    unknown = await request(str(node.root), {"op": "reboot"}, WAIT)
+    assert not unknown["ok"] and "unknown op 'reboot'" in unknown["error"]
+
+
+async def test_no_simulator_means_a_clear_error(short_root: Path) -> None:
+    with pytest.raises(SimNotRunning, match="no simulated node runs at"):
+        await request(str(short_root), {"op": "info"}, 1.0)
+
+
+async def test_a_second_node_on_the_same_root_is_refused(node: SimNode) -> None:
+    with pytest.raises(SimError, match="already runs at"):
+        await SimNode(node.root, default_scenario()).start()
+
+
+async def test_roots_that_are_not_ours_are_refused(short_root: Path) -> None:
+    with pytest.raises(SimError, match="refusing to simulate a node over the real /"):
+        await SimNode(Path("/"), default_scenario()).start()
+    foreign = short_root / "host"
+    (foreign / "var/lib/kubelet/pods").mkdir(parents=True)
+    with pytest.raises(SimError, match="did not make"):
+        await SimNode(foreign, default_scenario()).start()
+    assert not (foreign / MARKER).exists()
+    deep = short_root / ("x" * 80)
+    with pytest.raises(SimError, match="longer than 107 bytes"):
+        await SimNode(deep, default_scenario()).start()
+
+
+async def test_stop_removes_every_socket_and_keeps_the_state(short_root: Path) -> None:
+    async with SimNode(short_root, default_scenario()) as n:
+        await n.ready(WAIT)
+    assert layout(short_root) == ([], True)
+
+
+def test_sim_node_fixture_serves_callers_on_other_loops(sim_node) -> None:
+    """The thread runner: asyncio.run in the test's thread talks to the node on its own loop."""
+
+    async def healthy_gpus() -> int:
+        async with PodResourcesClient(sim_node.paths.pod_resources, timeout=WAIT) as client:
+            return sum(1 for d in (await client.allocatable()).devices if d.resource == GPU)
+
+    assert asyncio.run(healthy_gpus()) == 7
+    sim_node.set_health(GPU, "GPU-7", UNHEALTHY)
+    sim_node.call(lambda n: n.device_manager.wait_until(lambda: n.device_manager.resource(GPU).allocatable == 6, 1.0))
+    assert asyncio.run(healthy_gpus()) == 6
+    sim_node.restart_kubelet()
+    assert asyncio.run(healthy_gpus()) == 6
+    assert len(sim_node.pods()) == 6
