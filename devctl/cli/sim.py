@@ -1,9 +1,190 @@
-"""Placeholder: filled in by the work on this command group."""
+"""`devctl sim [--scenario FILE] [--root DIR] [-- COMMAND ARGS...]` and `devctl sim restart-kubelet`.
+
+The simulated node runs in this process, on the CLI's event loop. Without a
+command it prints ``export DEVCTL_ROOT=...`` and runs until SIGINT/SIGTERM;
+with one it runs the command against the node and exits with its status.
+Only typer and the standard library at module level: the simulator, gRPC and
+YAML are imported inside the commands so that `devctl --help` stays fast.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import os
+import shlex
+import shutil
+import signal
+import sys
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
 import typer
+from typer.core import TyperGroup
+
+from devctl.cli.common import ExitCode, fail, options, run
+
+if TYPE_CHECKING:
+    from devctl.sim.scenario import Scenario
+
+# Where the group keeps what followed "--" (click would take its first word for a subcommand).
+_COMMAND = "devctl.sim.command"
+READY_TIMEOUT = 30.0
+RESTART_WAIT = 10.0  # plugins register again within 5 s of kubelet.sock coming back
+# Path overrides that would point the command away from the simulated node.
+_PATH_VARS = ("DEVCTL_KUBELET_DIR", "DEVCTL_PLUGINS_DIR", "DEVCTL_POD_RESOURCES", "DEVCTL_SYSFS", "DEVCTL_POD_LOGS")
+
+
+class _SimGroup(TyperGroup):
+    """A group whose arguments after ``--`` are a command to run, not a subcommand name."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if "--" in args:
+            cut = args.index("--")
+            ctx.meta[_COMMAND] = args[cut + 1 :]
+            args = args[:cut]
+        return super().parse_args(ctx, args)
+
+
+sim_app = typer.Typer(
+    name="sim",
+    cls=_SimGroup,
+    invoke_without_command=True,
+    subcommand_metavar="[-- COMMAND [ARGS]...] | restart-kubelet",
+)
+
+
+@sim_app.callback()
+def sim(
+    ctx: typer.Context,
+    scenario: Annotated[
+        str | None, typer.Option("--scenario", metavar="FILE", help="Scenario YAML [the packaged default node].")
+    ] = None,
+    root: Annotated[
+        str | None,
+        typer.Option("--root", metavar="DIR", help="Root of the simulated node [global --root, else a temp dir]."),
+    ] = None,
+) -> None:
+    """Run a simulated node (kubelet, device plugins, pods) on real sockets under one root.
+
+    Runs until interrupted, or runs COMMAND (after --) against it and exits
+    with its status. Without a command it prints `export DEVCTL_ROOT=...`: paste it into another
+    shell and every devctl command reads the simulated node. `devctl sim
+    restart-kubelet` restarts its kubelet from another shell.
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    command = ctx.meta.get(_COMMAND)
+    if command is not None and not command:
+        fail("nothing to run after --; give a command, e.g. devctl sim -- devctl ls")
+    from devctl.sim.scenario import ScenarioError, default_scenario, load_scenario
+
+    try:
+        node_scenario = load_scenario(scenario) if scenario else default_scenario()
+    except ScenarioError as e:
+        fail(f"scenario: {e}")
+    opts = options(ctx)
+    chosen = root or opts.root
+    temp = chosen is None
+    # Short, under /tmp: every socket path of the node must fit in 107 bytes.
+    node_root = Path(tempfile.mkdtemp(prefix="devctl-sim-", dir="/tmp") if temp else chosen)
+    if opts.verbose:
+        logging.getLogger("devctl").setLevel(logging.DEBUG)
+    elif command is None:
+        # In the foreground the simulator's log is what a kubelet's journal would show.
+        for name in ("devctl.sim", "devctl.plugin"):
+            logging.getLogger(name).setLevel(logging.INFO)
+    try:
+        code = run(_serve(node_root, node_scenario, command))
+    finally:
+        if temp:
+            shutil.rmtree(node_root, ignore_errors=True)
+    raise typer.Exit(code)
+
+
+async def _serve(root: Path, scenario: Scenario, command: list[str] | None) -> int:
+    from devctl.sim.node import SimError, SimNode
+
+    node = SimNode(root, scenario)
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stopping.set)
+    try:
+        try:
+            await node.start()
+            await node.ready(READY_TIMEOUT)
+        except (SimError, OSError, ValueError) as e:
+            print(f"devctl: sim: {e}", file=sys.stderr)
+            return int(ExitCode.FINDINGS)
+        failed = node.device_manager.failed
+        for (namespace, name), why in failed.items():
+            print(f"devctl: sim: pod {namespace}/{name} not admitted: {why}", file=sys.stderr)
+        if command is not None:
+            return await _run_command(command, root)
+        print(f"export DEVCTL_ROOT={shlex.quote(str(root))}", flush=True)
+        print(
+            f"devctl: simulated node at {root}: {len(node.plugins)} device plugins, "
+            f"{len(node.device_manager.running_pods())} pods running; stop with Ctrl-C. "
+            "From another shell: devctl sim restart-kubelet",
+            file=sys.stderr,
+            flush=True,
+        )
+        await stopping.wait()
+        return int(ExitCode.OK)
+    finally:
+        await node.stop()
+
+
+async def _run_command(command: list[str], root: Path) -> int:
+    env = {k: v for k, v in os.environ.items() if k not in _PATH_VARS}
+    env["DEVCTL_ROOT"] = str(root)
+    try:
+        proc = await asyncio.create_subprocess_exec(*command, env=env)
+    except FileNotFoundError:
+        print(f"devctl: sim: {command[0]}: command not found", file=sys.stderr)
+        return 127  # as a shell says it
+    except PermissionError:
+        print(f"devctl: sim: {command[0]}: permission denied", file=sys.stderr)
+        return 126
+    loop = asyncio.get_running_loop()
+    # Ctrl-C reaches the command too (same process group): its exit decides. SIGTERM is passed on.
+    loop.add_signal_handler(signal.SIGINT, lambda: None)
+    loop.add_signal_handler(signal.SIGTERM, lambda: proc.returncode is None and proc.send_signal(signal.SIGTERM))
+    code = await proc.wait()
+    return 128 - code if code < 0 else code  # killed by signal N: 128+N, as a shell reports it
+
+
+@sim_app.command("restart-kubelet")
+def restart_kubelet(
+    ctx: typer.Context,
+    wait: Annotated[
+        bool, typer.Option("--wait/--no-wait", help="Return once every plugin of the scenario registered again.")
+    ] = True,
+) -> None:
+    """Restart the running simulated kubelet as a real restart does.
+
+    Every socket in the plugins dir is deleted and kubelet.sock is created
+    again; the checkpoint is kept and running pods keep their devices. The
+    node is the one at --root (or DEVCTL_ROOT).
+    """
+    from devctl.sim.control import SimNotRunning, request
+
+    opts = options(ctx)
+    parent = ctx.parent.params if ctx.parent is not None else {}
+    root = parent.get("root") or opts.paths().root
+    timeout = opts.timeout + (RESTART_WAIT if wait else 0.0)
+    try:
+        reply = run(request(root, {"op": "restart-kubelet", "wait": wait, "timeout": RESTART_WAIT}, timeout))
+    except SimNotRunning as e:
+        fail(str(e), ExitCode.NO_SOURCE)
+    if not reply.get("ok"):
+        fail(str(reply.get("error", "the simulated node refused")), ExitCode.FINDINGS)
+    again = ", ".join(reply.get("registered") or ()) or "none yet"
+    print(f"restarted the simulated kubelet at {root}" + (f"; registered again: {again}" if wait else ""))
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the app."""
+    app.add_typer(sim_app)

@@ -1,0 +1,169 @@
+"""`devctl sim` as a user runs it: real processes, exit codes, output, signals, restart-kubelet from another shell."""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+TIMEOUT = 30.0
+SOCKETS = ["foo.sock", "kubelet.sock", "nvidia-gpu.sock", "sriov-netdevice.sock"]
+
+
+def env() -> dict[str, str]:
+    """The test's environment without any DEVCTL_* setting that would point devctl elsewhere."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("DEVCTL_")}
+
+
+def devctl(*args: str, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "devctl", *args],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        env={**env(), **(extra_env or {})},
+    )
+
+
+def read_line(proc: subprocess.Popen[str], timeout: float) -> str:
+    """The next stdout line of a running process, or fail the test after ``timeout``."""
+    assert proc.stdout is not None
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        if not sel.select(timeout):
+            pytest.fail(f"no output within {timeout}s")
+    return proc.stdout.readline()
+
+
+def sockets_under(root: Path) -> list[str]:
+    return sorted(p.name for p in root.rglob("*") if p.is_socket())
+
+
+@pytest.fixture
+def running_sim(short_root: Path) -> Iterator[tuple[subprocess.Popen[str], Path]]:
+    """`devctl sim --root R` in the background, once it has printed its export line."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "devctl", "sim", "--root", str(short_root)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env(),
+    )
+    try:
+        line = read_line(proc, TIMEOUT)
+        assert line.strip() == f"export DEVCTL_ROOT={short_root}"
+        yield proc, short_root
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate(timeout=TIMEOUT)
+
+
+def test_sim_runs_a_command_against_the_node() -> None:
+    result = devctl("sim", "--", "sh", "-c", 'ls "$DEVCTL_ROOT/var/lib/kubelet/device-plugins"; echo "$DEVCTL_ROOT"')
+    assert result.returncode == 0, result.stderr
+    *listing, root = result.stdout.splitlines()
+    assert listing == sorted([*SOCKETS, "kubelet_internal_checkpoint"])
+    assert root.startswith("/tmp/devctl-sim-")
+    assert not Path(root).exists()  # a temporary root is removed on the way out
+
+
+def test_sim_exits_with_the_command_status() -> None:
+    assert devctl("sim", "--", "false").returncode == 1
+    missing = devctl("sim", "--", "no-such-command-here")
+    assert missing.returncode == 127
+    assert "no-such-command-here: command not found" in missing.stderr
+
+
+def test_the_command_reaches_the_node_by_devctl_root() -> None:
+    """devctl inside the command finds the simulator's plugins (control sockets) and its kubelet by DEVCTL_ROOT."""
+    me = f"{sys.executable} -m devctl"
+    script = f"{me} plugin set-health nvidia.com/gpu GPU-0 unhealthy >/dev/null && {me} devices nvidia.com/gpu -o json"
+    result = devctl("sim", "--", "sh", "-c", script)
+    assert result.returncode == 0, result.stderr
+    devices = {d["id"]: d for d in json.loads(result.stdout)["devices"]}
+    assert devices["GPU-0"]["health"] == "Unhealthy"
+    assert devices["GPU-0"]["allocated_to"] == [{"namespace": "ml", "pod": "train-0", "container": "trainer"}]
+
+
+def test_command_path_overrides_do_not_leak_into_the_command(short_root: Path) -> None:
+    result = devctl(
+        "sim",
+        "--root",
+        str(short_root),
+        "--",
+        "sh",
+        "-c",
+        'echo "${DEVCTL_PLUGINS_DIR:-unset} $DEVCTL_ROOT"',
+        extra_env={"DEVCTL_PLUGINS_DIR": "/elsewhere"},
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["unset", str(short_root)]
+    assert short_root.is_dir()  # a root of the user's choosing stays
+
+
+def test_restart_kubelet_from_another_shell(running_sim) -> None:
+    proc, root = running_sim
+    kubelet = root / "var/lib/kubelet/device-plugins/kubelet.sock"
+    before = os.stat(kubelet)
+    result = devctl("--root", str(root), "sim", "restart-kubelet")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == (
+        f"restarted the simulated kubelet at {root}; registered again: "
+        "hardware-vendor.example/foo, intel.com/sriov_netdevice, nvidia.com/gpu"
+    )
+    after = os.stat(kubelet)
+    assert (after.st_ino, after.st_ctime_ns) != (before.st_ino, before.st_ctime_ns)
+    assert sockets_under(root / "var/lib/kubelet/device-plugins") == SOCKETS
+    # DEVCTL_ROOT addresses it just as well.
+    again = devctl("sim", "restart-kubelet", "--no-wait", extra_env={"DEVCTL_ROOT": str(root)})
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.strip() == f"restarted the simulated kubelet at {root}"
+    assert proc.poll() is None
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_stops_the_sim_cleanly(running_sim, sig: signal.Signals) -> None:
+    proc, root = running_sim
+    proc.send_signal(sig)
+    _, stderr = proc.communicate(timeout=TIMEOUT)
+    assert proc.returncode == 0, stderr
+    assert "Traceback" not in stderr
+    assert sockets_under(root) == []
+    assert (root / "var/lib/kubelet/device-plugins/kubelet_internal_checkpoint").is_file()
+
+
+def test_a_second_sim_on_a_running_root_is_refused(running_sim) -> None:
+    _, root = running_sim
+    result = devctl("sim", "--root", str(root), "--", "true")
+    assert result.returncode == 1
+    assert (
+        result.stderr.strip() == f"devctl: sim: a simulated node already runs at {root}; stop it or choose another root"
+    )
+
+
+def test_restart_kubelet_without_a_sim_is_exit_3(short_root: Path) -> None:
+    result = devctl("--root", str(short_root), "sim", "restart-kubelet")
+    assert result.returncode == 3
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"devctl: no simulated node runs at {short_root}")
+
+
+def test_usage_errors_are_exit_2(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("pods:\n  - name: p\n    containers: [{name: c, requests: {nvidia.com/gpu: 1}}]\n")
+    result = devctl("sim", "--scenario", str(bad), "--", "true")
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        f"devctl: scenario: {bad}: pods[0].containers[0].requests.nvidia.com/gpu: "
+        "no resource of the scenario is named 'nvidia.com/gpu'"
+    )
+    nothing = devctl("sim", "--")
+    assert nothing.returncode == 2 and "nothing to run after --" in nothing.stderr
