@@ -129,7 +129,10 @@ class DeviceManager:
         self.failed: dict[tuple[str, str], str] = {}  # (namespace, name) -> why admission failed
         self._resources: dict[str, _Resource] = {}
         self._endpoints: dict[str, Endpoint] = {}
-        self._held: list[Held] = []
+        # What containers hold, by (pod UID, container, resource), in allocation order.
+        self._held: dict[tuple[str, str, str], Held] = {}
+        self._in_use: dict[str, set[str]] = {}  # resource -> IDs some container holds
+        self._writes_deferred = False
         self._pods: dict[str, PodSpec] = {}  # admitted (running) pods by UID, in admission order
         self._restored_prestart: set[tuple[str, str, str]] = set()  # (uid, container, resource)
         self._streams: set[asyncio.Task[None]] = set()
@@ -282,7 +285,7 @@ class DeviceManager:
         return state is not None and state.connected
 
     def held(self) -> tuple[Held, ...]:
-        return tuple(self._held)
+        return tuple(self._held.values())
 
     def running_pods(self) -> tuple[PodSpec, ...]:
         return tuple(self._pods.values())
@@ -290,26 +293,18 @@ class DeviceManager:
     def pods(self) -> tuple[PodResources, ...]:
         """Active pods as List reports them: devices one entry per device per NUMA node, CPUs, memory, claims."""
         dynamic = self.scenario.kubelet.dynamic_resources
+        by_container: dict[tuple[str, str], list[ContainerDevices]] = {}
+        for (uid, container, resource), h in self._held.items():
+            by_container.setdefault((uid, container), []).extend(_entries(resource, h.device_ids))
         return tuple(
             PodResources(
                 namespace=pod.namespace,
                 name=pod.name,
-                containers=tuple(self._container(pod, c, dynamic) for c in pod.containers),
+                containers=tuple(
+                    _container(c, by_container.get((pod.uid, c.name), ()), dynamic) for c in pod.containers
+                ),
             )
             for pod in self._pods.values()
-        )
-
-    def _container(self, pod: PodSpec, c: ContainerSpec, dynamic: bool) -> ContainerResources:
-        devices: list[ContainerDevices] = []
-        for h in self._held:
-            if h.pod_uid == pod.uid and h.container == c.name:
-                devices.extend(_entries(h.resource, h.device_ids))
-        return ContainerResources(
-            name=c.name,
-            devices=tuple(devices),
-            cpu_ids=c.cpus,
-            memory=c.memory,
-            dynamic_resources=c.dynamic_resources if dynamic else (),
         )
 
     def allocatable(self) -> AllocatableResources:
@@ -331,17 +326,35 @@ class DeviceManager:
 
     # --- admission --------------------------------------------------------------------
 
+    async def admit_all(self, pods: Iterable[PodSpec]) -> tuple[PodSpec, ...]:
+        """Admit pods in order, as at node start; returns those admitted (the others are in ``failed``).
+
+        The checkpoint is written once at the end rather than after every
+        container: nothing reads it before the node is ready, and rewriting a
+        large checkpoint a thousand times would make a large node slow to start.
+        """
+        self._writes_deferred = True
+        try:
+            admitted = tuple([pod for pod in pods if await self.admit(pod)])
+        finally:
+            self._writes_deferred = False
+            self._write_checkpoint()
+        return admitted
+
     async def admit(self, pod: PodSpec) -> bool:
         """Allocate every container's devices as the kubelet does at admission; False (and ``failed``) if refused."""
         try:
             for container in pod.containers:
                 for resource, count in container.requests.items():
                     await self._allocate(pod, container, resource, count)
+                # manager.go allocateContainerResources: one checkpoint write per container.
+                self._write_checkpoint()
                 for resource in container.requests:
                     await self._prestart(pod.uid, container.name, resource)
         except AdmissionError as e:
             # The pod is rejected and never runs: nothing it was given stays held.
-            self._held = [h for h in self._held if h.pod_uid != pod.uid]
+            for key in [k for k in self._held if k[0] == pod.uid]:
+                self._release(key)
             self._write_checkpoint()
             self.failed[(pod.namespace, pod.name)] = str(e)
             log.warning("kubelet: pod %s/%s not admitted: %s", pod.namespace, pod.name, e)
@@ -352,6 +365,14 @@ class DeviceManager:
         self._notify()
         return True
 
+    def _hold(self, held: Held) -> None:
+        self._held[(held.pod_uid, held.container, held.resource)] = held
+        self._in_use.setdefault(held.resource, set()).update(held.ids)
+
+    def _release(self, key: tuple[str, str, str]) -> None:
+        held = self._held.pop(key)
+        self._in_use.get(held.resource, set()).difference_update(held.ids)
+
     async def _allocate(self, pod: PodSpec, container: ContainerSpec, resource: str, needed: int) -> None:
         # manager.go devicesToAllocate, with no topology hint (no topology manager policy).
         state = self._resources.get(resource)
@@ -360,7 +381,7 @@ class DeviceManager:
             raise AdmissionError(f"cannot allocate unregistered device {resource}")
         if not state.healthy:
             raise AdmissionError(f"no healthy devices present; cannot allocate unhealthy devices {resource}")
-        in_use = {i for h in self._held if h.resource == resource for i in h.ids}
+        in_use = self._in_use.get(resource, set())
         available = [i for i in state.devices if i in state.healthy and i not in in_use]
         if len(available) < needed:
             raise AdmissionError(
@@ -377,9 +398,11 @@ class DeviceManager:
             except RpcFailure as e:
                 raise AdmissionError(f"device plugin GetPreferredAllocation rpc failed with err: {e.message}") from None
             # The kubelet takes the answer only where it intersects the candidates ...
-            chosen = [i for i in dict.fromkeys(preferred) if i in set(available)][:needed]
+            candidates = set(available)
+            chosen = [i for i in dict.fromkeys(preferred) if i in candidates][:needed]
         # ... and fills any shortfall itself, in its own order.
-        chosen += [i for i in available if i not in chosen][: needed - len(chosen)]
+        taken = set(chosen)
+        chosen += [i for i in available if i not in taken][: needed - len(chosen)]
         try:
             raw = await client.allocate_raw(chosen)
         except RpcFailure as e:
@@ -388,24 +411,18 @@ class DeviceManager:
         for device_id in chosen:
             for node in state.devices[device_id].numa_nodes or (None,):
                 by_numa.setdefault(_key(node), []).append(device_id)
-        self._held.append(
-            Held(
-                pod_uid=pod.uid,
-                container=container.name,
-                resource=resource,
-                device_ids={k: tuple(v) for k, v in by_numa.items()},
-                alloc_resp=raw,
-            )
+        device_ids = {k: tuple(v) for k, v in by_numa.items()}
+        self._hold(
+            Held(pod_uid=pod.uid, container=container.name, resource=resource, device_ids=device_ids, alloc_resp=raw)
         )
         log.info("kubelet: %s/%s %s: allocated %s %s", pod.namespace, pod.name, container.name, resource, chosen)
-        self._write_checkpoint()
 
     async def _prestart(self, pod_uid: str, container: str, resource: str) -> None:
         # manager.go callPreStartContainerIfNeeded: only if the plugin asks for it; failure fails the start.
         endpoint = self._endpoints.get(resource)
         if endpoint is None or endpoint.client is None or not endpoint.options.pre_start_required:
             return
-        held = next(h for h in self._held if (h.pod_uid, h.container, h.resource) == (pod_uid, container, resource))
+        held = self._held[(pod_uid, container, resource)]
         try:
             await endpoint.client.prestart(held.ids)
         except RpcFailure as e:
@@ -426,8 +443,12 @@ class DeviceManager:
 
     def _write_checkpoint(self) -> None:
         # manager.go writeCheckpoint: the allocations and, per known resource, its healthy IDs.
+        if self._writes_deferred:
+            return
         registered = {name: sorted(state.healthy) for name, state in self._resources.items()}
-        entries = [RawEntry(h.pod_uid, h.container, h.resource, h.device_ids, h.alloc_resp) for h in self._held]
+        entries = [
+            RawEntry(h.pod_uid, h.container, h.resource, h.device_ids, h.alloc_resp) for h in self._held.values()
+        ]
         try:
             write_checkpoint(self.checkpoint_path, entries, registered)
         except OSError as e:
@@ -452,7 +473,7 @@ class DeviceManager:
         for entry in checkpoint.entries:
             alloc = entry.allocation
             raw = convert.allocation_to_pb(alloc).SerializeToString(deterministic=True) if alloc else b""
-            self._held.append(Held(entry.pod_uid, entry.container, entry.resource, dict(entry.device_ids), raw))
+            self._hold(Held(entry.pod_uid, entry.container, entry.resource, dict(entry.device_ids), raw))
             if entry.pod_uid in self._pods:
                 self._restored_prestart.add((entry.pod_uid, entry.container, entry.resource))
         for name in checkpoint.registered_devices:
@@ -466,6 +487,16 @@ class DeviceManager:
             len(self._held),
             len(checkpoint.registered_devices),
         )
+
+
+def _container(c: ContainerSpec, devices: Sequence[ContainerDevices], dynamic: bool) -> ContainerResources:
+    return ContainerResources(
+        name=c.name,
+        devices=tuple(devices),
+        cpu_ids=c.cpus,
+        memory=c.memory,
+        dynamic_resources=c.dynamic_resources if dynamic else (),
+    )
 
 
 def _key(node: int | None) -> str:

@@ -256,9 +256,8 @@ class SimNode:
     async def _admit_all(self) -> None:
         await self.wait_registered(timeout=None)
         dm = self.device_manager
-        for pod in self.scenario.pods:
-            if await dm.admit(pod):
-                self._pod_dirs(pod)
+        for pod in await dm.admit_all(self.scenario.pods):
+            self._pod_dirs(pod)
         log.info(
             "simulated node ready: %d pods running, %d not admitted",
             len(dm.running_pods()),
