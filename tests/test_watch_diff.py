@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 from datetime import datetime, timezone
 
 import pytest
@@ -164,3 +165,28 @@ def test_table_names_an_unknown_resource_by_its_socket() -> None:
 def test_table_line_of_a_kernel_event() -> None:
     k = KernelEvent(T, "unbind", "pci", "0000:3b:00.0", "/devices/x/0000:3b:00.0", "nvidia")
     assert table_line(k).split() == ["03:04:05.678", "udev-unbind", "pci", "0000:3b:00.0", "driver", "nvidia"]
+
+
+def test_a_device_listed_twice_counts_once_its_last_entry_winning() -> None:
+    old = gpus(("a", "Healthy", ()), ("a", "Unhealthy", ()))
+    new = gpus(("a", "Unhealthy", ()), ("a", "Unhealthy", ()))
+    assert diff(old, new) == []
+    assert diff(old, gpus(("a", "Unhealthy", ()), ("a", "Healthy", ()))) == [
+        Change(HEALTH, "a", "Unhealthy", "Healthy")
+    ]
+
+
+def test_the_same_changes_whatever_the_order_of_the_lists() -> None:
+    rng = random.Random(7)
+    old = tuple(
+        Device(id=f"d{i}", health=rng.choice(["Healthy", "Unhealthy"]), numa_nodes=(i % 2,)) for i in range(500)
+    )
+    new = list(old)
+    for i in rng.sample(range(500), 40):
+        d = new[i]
+        new[i] = Device(d.id, "Unhealthy" if d.healthy else "Healthy", d.numa_nodes if i % 3 else (0, 1))
+    in_order = diff(old, tuple(new))
+    rng.shuffle(new)
+    shuffled = diff(old, tuple(new))
+    assert len(in_order) == len(shuffled) > 40
+    assert sorted(in_order, key=repr) == sorted(shuffled, key=repr)

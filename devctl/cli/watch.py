@@ -82,6 +82,8 @@ def watch(
                 timeout=opts.timeout,
             )
         )
+    except KeyboardInterrupt:
+        code = ExitCode.OK  # Ctrl-C before the watch set its own handler (still starting up)
     finally:
         if recording is not None:
             recording.close()
