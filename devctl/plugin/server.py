@@ -181,7 +181,7 @@ class DevicePluginServer:
         if self._server is not None:
             await self._server.stop(STOP_GRACE)
             self._server = None
-        # gRPC removes the socket on shutdown; make sure, but never remove a socket someone else made since.
+        # gRPC unlinks the path on shutdown in most cases; if our socket is still there, remove it ourselves.
         if self._socket_id is not None and _identity(self.socket_path) == self._socket_id:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.socket_path)
@@ -231,20 +231,27 @@ class DevicePluginServer:
                 self._registered_cond.notify_all()
 
     async def _watch_loop(self) -> None:
+        warned = False
         while True:
             await asyncio.sleep(WATCH_INTERVAL)
             try:
                 await self._check_dir()
             except ServeError as e:
-                self.log.warning("%s (retrying)", e)
+                self.log.log(logging.DEBUG if warned else logging.WARNING, "%s (retrying)", e)
+                warned = True
+            else:
+                warned = False
 
     async def _check_dir(self) -> None:
         # A restarting kubelet deletes every socket in the plugins dir, ours too
         # (pkg/kubelet/cm/devicemanager/manager.go, removeContents), then creates
         # kubelet.sock again and forgets every plugin until it registers again.
-        if _identity(self.socket_path) != self._socket_id:
+        if self._server is None or _identity(self.socket_path) != self._socket_id:
             self.log.info("%s was removed; serving it again", self.socket_path)
+            # Note: gRPC unlinks whatever socket sits at the path when the old server
+            # stops, so this must happen before the new server binds, never after.
             await self._stop_server()
+            os.makedirs(self.plugins_dir, exist_ok=True)
             await self._serve()
             self._want_registration()
         kubelet = _identity(self.kubelet_socket)
