@@ -2,63 +2,19 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
-import sys
 import textwrap
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from test_plugin_fakes import FakeKubelet
+from test_plugin_fakes import FakeKubelet, Serving, devctl
 
 from devctl.model import HEALTHY, UNHEALTHY
 from devctl.plugin.spec import SpecError
 
 RESOURCE = "example.com/gpu"
-
-
-async def devctl(root: Path, *args: str, timeout: float = 20) -> tuple[int, str, str]:
-    """Run devctl to completion; (exit status, stdout, stderr)."""
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "devctl", "--root", str(root), *args,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    out, err = await asyncio.wait_for(proc.communicate(), timeout)
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
-
-
-class Serving:
-    """A `devctl plugin serve` process, ready once its control socket exists."""
-
-    def __init__(self, root: Path, *args: str):
-        self.root = root
-        self.args = args
-        self.ctl_dir = root / "run/devctl/plugins"
-        self.proc: asyncio.subprocess.Process | None = None
-
-    async def start(self, ready: str) -> None:
-        self.proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "devctl", "--root", str(self.root), "plugin", "serve", *self.args,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        )  # fmt: skip
-
-        async def wait() -> None:
-            while not (self.ctl_dir / ready).exists():
-                assert self.proc is not None and self.proc.returncode is None, "devctl plugin serve exited"
-                await asyncio.sleep(0.05)
-
-        await asyncio.wait_for(wait(), 15)
-
-    async def stop(self, sig: int = signal.SIGTERM) -> tuple[int, str]:
-        assert self.proc is not None
-        if self.proc.returncode is None:
-            self.proc.send_signal(sig)
-        _, err = await asyncio.wait_for(self.proc.communicate(), 10)
-        assert self.proc.returncode is not None
-        return self.proc.returncode, err.decode()
 
 
 @pytest.fixture

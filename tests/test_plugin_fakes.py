@@ -1,10 +1,11 @@
-"""Small real servers that stand in for the kubelet in the plugin tests.
+"""Small real servers that stand in for the kubelet in the plugin tests, and helpers to run devctl.
 
 ``FakeKubelet`` serves ``v1beta1.Registration/Register`` on ``kubelet.sock`` and,
 like the kubelet, dials the plugin back for GetDevicePluginOptions *inside*
 Register and then follows its ListAndWatch stream. ``FakePodResources`` answers
 GetAllocatableResources. Both are real grpc.aio servers on real unix sockets;
-nothing here mocks a stub. (This file holds no tests of its own.)
+nothing here mocks a stub. ``devctl`` and ``Serving`` run the real command in a
+child process. (This file holds no tests of its own.)
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import stat
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -140,3 +143,45 @@ class FakePodResources(prv1_grpc.PodResourcesListerServicer):
                 for i in ids
             ]
         )
+
+
+async def devctl(root: Path, *args: str, timeout: float = 20) -> tuple[int, str, str]:
+    """Run devctl to completion; (exit status, stdout, stderr)."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "devctl", "--root", str(root), *args,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+class Serving:
+    """A `devctl plugin serve` process, ready once its control socket exists."""
+
+    def __init__(self, root: Path, *args: str):
+        self.root = root
+        self.args = args
+        self.ctl_dir = root / "run/devctl/plugins"
+        self.proc: asyncio.subprocess.Process | None = None
+
+    async def start(self, ready: str) -> None:
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "devctl", "--root", str(self.root), "plugin", "serve", *self.args,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+
+        async def wait() -> None:
+            while not (self.ctl_dir / ready).exists():
+                assert self.proc is not None and self.proc.returncode is None, "devctl plugin serve exited"
+                await asyncio.sleep(0.05)
+
+        await asyncio.wait_for(wait(), 15)
+
+    async def stop(self, sig: int = signal.SIGTERM) -> tuple[int, str]:
+        assert self.proc is not None
+        if self.proc.returncode is None:
+            self.proc.send_signal(sig)
+        _, err = await asyncio.wait_for(self.proc.communicate(), 10)
+        assert self.proc.returncode is not None
+        return self.proc.returncode, err.decode()
