@@ -89,14 +89,12 @@ class ControlServer:
 
     def handle(self, line: bytes) -> dict[str, Any]:
         """One request line to one reply; every failure becomes ``{"ok": false, "error": ...}``."""
-        from devctl.plugin.server import DeviceError
-
         try:
             request = json.loads(line)
             if not isinstance(request, Mapping):
                 raise ValueError("a request is a JSON object")
             reply = self._apply(request)
-        except (ValueError, DeviceError, KeyError, TypeError) as e:
+        except (ValueError, KeyError, TypeError) as e:  # DeviceError is a ValueError
             message = f"missing field {e}" if isinstance(e, KeyError) else str(e)
             return {"ok": False, "error": message}
         return {"ok": True, **reply}

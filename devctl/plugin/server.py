@@ -29,6 +29,7 @@ from devctl.api.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
 from devctl.model import Device, PluginOptions
 from devctl.node import convert, deviceplugin
 from devctl.node.rpc import RpcFailure
+from devctl.plugin.control import ControlServer
 from devctl.plugin.preferred import preferred_allocation
 from devctl.plugin.spec import PluginSpec
 
@@ -110,7 +111,7 @@ class DevicePluginServer:
         self._register_wanted = asyncio.Event()
         self._registered_cond = asyncio.Condition()
         self._tasks: list[asyncio.Task[None]] = []
-        self._control = None  # a ControlServer while running with control_dir
+        self._control: ControlServer | None = None  # while running with control_dir
 
     # --- lifecycle ----------------------------------------------------------------
 
@@ -120,8 +121,6 @@ class DevicePluginServer:
         await self._refuse_live_socket()
         await self._serve()
         if self.control_dir is not None:
-            from devctl.plugin.control import ControlServer
-
             self._control = ControlServer(self, self.control_dir)
             await self._control.start()
         self._kubelet_id = _identity(self.kubelet_socket)
