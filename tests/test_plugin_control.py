@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import multiprocessing
 import os
 import socket
 from collections.abc import AsyncIterator
@@ -13,7 +14,7 @@ import pytest
 
 from devctl.model import HEALTHY, UNHEALTHY, Device
 from devctl.node.deviceplugin import DevicePluginClient
-from devctl.plugin.control import NoPlugin, control, control_path, running
+from devctl.plugin.control import ControlError, NoPlugin, control, control_path, running
 from devctl.plugin.server import DevicePluginServer
 from devctl.plugin.spec import PluginSpec
 
@@ -106,3 +107,40 @@ async def test_stop_removes_the_control_socket(short_root: Path) -> None:
     assert os.listdir(ctl) == [SPEC.socket + ".ctl"]
     await server.stop()
     assert os.listdir(ctl) == []
+
+
+def _control_as_nobody(ctl: str, resource: str, results: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
+    os.setgid(65534)
+    os.setuid(65534)
+    try:
+        reply = asyncio.run(control(ctl, resource, {"op": "info"}, 2))
+        results.put(("ok", str(reply)))
+    except ControlError as e:
+        results.put((type(e).__name__, str(e)))
+
+
+async def as_nobody(ctl: str, resource: str) -> tuple[str, str]:
+    """Ask the plugin from a child process that dropped root, as a user without rights would."""
+    context = multiprocessing.get_context("spawn")
+    results = context.Queue()
+    child = context.Process(target=_control_as_nobody, args=(ctl, resource, results))
+    child.start()
+    try:
+        return await asyncio.wait_for(asyncio.to_thread(results.get, True, 20), 25)
+    finally:
+        await asyncio.to_thread(child.join, 5)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop privileges")
+async def test_permission_denied_is_said_not_hidden(served: tuple[DevicePluginServer, str], short_root: Path) -> None:
+    _, ctl = served
+    # GIVEN the root's directories are not open to others: the control dir cannot be read
+    kind, message = await as_nobody(ctl, SPEC.resource)
+    assert (kind, message) == ("ControlError", f"{ctl}: permission denied (plugins run as another user; try as root)")
+    # GIVEN the directories are open but the socket is root's (srwxr-xr-x: no write, so no connect)
+    for path in (short_root, Path(ctl)):
+        path.chmod(0o755)
+    os.chmod(control_path(ctl, SPEC.socket), 0o755)
+    kind, message = await as_nobody(ctl, SPEC.resource)
+    expected = f"{control_path(ctl, SPEC.socket)}: permission denied (plugins run as another user; try as root)"
+    assert (kind, message) == ("ControlError", expected)

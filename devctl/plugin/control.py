@@ -143,35 +143,50 @@ async def _exchange(path: str, request: Mapping[str, Any]) -> dict[str, Any]:
     return reply
 
 
-async def running(control_dir: str, timeout: float) -> list[tuple[str, dict[str, Any]]]:
-    """Every running plugin's control socket with its ``info`` reply.
-
-    All ``.ctl`` sockets are asked at once under the deadline; stale ones (a
-    plugin killed without cleaning up) and silent ones are left out.
-    """
+async def _ask_all(control_dir: str, timeout: float) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]:
+    """``info`` from every ``.ctl`` socket at once: the answers, and the sockets we may not open."""
     try:
         paths = sorted(e.path for e in os.scandir(control_dir) if e.name.endswith(SUFFIX))
     except (FileNotFoundError, NotADirectoryError):
-        return []
+        return [], []
+    except PermissionError:
+        return [], [control_dir]
 
-    async def info(path: str) -> dict[str, Any] | None:
+    async def info(path: str) -> dict[str, Any] | PermissionError | None:
         try:
             return await asyncio.wait_for(_exchange(path, {"op": "info"}), timeout)
+        except PermissionError as e:
+            return e
         except (OSError, ValueError, asyncio.TimeoutError):
             return None
 
     replies = await asyncio.gather(*(info(p) for p in paths))
-    return [(path, reply) for path, reply in zip(paths, replies, strict=True) if reply is not None]
+    pairs = list(zip(paths, replies, strict=True))
+    answered = [(path, reply) for path, reply in pairs if isinstance(reply, dict)]
+    denied = [path for path, reply in pairs if isinstance(reply, PermissionError)]
+    return answered, denied
+
+
+async def running(control_dir: str, timeout: float) -> list[tuple[str, dict[str, Any]]]:
+    """Every running plugin's control socket with its ``info`` reply.
+
+    All ``.ctl`` sockets are asked at once under the deadline; stale ones (a
+    plugin killed without cleaning up), silent and forbidden ones are left out.
+    """
+    return (await _ask_all(control_dir, timeout))[0]
 
 
 async def control(control_dir: str, resource: str, request: Mapping[str, Any], timeout: float) -> dict[str, Any]:
     """Send ``request`` to the running plugin that serves ``resource`` and return its reply.
 
     A reply with ``"ok": false`` (unknown device, bad health) is returned as is;
-    NoPlugin when no running plugin serves the resource, ControlError when it
-    does not answer within ``timeout``.
+    NoPlugin when no running plugin serves the resource, ControlError when one
+    may not be asked (permission denied) or does not answer within ``timeout``.
     """
-    path = next((p for p, info in await running(control_dir, timeout) if info.get("resource") == resource), None)
+    answered, denied = await _ask_all(control_dir, timeout)
+    path = next((p for p, info in answered if info.get("resource") == resource), None)
+    if path is None and denied:
+        raise ControlError(f"{denied[0]}: permission denied (plugins run as another user; try as root)")
     if path is None:
         raise NoPlugin(f"no running devctl plugin serves {resource} (looked in {control_dir})")
     try:
