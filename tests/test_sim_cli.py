@@ -143,7 +143,7 @@ def test_a_signal_stops_the_sim_cleanly(running_sim, sig: signal.Signals) -> Non
 def test_a_second_sim_on_a_running_root_is_refused(running_sim) -> None:
     _, root = running_sim
     result = devctl("sim", "--root", str(root), "--", "true")
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert (
         result.stderr.strip() == f"devctl: sim: a simulated node already runs at {root}; stop it or choose another root"
     )

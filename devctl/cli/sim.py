@@ -104,6 +104,7 @@ def sim(
 
 
 async def _serve(root: Path, scenario: Scenario, command: list[str] | None) -> int:
+    from devctl.plugin.server import ServeError
     from devctl.sim.node import SimError, SimNode
 
     node = SimNode(root, scenario)
@@ -114,8 +115,15 @@ async def _serve(root: Path, scenario: Scenario, command: list[str] | None) -> i
     try:
         try:
             await node.start()
+        except SimError as e:  # the root cannot hold a simulated node: a usage problem
+            print(f"devctl: sim: {e}", file=sys.stderr)
+            return int(ExitCode.USAGE)
+        except (ServeError, OSError, ValueError) as e:  # a socket that cannot be served
+            print(f"devctl: sim: {e}", file=sys.stderr)
+            return int(ExitCode.FINDINGS)
+        try:
             await node.ready(READY_TIMEOUT)
-        except (SimError, OSError, ValueError) as e:
+        except SimError as e:
             print(f"devctl: sim: {e}", file=sys.stderr)
             return int(ExitCode.FINDINGS)
         failed = node.device_manager.failed

@@ -171,7 +171,7 @@ class DeviceManager:
         self._endpoints[resource] = endpoint
         self._resources.setdefault(resource, _Resource())
         endpoint.stream = self._track(asyncio.create_task(self._follow(endpoint), name=f"ListAndWatch {resource}"))
-        log.info("kubelet: %s connected (%s)", resource, os.path.basename(socket_path))
+        log.debug("kubelet: %s connected (%s)", resource, os.path.basename(socket_path))
         self._notify()
 
     def _track(self, task: asyncio.Task[None]) -> asyncio.Task[None]:

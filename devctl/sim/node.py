@@ -135,7 +135,10 @@ class SimNode:
         with contextlib.suppress(SimNotRunning):
             await request(str(self.root), {"op": "info"}, 1.0)
             raise SimError(f"a simulated node already runs at {self.root}; stop it or choose another root")
-        self._prepare_root()
+        try:
+            self._prepare_root()
+        except OSError as e:
+            raise SimError(f"cannot lay out a node under {self.root}: {e.strerror or e}") from None
         try:
             self._kubelet = _Kubelet(self)
             await self._kubelet.start(running=None)
