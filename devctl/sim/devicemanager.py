@@ -109,8 +109,9 @@ class _Resource:
 class DeviceManager:
     """The device manager of one simulated kubelet run; a restart makes a new one from the checkpoint.
 
-    ``on_change`` is called after every change of devices or allocations (the
-    node uses it to wake waiters). ``grace_period`` is endpointStopGracePeriod.
+    Tests and the node wait for its state with ``wait_until``, which wakes on
+    every change of devices, endpoints or allocations. ``grace_period`` is
+    endpointStopGracePeriod.
     """
 
     def __init__(
