@@ -1,9 +1,166 @@
-"""Placeholder: filled in by the work on this command group."""
+"""`devctl tui [--plugin FILE]...` on the live node, and `devctl demo` on a simulated one.
+
+Only typer and the standard library at module level: textual, gRPC and the
+simulator are imported inside the commands, so that no other command (and not
+`devctl --help`) ever loads textual.
+"""
 
 from __future__ import annotations
 
+import shutil
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
 import typer
+
+from devctl.cli.common import ExitCode, GlobalOptions, fail, options, run
+
+if TYPE_CHECKING:
+    from devctl.plugin.spec import PluginSpec
+    from devctl.sim.scenario import Scenario
+    from devctl.tui.feeds import Feed
+
+DEMO_READY_TIMEOUT = 30.0
+
+
+def tui(
+    ctx: typer.Context,
+    plugin: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--plugin",
+            metavar="FILE",
+            help="Also serve a device plugin from this YAML (a scenario `resources:` entry) and drive it "
+            "from the keyboard. Repeatable.",
+        ),
+    ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Register a --plugin even if a live plugin already serves its resource.")
+    ] = False,
+) -> None:
+    """The node's devices at a glance, live: resources, devices, pods, NUMA map, events.
+
+    Keys: 1-5 or Tab for the views, arrows to move, Enter to open, / to filter,
+    ? for help, q to quit. `devctl --from FILE tui` shows a saved snapshot instead.
+    """
+    opts = options(ctx)
+    specs = [_plugin_spec(path) for path in plugin or []]
+    if opts.from_file is not None:
+        if specs:
+            fail("--plugin needs the live node; it cannot be combined with --from")
+        run(_run_app(_snapshot_feed(opts.from_file), f"snapshot {opts.from_file}"))
+        return
+    run(_tui(opts, specs, force))
+
+
+def demo(
+    ctx: typer.Context,
+    scenario: Annotated[
+        str | None, typer.Option("--scenario", metavar="FILE", help="Scenario YAML [the packaged default node].")
+    ] = None,
+) -> None:
+    """The TUI on a simulated node (the default scenario), with its plugins under your keys.
+
+    Everything runs in this process on real sockets in a temporary root, removed on exit.
+    In the devices view: h flips a device's health, a adds a device, x removes one.
+    """
+    from devctl.sim.scenario import ScenarioError, default_scenario, load_scenario
+
+    opts = options(ctx)
+    try:
+        chosen = load_scenario(scenario) if scenario else default_scenario()
+    except (ScenarioError, OSError) as e:
+        fail(str(e))
+    run(_demo(opts, chosen))
+
+
+def _plugin_spec(path: str) -> PluginSpec:
+    from devctl.cli.plugin import build_spec
+    from devctl.plugin.spec import SpecError
+
+    try:
+        return build_spec(None, None, [], path, None, None, False, [])
+    except (SpecError, OSError) as e:
+        fail(f"--plugin {path}: {e}")
+
+
+def _snapshot_feed(path: str) -> Feed:
+    from devctl.collect import SnapshotError, load_snapshot
+    from devctl.tui.feeds import SnapshotFeed
+
+    try:
+        return SnapshotFeed(load_snapshot(path))
+    except SnapshotError as e:
+        fail(str(e), ExitCode.NO_SOURCE)
+
+
+async def _run_app(feed: Feed, label: str) -> None:
+    """Run the app on this loop with every log record going to its event log instead of the terminal."""
+    from devctl.tui.app import make_app
+    from devctl.tui.feeds import captured_logs
+
+    with captured_logs() as logs:
+        await make_app(feed, label=label, logs=logs).run_async()
+
+
+async def _tui(opts: GlobalOptions, specs: list[PluginSpec], force: bool) -> None:
+    from devctl.plugin.control import default_control_dir
+    from devctl.plugin.guard import live_server_for
+    from devctl.plugin.server import DevicePluginServer, ServeError
+    from devctl.tui.feeds import NodeFeed, PluginControls
+
+    paths = opts.paths()
+    control_dir = default_control_dir(paths.root)
+    servers: dict[str, DevicePluginServer] = {}
+    try:
+        for spec in specs:
+            if spec.resource in servers:
+                fail(f"--plugin: {spec.resource} is given twice")
+            if not force:
+                live = await live_server_for(spec.resource, paths, opts.timeout, control_dir=control_dir)
+                if live is not None:
+                    fail(
+                        f"{spec.resource} is already served by the live plugin at {live}; serving it here "
+                        "would take it from that plugin (use --force to do it anyway)"
+                    )
+            server = DevicePluginServer(spec, paths.plugins_dir, control_dir=control_dir)
+            servers[spec.resource] = server
+            try:
+                await server.start()
+            except (ServeError, OSError) as e:
+                fail(f"--plugin {spec.resource}: {e}")
+        controls = PluginControls(servers) if servers else None
+        await _run_app(NodeFeed(paths, opts.timeout, controls=controls), f"node {paths.root}")
+    finally:
+        for server in servers.values():
+            await server.stop()
+
+
+async def _demo(opts: GlobalOptions, scenario: Scenario) -> None:
+    from devctl.sim.node import SimError, SimNode
+    from devctl.tui.feeds import NodeFeed, PluginControls
+
+    # A short path under /tmp: a unix socket path has at most 107 bytes.
+    root = Path(tempfile.mkdtemp(prefix="devctl-demo-", dir="/tmp"))
+    try:
+        node = SimNode(root, scenario)
+        try:
+            await node.start()
+            await node.ready(DEMO_READY_TIMEOUT)
+        except SimError as e:
+            await node.stop()
+            fail(f"the simulated node did not start: {e}", ExitCode.NO_SOURCE)
+        try:
+            feed = NodeFeed(node.paths, opts.timeout, controls=PluginControls(node.plugins))
+            await _run_app(feed, "demo (simulated node)")
+        finally:
+            await node.stop()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the app."""
+    app.command("tui")(tui)
+    app.command("demo")(demo)

@@ -1,0 +1,50 @@
+"""The textual app: it composes the screens and nothing else; its data comes from the feed it is given."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from textual.app import App
+from textual.binding import Binding, BindingType
+
+from devctl.tui.feeds import Feed, LogCapture
+from devctl.tui.screens.help import HelpScreen
+from devctl.tui.screens.node import NodeScreen
+from devctl.tui.source import Clock, utc_now
+
+
+class DevctlApp(App[None]):
+    """``devctl tui`` and ``devctl demo``."""
+
+    TITLE = "devctl"
+    ENABLE_COMMAND_PALETTE = False
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "quit", "Quit"),
+        Binding("question_mark", "help", "Help"),
+    ]
+
+    def __init__(self, feed: Feed, *, label: str, clock: Clock = utc_now, logs: LogCapture | None = None) -> None:
+        super().__init__()
+        # Over SSH every animated frame is bytes on the wire and a delay before the next key is seen.
+        self.animation_level = "none"
+        self.feed = feed
+        self.label = label
+        self.clock = clock
+        self.logs = logs
+
+    def on_mount(self) -> None:
+        self.push_screen(NodeScreen(self.feed, label=self.label, clock=self.clock, logs=self.logs))
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+
+def make_app(feed: Feed, *, label: str = "node", clock: Clock = utc_now, logs: LogCapture | None = None) -> DevctlApp:
+    """The one way to build the app, shared by the CLI, the tests and the benchmark.
+
+    ``feed`` supplies every piece of data (see ``devctl.tui.feeds``); ``clock``
+    stamps the view, so tests pin it; ``logs`` receives the log records of
+    plugins and the simulator running in this process while the app owns the terminal.
+    """
+    return DevctlApp(feed, label=label, clock=clock, logs=logs)

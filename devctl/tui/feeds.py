@@ -1,0 +1,212 @@
+"""Where the TUI's data comes from: the node (or a snapshot file), and the in-process plugins it may drive.
+
+The app never reaches for a socket itself: it is handed a feed, an object with
+``snapshot()``, ``events(resolve)`` and ``change_token()``, and optionally
+``controls``. ``NodeFeed`` reads a live node through ``devctl.collect`` and
+``devctl.watch``; ``SnapshotFeed`` shows a saved snapshot; tests pass their
+own small objects of the same shape. No widgets here.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import logging
+import os
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from typing import Any, Protocol
+
+from devctl.model import HEALTHY, UNHEALTHY, Device, NodePaths, NodeSnapshot
+
+# socket path -> resource, for ``watch`` (see devctl.watch.Resolver)
+Resolver = Callable[[], Awaitable[Mapping[str, str | None]]]
+
+
+class Feed(Protocol):
+    """What the app needs from a data source."""
+
+    async def snapshot(self) -> NodeSnapshot:
+        """Everything at once (pod-resources, plugins, checkpoint, topology); failures inside as SourceErrors."""
+        ...
+
+    def events(self, resolve: Resolver) -> AsyncIterator[object]:
+        """Live ListAndWatch events of every plugin, for as long as the caller iterates."""
+        ...
+
+    def change_token(self) -> object:
+        """Something cheap that changes when the node's allocations may have changed."""
+        ...
+
+
+class PluginHandle(Protocol):
+    """The part of ``devctl.plugin.server.DevicePluginServer`` that the keys use."""
+
+    @property
+    def devices(self) -> tuple[Device, ...]: ...
+
+    def set_health(self, device_id: str, health: str) -> None: ...
+
+    def add(self, device: Device) -> None: ...
+
+    def remove(self, device_id: str) -> None: ...
+
+
+class ControlError(Exception):
+    """A key that cannot act: no in-process plugin for the resource, or an unknown device."""
+
+
+class PluginControls:
+    """Flip health, add and remove devices of the plugins running in this process.
+
+    These are direct calls on the plugin objects (same process, same event
+    loop): the change goes out on every open ListAndWatch stream, the
+    kubelet's included, and comes back to the TUI like any other event.
+    """
+
+    def __init__(self, plugins: Mapping[str, PluginHandle]):
+        self.plugins = plugins
+
+    def resources(self) -> tuple[str, ...]:
+        return tuple(sorted(self.plugins))
+
+    def _plugin(self, resource: str) -> PluginHandle:
+        try:
+            return self.plugins[resource]
+        except KeyError:
+            raise ControlError(f"{resource} is not served from this process") from None
+
+    def toggle_health(self, resource: str, device_id: str) -> str:
+        """Healthy becomes Unhealthy and anything else Healthy; returns the new health."""
+        plugin = self._plugin(resource)
+        current = next((d for d in plugin.devices if d.id == device_id), None)
+        if current is None:
+            raise ControlError(f"{resource} has no device {device_id}")
+        health = UNHEALTHY if current.health == HEALTHY else HEALTHY
+        plugin.set_health(device_id, health)
+        return health
+
+    def add_device(self, resource: str, like: str | None = None) -> str:
+        """Add a healthy device named after the existing ones, on the NUMA nodes of ``like``; returns its ID."""
+        plugin = self._plugin(resource)
+        devices = plugin.devices
+        template = next((d for d in devices if d.id == like), devices[-1] if devices else None)
+        new_id = next_device_id(resource, [d.id for d in devices], template.id if template else None)
+        plugin.add(Device(new_id, HEALTHY, template.numa_nodes if template else ()))
+        return new_id
+
+    def remove_device(self, resource: str, device_id: str) -> None:
+        plugin = self._plugin(resource)
+        if all(d.id != device_id for d in plugin.devices):
+            raise ControlError(f"{resource} has no device {device_id}")
+        plugin.remove(device_id)
+
+
+_TRAILING_NUMBER = re.compile(r"^(.*?)(\d+)$")
+
+
+def next_device_id(resource: str, existing: list[str], like: str | None) -> str:
+    """A new, unused ID in the style of ``like`` (``GPU-7`` -> ``GPU-8``), else ``<name part>-N``."""
+    taken = set(existing)
+    match = _TRAILING_NUMBER.match(like or "")
+    prefix = match.group(1) if match else resource.rsplit("/", 1)[-1] + "-"
+    width = len(match.group(2)) if match and match.group(2).startswith("0") else 0
+    numbers = [int(m.group(2)) for i in existing if (m := _TRAILING_NUMBER.match(i)) and m.group(1) == prefix]
+    n = max(numbers, default=-1) + 1
+    while f"{prefix}{n:0{width}d}" in taken:
+        n += 1
+    return f"{prefix}{n:0{width}d}"
+
+
+def file_token(path: str) -> object:
+    """A file's identity and change time, or None when it is missing: cheap to ask often."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+class NodeFeed:
+    """A live node: collect for snapshots, watch for ListAndWatch events, the checkpoint for changes.
+
+    The kubelet rewrites its checkpoint after every allocation and every device
+    update (pkg/kubelet/cm/devicemanager/manager.go, writeCheckpoint), so its
+    change time says when pod-resources is worth asking again: it has no watch
+    RPC, and its rate limit is shared by every client of the node.
+    """
+
+    def __init__(self, paths: NodePaths, timeout: float, *, controls: PluginControls | None = None):
+        self.paths = paths
+        self.timeout = timeout
+        self.controls = controls
+
+    async def snapshot(self) -> NodeSnapshot:
+        from devctl.collect import collect
+
+        return await collect(self.paths, self.timeout)
+
+    def events(self, resolve: Resolver) -> AsyncIterator[object]:
+        from devctl.watch import watch
+
+        return watch(self.paths, wait=True, timeout=self.timeout, resolve=resolve)
+
+    def change_token(self) -> object:
+        return file_token(self.paths.checkpoint)
+
+
+class SnapshotFeed:
+    """A snapshot read from a file (``devctl --from FILE tui``): nothing live, nothing changes."""
+
+    controls = None
+
+    def __init__(self, snapshot: NodeSnapshot):
+        self._snapshot = snapshot
+
+    async def snapshot(self) -> NodeSnapshot:
+        return self._snapshot
+
+    async def events(self, resolve: Resolver) -> AsyncIterator[object]:
+        return
+        yield
+
+    def change_token(self) -> object:
+        return None
+
+
+class LogCapture(logging.Handler):
+    """Keeps log records for the event log while the TUI owns the terminal.
+
+    A plugin or the simulator running in this process logs to stderr, which
+    would scribble over the screen; while the app runs, their records land
+    here instead. ``emit`` may be called from any thread.
+    """
+
+    def __init__(self, limit: int = 500):
+        super().__init__(logging.WARNING)
+        self.records: collections.deque[logging.LogRecord] = collections.deque(maxlen=limit)
+        self.on_record: Callable[[], Any] | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+        if self.on_record is not None:
+            self.on_record()
+
+    def drain(self) -> list[logging.LogRecord]:
+        out = []
+        while self.records:
+            out.append(self.records.popleft())
+        return out
+
+
+@contextlib.contextmanager
+def captured_logs() -> Iterator[LogCapture]:
+    """While the app runs, log records go to a LogCapture instead of the handlers on stderr."""
+    root = logging.getLogger()
+    capture = LogCapture()
+    saved = root.handlers[:]
+    root.handlers = [capture]
+    try:
+        yield capture
+    finally:
+        root.handlers = saved

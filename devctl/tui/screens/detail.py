@@ -1,0 +1,130 @@
+"""One container in full: what pod-resources says it holds, and what it was really given.
+
+The checkpoint keeps each Allocate reply the kubelet got for the container
+(``AllocResp``): env vars, mounts, device nodes, annotations and CDI devices,
+which is what the runtime actually put in the container
+(pkg/kubelet/cm/devicemanager/pod_devices.go, deviceRunContainerOptions).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from devctl.model import Allocation
+from devctl.tui.state import ContainerDetail, NodeView
+from devctl.tui.widgets.pods import alignment_text
+from devctl.units import format_bytes, format_cpulist
+
+
+def _heading(out: Text, text: str) -> None:
+    out.append(f"\n{text}\n", "bold underline")
+
+
+def _allocation(out: Text, a: Allocation) -> None:
+    if not (a.envs or a.mounts or a.devices or a.annotations or a.cdi_devices):
+        out.append("    (empty reply: the plugin gave nothing beyond the device IDs)\n", "dim")
+    for k, v in a.envs.items():
+        out.append(f"    env     {k}={v}\n")
+    for m in a.mounts:
+        out.append(f"    mount   {m.host_path} -> {m.container_path}{' (ro)' if m.read_only else ''}\n")
+    for d in a.devices:
+        out.append(f"    device  {d.host_path} -> {d.container_path} ({d.permissions or '-'})\n")
+    for k, v in a.annotations.items():
+        out.append(f"    annot.  {k}={v}\n")
+    for name in a.cdi_devices:
+        out.append(f"    cdi     {name}\n")
+
+
+def detail_text(d: ContainerDetail) -> Text:
+    """The container as a person reads it: identity, holdings, alignment, then the decoded allocation."""
+    c = d.container
+    out = Text()
+    out.append(f"{d.pod.namespace}/{d.pod.name}", "bold")
+    out.append(f"  container {c.name}\n", "bold")
+    out.append(f"pod UID {d.pod_uid or 'unknown'}\n", "dim")
+
+    _heading(out, "Holds (pod-resources)")
+    for dev in c.devices:
+        numa = ",".join(str(n) for n in dev.numa_nodes) or "-"
+        out.append(f"  {dev.resource}: {', '.join(dev.ids)}  (NUMA {numa})\n")
+    if not c.devices:
+        out.append("  no devices\n", "dim")
+    out.append(f"  exclusive CPUs: {format_cpulist(c.cpu_ids) or 'none (shared pool)'}\n")
+    for m in c.memory:
+        numa = ",".join(str(n) for n in m.numa_nodes) or "-"
+        out.append(f"  {m.type}: {format_bytes(m.size)}  (NUMA {numa})\n")
+    for claim in c.dynamic_resources:
+        out.append(f"  DRA claim {claim.claim_namespace}/{claim.claim_name}\n")
+        for cd in claim.devices:
+            cdi = f"  CDI {', '.join(cd.cdi_devices)}" if cd.cdi_devices else ""
+            out.append(f"    {cd.driver} pool {cd.pool} device {cd.device}{cdi}\n")
+
+    if d.alignment is not None:
+        verdict = alignment_text(d.alignment)
+        tone = "bold red" if d.alignment.aligned is False else ""
+        _heading(out, "NUMA alignment")
+        out.append(f"  {verdict}", tone)
+        out.append(
+            f"  (devices {list(d.alignment.device_numa)}, CPUs {list(d.alignment.cpu_numa)}, "
+            f"memory {list(d.alignment.memory_numa)})\n"
+        )
+
+    _heading(out, "Given at Allocate (device manager checkpoint)")
+    if not d.entries:
+        out.append("  no checkpoint entry for this container\n", "dim")
+    for e in d.entries:
+        ids = ", ".join(f"{i} (NUMA {n})" for n, group in sorted(e.device_ids.items()) for i in group)
+        out.append(f"  {e.resource}: {ids}\n", "bold")
+        if e.allocation is not None:
+            _allocation(out, e.allocation)
+        else:
+            out.append(f"    AllocResp could not be decoded: {e.allocation_error or 'unknown reason'}\n", "bold red")
+    return out
+
+
+class ContainerScreen(ModalScreen[None]):
+    """Opened from the pods (or devices) view; follows the live view while open."""
+
+    DEFAULT_CSS = """
+    ContainerScreen { align: center middle; }
+    ContainerScreen > VerticalScroll {
+        width: 100%; max-width: 110; height: 100%; max-height: 40;
+        border: round $accent; background: $surface; padding: 0 1;
+    }
+    ContainerScreen #detail-keys { color: $text-muted; margin-top: 1; }
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "dismiss", "Close"),
+        Binding("q", "dismiss", "Close", show=False),
+    ]
+
+    def __init__(self, key: str, view: NodeView) -> None:
+        super().__init__()
+        self.key = key
+        self._view = view
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            yield Static("", id="detail", markup=False)
+            yield Static("Esc close · ↑ ↓ PgUp PgDn scroll", id="detail-keys", markup=False)
+
+    def on_mount(self) -> None:
+        self.show(self._view)
+        self.query_one(VerticalScroll).focus()
+
+    def show(self, view: NodeView) -> None:
+        self._view = view
+        detail = view.container(self.key)
+        text = detail_text(detail) if detail else Text(f"{self.key}: the container is gone from pod-resources")
+        self.query_one("#detail", Static).update(text)
+
+    async def action_dismiss(self, result: None = None) -> None:
+        self.dismiss(result)

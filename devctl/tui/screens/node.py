@@ -1,0 +1,281 @@
+"""The main screen: five views of the node in tabs, a filter, and the keys that drive in-process plugins."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import ClassVar
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+from textual.widgets import Input, TabbedContent, TabPane
+
+from devctl.tui.feeds import ControlError, Feed, LogCapture, PluginControls
+from devctl.tui.screens.detail import ContainerScreen
+from devctl.tui.source import Clock, NodeSource, utc_now
+from devctl.tui.state import NodeView, container_key
+from devctl.tui.widgets.devices import DevicesPane
+from devctl.tui.widgets.events import EventsPane
+from devctl.tui.widgets.keybar import KeyBar
+from devctl.tui.widgets.numa import NumaPane
+from devctl.tui.widgets.pods import PodsPane
+from devctl.tui.widgets.resources import ResourcesPane
+from devctl.tui.widgets.statusbar import StatusBar
+from devctl.tui.widgets.table import RowTable
+
+VIEWS = ("resources", "devices", "pods", "numa", "events")
+TITLES = {"resources": "1 Resources", "devices": "2 Devices", "pods": "3 Pods", "numa": "4 NUMA", "events": "5 Events"}
+CONTROL_ACTIONS = {"toggle_health", "add_device", "remove_device"}
+
+
+class NodeScreen(Screen[None]):
+    """What a person at the node sees first; every view follows the feed live."""
+
+    DEFAULT_CSS = """
+    NodeScreen TabbedContent { height: 1fr; }
+    NodeScreen TabPane { padding: 0; }
+    NodeScreen #filter { dock: bottom; display: none; height: 3; }
+    NodeScreen #filter.-shown { display: block; }
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("tab", "next_view(1)", "View"),
+        Binding("shift+tab", "next_view(-1)", "Previous view", show=False),
+        *(Binding(str(i + 1), f"show_view('{v}')", TITLES[v], show=False) for i, v in enumerate(VIEWS)),
+        Binding("slash", "filter", "Filter"),
+        Binding("escape", "clear_filter", "Clear filter", show=False),
+        Binding("r", "refresh", "Refresh"),
+        Binding("left_square_bracket", "step_resource(-1)", "Previous resource", show=False),
+        Binding("right_square_bracket", "step_resource(1)", "Next resource", show=False),
+        Binding("h", "toggle_health", "Health"),
+        Binding("a", "add_device", "Add"),
+        Binding("x", "remove_device", "Remove"),
+    ]
+
+    def __init__(
+        self,
+        feed: Feed,
+        *,
+        label: str,
+        clock: Clock = utc_now,
+        logs: LogCapture | None = None,
+    ) -> None:
+        super().__init__()
+        self.feed = feed
+        self.label = label
+        self.clock = clock
+        self.logs = logs
+        self.controls: PluginControls | None = getattr(feed, "controls", None)
+        self.view: NodeView | None = None
+        self.resource: str | None = None  # the resource whose devices the devices view shows
+        self._stale: set[str] = set(VIEWS)  # views not redrawn since the last new view
+
+    def compose(self) -> ComposeResult:
+        yield StatusBar(self.label)
+        with TabbedContent(initial="resources"):
+            with TabPane(TITLES["resources"], id="resources"):
+                yield ResourcesPane()
+            with TabPane(TITLES["devices"], id="devices"):
+                yield DevicesPane()
+            with TabPane(TITLES["pods"], id="pods"):
+                yield PodsPane()
+            with TabPane(TITLES["numa"], id="numa"):
+                yield NumaPane()
+            with TabPane(TITLES["events"], id="events"):
+                yield EventsPane()
+        yield Input(placeholder="filter rows: type, Enter to keep, Esc to clear", id="filter")
+        yield KeyBar()
+        yield NodeSource(self.feed, clock=self.clock, logs=self.logs)
+
+    def on_mount(self) -> None:
+        self.query_one("#resources-table", RowTable).focus()
+
+    # --- the view ----------------------------------------------------------------------------
+
+    @property
+    def active(self) -> str:
+        return self.query_one(TabbedContent).active or "resources"
+
+    @property
+    def source(self) -> NodeSource:
+        return self.query_one(NodeSource)
+
+    def active_table(self) -> RowTable | None:
+        tables = self.query_one(f"#{self.active}").query(RowTable)
+        return tables.first() if tables else None
+
+    def on_node_source_view_ready(self, message: NodeSource.ViewReady) -> None:
+        self.view = message.view
+        if message.lines:
+            self.query_one(EventsPane).add(message.lines)
+        names = [r.name for r in message.view.resources]
+        if self.resource not in names:
+            self.resource = names[0] if names else None
+        self.query_one(StatusBar).show(message.view)
+        self._stale = set(VIEWS) - {"events"}
+        # Only the view on screen is drawn now; the others when they are shown.
+        self._redraw(self.active)
+        if isinstance(self.app.screen, ContainerScreen):
+            self.app.screen.show(message.view)
+
+    def on_node_source_log_lines(self, message: NodeSource.LogLines) -> None:
+        self.query_one(EventsPane).add(message.lines)
+
+    def _redraw(self, name: str) -> None:
+        view = self.view
+        if view is None or name not in self._stale:
+            return
+        self._stale.discard(name)
+        if name == "resources":
+            self.query_one(ResourcesPane).show(view)
+            if self.resource is not None:
+                self.query_one("#resources-table", RowTable).move_to_key(self.resource)
+        elif name == "devices":
+            self.query_one(DevicesPane).show(view, self.resource)
+        elif name == "pods":
+            self.query_one(PodsPane).show(view)
+        elif name == "numa":
+            self.query_one(NumaPane).show(view)
+        self._show_keys()
+
+    def _show_keys(self) -> None:
+        active = self.active
+        self.query_one(KeyBar).show(active, active == "devices" and self._controllable(self.resource))
+
+    @on(TabbedContent.TabActivated)
+    def _tab_shown(self, event: TabbedContent.TabActivated) -> None:
+        name = event.pane.id or ""
+        self._redraw(name)
+        table = self.active_table()
+        if table is not None:
+            table.focus()
+            self.query_one("#filter", Input).value = table.filter_text
+        self._show_keys()
+
+    def action_show_view(self, name: str) -> None:
+        self.query_one(TabbedContent).active = name
+
+    def action_next_view(self, step: int) -> None:
+        index = VIEWS.index(self.active)
+        self.action_show_view(VIEWS[(index + step) % len(VIEWS)])
+
+    # --- selecting and opening ---------------------------------------------------------------
+
+    @on(RowTable.Highlighted, "#resources-table")
+    def _resource_highlighted(self, event: RowTable.Highlighted) -> None:
+        if event.key is not None and event.key != self.resource:
+            self.resource = event.key
+            self._stale.add("devices")
+
+    @on(RowTable.Selected, "#resources-table")
+    def _resource_selected(self, event: RowTable.Selected) -> None:
+        self.resource = event.key
+        self._stale.add("devices")
+        self.action_show_view("devices")
+
+    @on(RowTable.Selected, "#devices-table")
+    def _device_selected(self, event: RowTable.Selected) -> None:
+        if self.view is None:
+            return
+        row = next((d for d in self.view.devices.get(self.resource or "", ()) if d.id == event.key), None)
+        if row is None or not row.allocated_to:
+            self.notify(f"{event.key} is not held by any container", timeout=3)
+            return
+        h = row.allocated_to[0]
+        self.app.push_screen(ContainerScreen(container_key(h.namespace, h.pod, h.container), self.view))
+
+    @on(RowTable.Selected, "#pods-table")
+    def _container_selected(self, event: RowTable.Selected) -> None:
+        if self.view is not None:
+            self.app.push_screen(ContainerScreen(event.key, self.view))
+
+    def action_step_resource(self, step: int) -> None:
+        if self.view is None or not self.view.resources:
+            return
+        names = [r.name for r in self.view.resources]
+        index = names.index(self.resource) if self.resource in names else -step
+        self.resource = names[(index + step) % len(names)]
+        self._stale.update({"devices", "resources"})
+        if self.active != "devices":
+            self.action_show_view("devices")
+        else:
+            self._redraw("devices")
+
+    def action_refresh(self) -> None:
+        self.source.request_poll()
+        self.notify("polling pod-resources and the plugins again", timeout=2)
+
+    # --- filter ------------------------------------------------------------------------------
+
+    def action_filter(self) -> None:
+        table = self.active_table()
+        if table is None:
+            self.notify("this view has no rows to filter", timeout=3)
+            return
+        field = self.query_one("#filter", Input)
+        field.value = table.filter_text
+        field.add_class("-shown")
+        field.focus()
+
+    @on(Input.Changed, "#filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        table = self.active_table()
+        if table is not None:
+            table.filter_text = event.value
+
+    @on(Input.Submitted, "#filter")
+    def _filter_kept(self, event: Input.Submitted) -> None:
+        field = self.query_one("#filter", Input)
+        if not field.value:
+            field.remove_class("-shown")
+        table = self.active_table()
+        if table is not None:
+            table.focus()
+
+    def action_clear_filter(self) -> None:
+        field = self.query_one("#filter", Input)
+        field.value = ""
+        field.remove_class("-shown")
+        table = self.active_table()
+        if table is not None:
+            table.filter_text = ""
+            table.focus()
+
+    # --- in-process plugins ------------------------------------------------------------------
+
+    def _controllable(self, resource: str | None) -> bool:
+        return self.controls is not None and resource in self.controls.resources()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in CONTROL_ACTIONS:
+            # Shown only where they act: on the devices of a plugin running in this process.
+            return self.active == "devices" and self._controllable(self.resource)
+        return True
+
+    def _selected_device(self) -> str | None:
+        return self.query_one("#devices-table", RowTable).cursor_key
+
+    def _control(self, what: str, act: Callable[[PluginControls, str], str]) -> None:
+        if self.controls is None or self.resource is None:
+            return
+        try:
+            message = act(self.controls, self.resource)
+        except (ControlError, ValueError) as e:
+            self.notify(str(e), severity="error", timeout=4)
+            return
+        self.notify(message, title=what, timeout=3)
+
+    def action_toggle_health(self) -> None:
+        device = self._selected_device()
+        if device is not None:
+            self._control("health", lambda c, r: f"{device}: {c.toggle_health(r, device)}")
+
+    def action_add_device(self) -> None:
+        device = self._selected_device()
+        self._control("add", lambda c, r: f"added {c.add_device(r, like=device)}")
+
+    def action_remove_device(self) -> None:
+        device = self._selected_device()
+        if device is not None:
+            self._control("remove", lambda c, r: f"removed {c.remove_device(r, device) or device}")

@@ -1,0 +1,1 @@
+"""The views of the TUI; each formats a NodeView and holds no data of its own."""

@@ -1,0 +1,68 @@
+"""The devices of one resource: health, NUMA nodes, state and the container holding each."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Static
+
+from devctl.analyze import DeviceRow
+from devctl.tui.state import NodeView
+from devctl.tui.widgets.resources import numa_list
+from devctl.tui.widgets.table import Column, Row, RowTable
+
+COLUMNS = (
+    Column("DEVICE", 36, min_width=12),
+    Column("HEALTH", 10),
+    Column("NUMA", 6),
+    Column("STATE", 19),
+    Column("HELD BY", 60, min_width=12),
+)
+
+_TONES = {"free": "ok", "allocated": "", "unhealthy": "bad", "unhealthy-allocated": "bad"}
+
+
+def holder_text(d: DeviceRow) -> str:
+    return ", ".join(f"{h.namespace}/{h.pod}/{h.container}" for h in d.allocated_to) or "-"
+
+
+def device_rows(view: NodeView, resource: str | None) -> list[Row]:
+    rows = []
+    for d in view.devices.get(resource or "", ()):
+        rows.append(
+            Row(d.id, (d.id, d.health, numa_list(d.numa_nodes), d.state, holder_text(d)), _TONES.get(d.state, "warn"))
+        )
+    return rows
+
+
+def title_text(view: NodeView, resource: str | None) -> str:
+    """What the table shows, its counts (from analyze), and the keys that change it."""
+    if resource is None:
+        return "no resource selected: pick one in Resources (1)"
+    row = next((r for r in view.resources if r.name == resource), None)
+    if row is None:
+        return f"{resource}: gone from the node"
+    return (
+        f"{resource} · {view.status_of(row)} · {row.capacity} devices, {row.allocatable} healthy, "
+        f"{row.allocated} held · [ ] switch"
+    )
+
+
+class DevicesPane(Vertical):
+    """One resource's devices; ``[`` and ``]`` step through the resources."""
+
+    DEFAULT_CSS = """
+    DevicesPane #devices-title { height: auto; color: $text-accent; text-style: bold; }
+    """
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="devices-title", markup=False)
+        yield RowTable(COLUMNS, empty="this resource has no devices", id="devices-table")
+
+    @property
+    def table(self) -> RowTable:
+        return self.query_one(RowTable)
+
+    def show(self, view: NodeView, resource: str | None) -> None:
+        self.query_one("#devices-title", Static).update(title_text(view, resource))
+        self.table.set_rows(device_rows(view, resource))

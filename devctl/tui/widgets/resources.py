@@ -1,0 +1,106 @@
+"""The resources overview: one row per extended resource, and the state of the node's own sources."""
+
+from __future__ import annotations
+
+import os
+
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Static
+
+from devctl.model import PluginStatus
+from devctl.tui.state import DISCONNECTED_STATUS, NodeView
+from devctl.tui.widgets.table import Column, Row, RowTable
+
+COLUMNS = (
+    Column("RESOURCE", 40, min_width=16),
+    Column("STATUS", 12),
+    Column("CAP"),
+    Column("ALLOC"),
+    Column("USED"),
+    Column("FREE"),
+    Column("BAD"),
+    Column("NUMA", 8),
+    Column("SOCKET", 40, min_width=8),
+)
+
+LEGEND = "CAP capacity · ALLOC allocatable (healthy) · USED held · BAD unhealthy"
+
+
+def numa_list(nodes: tuple[int, ...]) -> str:
+    return ",".join(str(n) for n in nodes) if nodes else "-"
+
+
+def resource_rows(view: NodeView) -> list[Row]:
+    """The table rows; counts straight from devctl.analyze, status as the live stream last said."""
+    rows = []
+    for r in view.resources:
+        status = view.status_of(r)
+        if status in (DISCONNECTED_STATUS, *(s.value for s in PluginStatus if s is not PluginStatus.SERVING)):
+            tone = "bad" if status != PluginStatus.NO_PLUGIN.value else "warn"
+        else:
+            tone = "warn" if r.unhealthy else ""
+        cells = (
+            r.name,
+            status,
+            str(r.capacity),
+            str(r.allocatable),
+            str(r.allocated),
+            str(r.free),
+            str(r.unhealthy),
+            numa_list(r.numa_nodes),
+            os.path.basename(r.socket) if r.socket else "-",
+        )
+        rows.append(Row(r.name, cells, tone))
+    return rows
+
+
+def sources_line(view: NodeView) -> str:
+    """One line on the node's own sources: the kubelet socket, pod-resources, the checkpoint."""
+    snap = view.snapshot
+    kubelet = "kubelet.sock ok" if snap.kubelet_socket_present else "kubelet.sock MISSING"
+    pods = f"pod-resources {len(snap.pods)} pods" if snap.pods is not None else "pod-resources NOT READ"
+    cp = view.checkpoint
+    if cp.format is None:
+        checkpoint = "checkpoint NOT READ"
+    else:
+        verdict = "checksum ok" if cp.checksum_ok else "checksum MISMATCH"
+        checkpoint = f"checkpoint {cp.format} {len(cp.entries)} entries {verdict}"
+    return f"{kubelet} · {pods} · {checkpoint}"
+
+
+def errors_text(view: NodeView, limit: int = 3) -> str:
+    """The sources that failed, one line each (the rest counted), or nothing."""
+    if not view.errors:
+        return ""
+    lines = [f"! {e.source}: {e.message}" for e in view.errors[:limit]]
+    if len(view.errors) > limit:
+        lines.append(f"! … and {len(view.errors) - limit} more (see the event log)")
+    return "\n".join(lines)
+
+
+class ResourcesPane(Vertical):
+    """Counts, health and plugin status of each resource; Enter opens its devices."""
+
+    DEFAULT_CSS = """
+    ResourcesPane #sources { color: $text-muted; height: auto; }
+    ResourcesPane #errors { color: $text-error; height: auto; }
+    ResourcesPane #legend { color: $text-muted; height: auto; }
+    """
+
+    def compose(self) -> ComposeResult:
+        yield RowTable(COLUMNS, empty="no extended resources known on this node", id="resources-table")
+        yield Static("", id="errors", markup=False)
+        yield Static("", id="sources", markup=False)
+        yield Static(LEGEND, id="legend", markup=False)
+
+    @property
+    def table(self) -> RowTable:
+        return self.query_one(RowTable)
+
+    def show(self, view: NodeView) -> None:
+        self.table.set_rows(resource_rows(view))
+        errors = errors_text(view)
+        self.query_one("#errors", Static).update(errors)
+        self.query_one("#errors", Static).display = bool(errors)
+        self.query_one("#sources", Static).update(sources_line(view))

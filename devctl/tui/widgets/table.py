@@ -1,0 +1,314 @@
+"""A table that draws only the rows on screen, so 10,000 devices cost what 30 do.
+
+textual's DataTable measures and stores every cell when rows are added; with
+10,000 devices that takes seconds and a ListAndWatch update arrives twenty times
+a second. This table keeps plain tuples of strings and renders the visible lines
+on demand (the Line API), and a new list of rows replaces the old one at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+from rich.segment import Segment
+from rich.style import Style
+from textual import events
+from textual.binding import Binding, BindingType
+from textual.geometry import Size
+from textual.message import Message
+from textual.reactive import reactive
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+# Row tones: how a row looks, named for what it means. The text of a row must
+# carry the meaning too, because NO_COLOR (and a monochrome SSH terminal) drops colour.
+TONES = ("ok", "warn", "bad", "dim", "hot")
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column: a title, an upper bound on its width, and how narrow it may get when space is short.
+
+    Text wider than its column is cut with an ellipsis. On a narrow terminal the
+    widest columns give way first, down to ``min_width`` (the title's width by default).
+    """
+
+    title: str
+    max_width: int = 40
+    min_width: int = 0
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row: a key that survives updates (the cursor follows it), its cells and a tone."""
+
+    key: str
+    cells: tuple[str, ...]
+    tone: str = ""
+
+
+def _fit(text: str, width: int) -> str:
+    if len(text) <= width:
+        return text.ljust(width)
+    return text[: max(width - 1, 0)] + "…"
+
+
+class RowTable(ScrollView, can_focus=True):
+    """Rows of text with a cursor, a header that stays put and a filter on the text of each row."""
+
+    DEFAULT_CSS = """
+    RowTable { height: 1fr; }
+    RowTable > .rowtable--header { text-style: bold; color: $text-accent; }
+    RowTable > .rowtable--cursor { background: $block-cursor-background; color: $block-cursor-foreground; }
+    RowTable:blur > .rowtable--cursor { background: $block-cursor-blurred-background; }
+    RowTable > .rowtable--ok { color: $text-success; }
+    RowTable > .rowtable--warn { color: $text-warning; }
+    RowTable > .rowtable--bad { color: $text-error; text-style: bold; }
+    RowTable > .rowtable--dim { color: $text-muted; }
+    RowTable > .rowtable--hot { color: $text-accent; text-style: bold; }
+    RowTable > .rowtable--empty { color: $text-muted; text-style: italic; }
+    """
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "rowtable--header",
+        "rowtable--cursor",
+        "rowtable--empty",
+        *(f"rowtable--{tone}" for tone in TONES),
+    }
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("up", "cursor(-1)", "Up", show=False),
+        Binding("down", "cursor(1)", "Down", show=False),
+        Binding("pageup", "page(-1)", "Page up", show=False),
+        Binding("pagedown", "page(1)", "Page down", show=False),
+        Binding("home", "jump(0)", "First", show=False),
+        Binding("end", "jump(-1)", "Last", show=False),
+        Binding("enter", "select", "Open", show=False),
+    ]
+
+    class Highlighted(Message):
+        """The cursor moved to another row (``key`` is None when the table is empty)."""
+
+        def __init__(self, table: RowTable, key: str | None) -> None:
+            super().__init__()
+            self.table = table
+            self.key = key
+
+        @property
+        def control(self) -> RowTable:
+            return self.table
+
+    class Selected(Message):
+        """Enter or a double click on a row."""
+
+        def __init__(self, table: RowTable, key: str) -> None:
+            super().__init__()
+            self.table = table
+            self.key = key
+
+        @property
+        def control(self) -> RowTable:
+            return self.table
+
+    filter_text: reactive[str] = reactive("", init=False)
+
+    def __init__(
+        self,
+        columns: Sequence[Column],
+        *,
+        empty: str = "nothing to show",
+        follow_tail: bool = False,
+        name: str | None = None,
+        id: str | None = None,
+        classes: str | None = None,
+    ) -> None:
+        super().__init__(name=name, id=id, classes=classes)
+        self.columns = tuple(columns)
+        self.empty = empty
+        # A log keeps its newest line in view while the cursor sits on the last row.
+        self.follow_tail = follow_tail
+        self._rows: tuple[Row, ...] = ()
+        self._visible: tuple[Row, ...] = ()
+        self._natural: tuple[int, ...] = tuple(len(c.title) for c in self.columns)
+        self._widths = self._natural
+        self._cursor = 0
+        self._cursor_key: str | None = None
+        self._styles: dict[str, Style] = {}  # resolved once per style change, not once per line
+
+    # --- data ------------------------------------------------------------------
+
+    @property
+    def rows(self) -> tuple[Row, ...]:
+        """The rows that pass the filter, in order."""
+        return self._visible
+
+    @property
+    def cursor_key(self) -> str | None:
+        return self._cursor_key
+
+    @property
+    def cursor_row(self) -> Row | None:
+        return self._visible[self._cursor] if self._visible else None
+
+    def set_rows(self, rows: Sequence[Row]) -> None:
+        """Replace every row; the cursor stays on the row with the same key when it is still there."""
+        at_tail = self.follow_tail and (not self._visible or self._cursor >= len(self._visible) - 1)
+        self._rows = tuple(rows)
+        self._apply(tail=at_tail)
+
+    def watch_filter_text(self) -> None:
+        self._apply(tail=False)
+
+    def _apply(self, *, tail: bool) -> None:
+        needle = self.filter_text.lower()
+        if needle:
+            self._visible = tuple(r for r in self._rows if any(needle in c.lower() for c in r.cells))
+        else:
+            self._visible = self._rows
+        widths = [len(c.title) for c in self.columns]
+        for row in self._visible:
+            for i, cell in enumerate(row.cells[: len(widths)]):
+                if len(cell) > widths[i]:
+                    widths[i] = len(cell)
+        self._natural = tuple(min(w, c.max_width) for w, c in zip(widths, self.columns, strict=True))
+        self._widths = self._fit_widths()
+        self.virtual_size = Size(self._line_width(), len(self._visible) + 1)
+        old_key = self._cursor_key
+        if tail and self._visible:
+            index = len(self._visible) - 1
+        else:
+            index = self._index_of(old_key)
+            if index is None:
+                index = min(self._cursor, max(len(self._visible) - 1, 0))
+        self._move_to(index, announce=self._key_at(index) != old_key)
+        self.refresh()
+
+    def _index_of(self, key: str | None) -> int | None:
+        if key is None:
+            return None
+        # The cursor row usually stays where it was: look there first, then search.
+        if self._cursor < len(self._visible) and self._visible[self._cursor].key == key:
+            return self._cursor
+        for i, row in enumerate(self._visible):
+            if row.key == key:
+                return i
+        return None
+
+    def _key_at(self, index: int) -> str | None:
+        return self._visible[index].key if 0 <= index < len(self._visible) else None
+
+    def _line_width(self) -> int:
+        return sum(self._widths) + 2 * max(len(self._widths) - 1, 0) + 1
+
+    def _fit_widths(self) -> tuple[int, ...]:
+        """The natural widths, with the widest columns narrowed until the line fits the screen (80 columns too)."""
+        widths = list(self._natural)
+        room = self.scrollable_content_region.width - 2 * max(len(widths) - 1, 0) - 1
+        floors = [max(c.min_width, len(c.title)) for c in self.columns]
+        while room > 0 and sum(widths) > room:
+            shrinkable = [i for i, w in enumerate(widths) if w > floors[i]]
+            if not shrinkable:
+                break
+            widest = max(shrinkable, key=lambda i: widths[i])
+            others = [widths[i] for i in shrinkable if i != widest]
+            target = max(max(others, default=floors[widest]), floors[widest], widths[widest] - (sum(widths) - room))
+            widths[widest] = target if target < widths[widest] else widths[widest] - 1
+        return tuple(widths)
+
+    # --- cursor ----------------------------------------------------------------
+
+    def move_to_key(self, key: str) -> bool:
+        """Put the cursor on the row with this key; False when no visible row has it."""
+        index = self._index_of(key)
+        if index is None:
+            return False
+        self._move_to(index, announce=True)
+        return True
+
+    def _move_to(self, index: int, *, announce: bool) -> None:
+        if not self._visible:
+            self._cursor, self._cursor_key = 0, None
+        else:
+            self._cursor = max(0, min(index, len(self._visible) - 1))
+            self._cursor_key = self._visible[self._cursor].key
+        self._scroll_to_cursor()
+        self.refresh()
+        if announce:
+            self.post_message(self.Highlighted(self, self._cursor_key))
+
+    def _scroll_to_cursor(self) -> None:
+        body = max(self.scrollable_content_region.height - 1, 1)
+        top = round(self.scroll_offset.y)
+        if self._cursor < top:
+            self.scroll_to(y=self._cursor, animate=False, immediate=True)
+        elif self._cursor >= top + body:
+            self.scroll_to(y=self._cursor - body + 1, animate=False, immediate=True)
+
+    def action_cursor(self, delta: int) -> None:
+        self._move_to(self._cursor + delta, announce=True)
+
+    def action_page(self, direction: int) -> None:
+        body = max(self.scrollable_content_region.height - 1, 1)
+        self._move_to(self._cursor + direction * body, announce=True)
+
+    def action_jump(self, index: int) -> None:
+        self._move_to(index if index >= 0 else len(self._visible) - 1, announce=True)
+
+    def action_select(self) -> None:
+        if self._cursor_key is not None:
+            self.post_message(self.Selected(self, self._cursor_key))
+
+    def on_resize(self) -> None:
+        self._widths = self._fit_widths()
+        self.virtual_size = Size(self._line_width(), len(self._visible) + 1)
+        self._scroll_to_cursor()
+
+    def on_click(self, event: events.Click) -> None:
+        index = round(self.scroll_offset.y) + event.y - 1
+        if event.y >= 1 and 0 <= index < len(self._visible):
+            self._move_to(index, announce=index != self._cursor)
+            if event.chain >= 2:
+                self.action_select()
+
+    # --- drawing ---------------------------------------------------------------
+
+    def _cells(self, cells: Sequence[str]) -> str:
+        parts = [_fit(cells[i] if i < len(cells) else "", w) for i, w in enumerate(self._widths)]
+        return " " + "  ".join(parts)
+
+    def notify_style_update(self) -> None:
+        self._styles.clear()
+        super().notify_style_update()
+
+    def _style(self, *names: str) -> Style:
+        key = " ".join(names)
+        style = self._styles.get(key)
+        if style is None:
+            style = self.rich_style
+            for name in names:
+                style += self.get_component_rich_style(f"rowtable--{name}")
+            self._styles[key] = style
+        return style
+
+    def render_line(self, y: int) -> Strip:
+        width = self.scrollable_content_region.width
+        scroll_x = round(self.scroll_offset.x)
+        if y == 0:
+            return self._strip(self._cells([c.title for c in self.columns]), self._style("header"), scroll_x, width)
+        index = round(self.scroll_offset.y) + y - 1
+        if not self._visible and y == 1:
+            return self._strip(" " + self.empty, self._style("empty"), 0, width)
+        if index >= len(self._visible):
+            return Strip.blank(width, self._style())
+        row = self._visible[index]
+        names = [row.tone] if row.tone else []
+        if index == self._cursor:
+            names.append("cursor")
+        return self._strip(self._cells(row.cells), self._style(*names), scroll_x, width)
+
+    @staticmethod
+    def _strip(text: str, style: Style, scroll_x: int, width: int) -> Strip:
+        shown = text[scroll_x : scroll_x + width]
+        return Strip([Segment(shown.ljust(width), style)], width)

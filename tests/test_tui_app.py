@@ -1,0 +1,303 @@
+"""The app as a person drives it: Pilot key presses against the simulated node on real sockets.
+
+Every test runs the default scenario (8 GPUs with GPU-5 unhealthy, 8 SR-IOV VFs,
+2 foo devices without topology, 6 pods, inference/serve-0 misaligned) in the
+test's own event loop, with the app wired as ``devctl demo`` wires it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+
+from test_tui_support import demo_app, screen_text, sim, source, until, until_view  # noqa: F401  (sim: fixture)
+
+from devctl.model import NodeSnapshot
+from devctl.sim.node import SimNode
+from devctl.tui.app import DevctlApp
+from devctl.tui.screens.detail import ContainerScreen
+from devctl.tui.screens.help import HelpScreen
+from devctl.tui.widgets.table import RowTable
+
+GPU = "nvidia.com/gpu"
+
+
+def table(app: DevctlApp, name: str) -> RowTable:
+    return app.screen.query_one(f"#{name}-table", RowTable)
+
+
+def cells(app: DevctlApp, name: str, key: str) -> tuple[str, ...]:
+    row = next((r for r in table(app, name).rows if r.key == key), None)
+    assert row is not None, f"no row {key!r} in {name}: {[r.key for r in table(app, name).rows]}"
+    return row.cells
+
+
+async def test_overview_shows_each_resource_with_its_counts(sim: SimNode) -> None:  # noqa: F811
+    # GIVEN the default scenario WHEN the app opens THEN the first view has one row per resource.
+    app = demo_app(sim)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until_view(pilot)
+        assert [r.key for r in table(app, "resources").rows] == [
+            "hardware-vendor.example/foo",
+            "intel.com/sriov_netdevice",
+            GPU,
+        ]
+        # RESOURCE STATUS CAP ALLOC USED FREE BAD NUMA SOCKET
+        assert cells(app, "resources", GPU) == (GPU, "serving", "8", "7", "6", "1", "1", "0,1", "nvidia-gpu.sock")
+        assert cells(app, "resources", "hardware-vendor.example/foo")[7] == "-"
+        text = screen_text(app)
+        assert "6 pods · 1 unhealthy · 1 misaligned · 03:04:05" in text  # the pinned clock
+        assert "checkpoint v2 5 entries checksum ok" in text
+
+
+async def test_number_keys_and_tab_switch_views(sim: SimNode) -> None:  # noqa: F811
+    app = demo_app(sim)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until_view(pilot)
+        for key, view in (("2", "devices"), ("tab", "pods"), ("tab", "numa"), ("shift+tab", "pods"), ("5", "events")):
+            await pilot.press(key)
+            assert app.screen.active == view, f"after {key}"
+        await pilot.press("tab")
+        assert app.screen.active == "resources"  # wraps around
+        # The mouse works too: a click on a tab shows it.
+        await pilot.click("#--content-tab-pods")
+        assert app.screen.active == "pods"
+
+
+async def test_enter_on_a_resource_lists_its_devices_and_brackets_step_through(sim: SimNode) -> None:  # noqa: F811
+    app = demo_app(sim)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until_view(pilot)
+        await pilot.press("down", "down", "enter")
+        assert app.screen.active == "devices"
+        assert [r.key for r in table(app, "devices").rows] == [f"GPU-{i}" for i in range(8)]
+        # DEVICE HEALTH NUMA STATE HELD BY
+        assert cells(app, "devices", "GPU-0") == ("GPU-0", "Healthy", "0", "allocated", "ml/train-0/trainer")
+        assert cells(app, "devices", "GPU-5") == ("GPU-5", "Unhealthy", "1", "unhealthy", "-")
+        assert cells(app, "devices", "GPU-7")[3] == "free"
+        assert "nvidia.com/gpu · serving · 8 devices, 7 healthy, 6 held" in screen_text(app)
+        await pilot.press("right_square_bracket")
+        assert [r.key for r in table(app, "devices").rows] == ["foo-0", "foo-1"]
+        await pilot.press("left_square_bracket")
+        assert table(app, "devices").rows[0].key == "GPU-0"
+
+
+async def test_container_detail_shows_the_decoded_allocation(sim: SimNode) -> None:  # noqa: F811
+    app = demo_app(sim)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until_view(pilot)
+        await pilot.press("3")
+        assert table(app, "pods").move_to_key("ml/train-0/trainer")
+        row = cells(app, "pods", "ml/train-0/trainer")
+        assert row[2] == "aligned 0" and row[3] == "2-9" and row[4] == "32Gi+hp"
+        assert cells(app, "pods", "inference/serve-0/server")[2] == "MISALIGNED"
+        await pilot.press("enter")
+        assert isinstance(app.screen, ContainerScreen)
+        text = screen_text(app)
+        for expected in (
+            "ml/train-0  container trainer",
+            "nvidia.com/gpu: GPU-0, GPU-1, GPU-2, GPU-3  (NUMA 0)",
+            "exclusive CPUs: 2-9",
+            "hugepages-1Gi: 2Gi  (NUMA 0)",
+            "env     NVIDIA_VISIBLE_DEVICES=GPU-0,GPU-1,GPU-2,GPU-3",
+            "device  /dev/nvidiactl -> /dev/nvidiactl (rw)",
+            "cdi     nvidia.com/gpu=GPU-0",
+        ):
+            assert expected in text, expected
+        await pilot.press("escape")
+        assert not isinstance(app.screen, ContainerScreen)
+        # A device's holder opens the same view.
+        await pilot.press("1")
+        table(app, "resources").move_to_key(GPU)
+        await pilot.press("enter")
+        assert table(app, "devices").move_to_key("GPU-4")
+        await pilot.press("enter")
+        assert isinstance(app.screen, ContainerScreen) and app.screen.key == "ml/train-1/trainer"
+
+
+async def test_dra_claim_and_a_device_without_topology_in_detail(sim: SimNode) -> None:  # noqa: F811
+    app = demo_app(sim)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until_view(pilot)
+        await pilot.press("3")
+        assert cells(app, "pods", "inference/embed-0/embedder")[6] == "embed-gpu"
+        table(app, "pods").move_to_key("inference/embed-0/embedder")
+        await pilot.press("enter")
+        assert "gpu.example.com pool sim-node device gpu-8  CDI gpu.example.com/gpu=gpu-8" in screen_text(app)
+        await pilot.press("escape", "2")
+        assert table(app, "devices").move_to_key("foo-0")
+        await pilot.press("enter")
+        text = screen_text(app)
+        assert "foo-0 (NUMA -1)" in text
+        assert "mount   /var/lib/foo -> /var/lib/foo (ro)" in text
+
+
+async def test_numa_map_marks_the_misaligned_container(sim: SimNode) -> None:  # noqa: F811
+    app = demo_app(sim)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until_view(pilot)
+        await pilot.press("4")
+        text = screen_text(app)
+        assert "NUMA 0  CPUs 0-15  memory 64Gi" in text
+        assert "··████████▒▒▒▒▒▒  8 exclusive, 6 shared, 2 reserved" in text
+        assert "nvidia.com/gpu               ■■□✗  2 held, 1 free, 1 unhealthy" in text
+        assert "✗ inference/serve-0/server  devices on 0, CPUs on 1, memory on 1" in text
+
+
+async def test_filter_narrows_the_rows_and_escape_clears_it(sim: SimNode) -> None:  # noqa: F811
+    app = demo_app(sim)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until_view(pilot)
+        await pilot.press("down", "down", "enter", "slash")
+        await pilot.press(*"unhealthy")
+        assert [r.key for r in table(app, "devices").rows] == ["GPU-5"]
+        await pilot.press("enter")
+        assert table(app, "devices").has_focus
+        assert [r.key for r in table(app, "devices").rows] == ["GPU-5"]  # kept
+        await pilot.press("escape")
+        assert len(table(app, "devices").rows) == 8
+        # Typing q in the filter types; it does not quit.
+        await pilot.press("5", "slash", "q")
+        assert app.is_running and table(app, "events").filter_text == "q"
+
+
+async def test_help_opens_and_q_quits(sim: SimNode) -> None:  # noqa: F811
+    app = demo_app(sim)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until_view(pilot)
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        assert "h: flip the selected device's health" in screen_text(app)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+        await pilot.press("q")
+        await until(pilot, lambda: not app.is_running, "the app to quit")
+
+
+async def test_flipping_health_reaches_the_kubelet_and_comes_back_live(sim: SimNode) -> None:  # noqa: F811
+    # GIVEN the devices of nvidia.com/gpu, cursor on the free GPU-7
+    app = demo_app(sim)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until_view(pilot)
+        await pilot.press("down", "down", "enter")
+        table(app, "devices").move_to_key("GPU-7")
+        # WHEN h is pressed
+        await pilot.press("h")
+        # THEN the plugin changed, the device shows unhealthy, and the kubelet's count follows
+        assert next(d for d in sim.plugins[GPU].devices if d.id == "GPU-7").health == "Unhealthy"
+        await until(pilot, lambda: cells(app, "devices", "GPU-7")[1:4] == ("Unhealthy", "1", "unhealthy"), "GPU-7")
+        await until(pilot, lambda: "6 healthy" in screen_text(app), "allocatable 6")
+        lines = [r.cells for r in table(app, "events").rows]
+        assert ("health", GPU, "GPU-7", "Healthy → Unhealthy") in [c[1:] for c in lines]
+        # AND pressing h again makes it healthy again
+        await pilot.press("h")
+        await until(pilot, lambda: cells(app, "devices", "GPU-7")[1] == "Healthy", "GPU-7 healthy again")
+        await until(pilot, lambda: "7 healthy" in screen_text(app), "allocatable 7")
+
+
+async def test_add_and_remove_a_device_from_the_keyboard(sim: SimNode) -> None:  # noqa: F811
+    app = demo_app(sim)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until_view(pilot)
+        await pilot.press("down", "down", "enter")
+        table(app, "devices").move_to_key("GPU-7")
+        await pilot.press("a")
+        await until(pilot, lambda: "GPU-8" in [r.key for r in table(app, "devices").rows], "GPU-8 added")
+        await until(pilot, lambda: "9 devices, 8 healthy" in screen_text(app), "capacity 9")
+        await until(pilot, lambda: cells(app, "devices", "GPU-8")[2] == "1", "the NUMA node of GPU-8 after a poll")
+        table(app, "devices").move_to_key("GPU-8")
+        await pilot.press("x")
+        await until(pilot, lambda: "GPU-8" not in [r.key for r in table(app, "devices").rows], "GPU-8 removed")
+        events = [r.cells[1:3] for r in table(app, "events").rows]
+        assert ("added", GPU) in events and ("removed", GPU) in events
+
+
+async def test_control_keys_only_where_a_plugin_runs_in_this_process(sim: SimNode) -> None:  # noqa: F811
+    app = demo_app(sim, controls=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until_view(pilot)
+        await pilot.press("down", "down", "enter")
+        table(app, "devices").move_to_key("GPU-7")
+        assert "h health" not in screen_text(app).splitlines()[-1]
+        await pilot.press("h", "x")
+        await pilot.pause(0.3)
+        assert [d.health for d in sim.plugins[GPU].devices if d.id == "GPU-7"] == ["Healthy"]
+        assert len(sim.plugins[GPU].devices) == 8
+
+
+async def test_a_stopped_plugin_shows_disconnected_and_recovers(sim: SimNode) -> None:  # noqa: F811
+    app = demo_app(sim)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until_view(pilot)
+        plugin = sim.plugins[GPU]
+        # WHEN the plugin dies under the running app
+        await asyncio.wait_for(plugin.stop(), 5)
+        # THEN it shows disconnected, and the kubelet's view takes over: nothing allocatable
+        await until(pilot, lambda: cells(app, "resources", GPU)[1] == "disconnected", "disconnected")
+        await until(pilot, lambda: cells(app, "resources", GPU)[3] == "0", "allocatable 0")
+        assert "1 disconnected" in screen_text(app)
+        # WHEN it is started again THEN it comes back by itself
+        await asyncio.wait_for(plugin.start(), 5)
+        await until(pilot, lambda: cells(app, "resources", GPU)[1:4] == ("serving", "8", "7"), "serving again")
+
+        def events() -> list[tuple[str, ...]]:
+            return [r.cells[1:3] for r in table(app, "events").rows]
+
+        await until(pilot, lambda: ("reconnected", GPU) in events(), "the live stream to reconnect")
+        assert events().index(("disconnected", GPU)) < events().index(("reconnected", GPU))
+
+
+async def test_a_burst_of_updates_renders_once_and_loses_no_event(sim: SimNode) -> None:  # noqa: F811
+    app = demo_app(sim)
+    async with app.run_test(size=(100, 30)) as pilot:
+        node_source = await until_view(pilot)
+        await pilot.press("5")
+        before = node_source.rebuilds
+        logged = len(table(app, "events").rows)
+        # WHEN 40 health changes go out at once
+        for i in range(40):
+            sim.plugins[GPU].set_health("GPU-7", "Unhealthy" if i % 2 == 0 else "Healthy")
+        # THEN every one is in the log, and the view was rebuilt only a few times
+        await until(pilot, lambda: len(table(app, "events").rows) >= logged + 40, "40 health lines")
+        await pilot.pause(0.5)
+        assert node_source.rebuilds - before <= 4, node_source.rebuilds - before
+        await until(pilot, lambda: node_source.view.devices[GPU][7].health == "Healthy", "the last change shown")
+
+
+async def test_polls_stay_far_inside_the_rate_limit(sim: SimNode) -> None:  # noqa: F811
+    # GIVEN a plugin that changes ten times a second (the checkpoint changes with it)
+    app = demo_app(sim)
+    async with app.run_test(size=(100, 30)) as pilot:
+        node_source = await until_view(pilot)
+        calls: list[float] = []
+        feed_snapshot = node_source.feed.snapshot
+
+        async def counted() -> NodeSnapshot:
+            calls.append(time.monotonic())
+            return await feed_snapshot()
+
+        node_source.feed.snapshot = counted
+        started = time.monotonic()
+        for i in range(25):
+            sim.plugins[GPU].set_health("GPU-7", "Unhealthy" if i % 2 == 0 else "Healthy")
+            await asyncio.sleep(0.1)
+        elapsed = time.monotonic() - started
+        # THEN pod-resources is polled again (the checkpoint changed), at most once a second
+        # (two calls each, List and GetAllocatableResources: far below the kubelet's 100/s)
+        assert 1 <= len(calls) <= elapsed + 1, (len(calls), elapsed)
+        assert all(b - a >= 0.95 for a, b in itertools.pairwise(calls))
+
+
+async def test_usable_at_80_by_24(sim: SimNode) -> None:  # noqa: F811
+    app = demo_app(sim)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until_view(pilot)
+        for key in ("1", "2", "3", "4", "5"):
+            await pilot.press(key)
+            text = screen_text(app)
+            lines = text.splitlines()
+            assert len(lines) == 24 and all(len(line) == 80 for line in lines)
+            assert lines[-1].rstrip().endswith("? help  q quit"), key
+        await pilot.press("3")
+        assert "ml/train-0" in screen_text(app) and "MISALIGNED" in screen_text(app)
