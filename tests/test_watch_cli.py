@@ -265,3 +265,30 @@ def test_a_plugin_process_killed_and_started_again(short_root: Path, watches) ->
     rc, _, err = w.rest()
     assert rc == 0
     assert "x.sock" in err and "reconnecting" in err
+
+
+def test_a_malformed_plugin_on_the_node_does_not_stop_the_watch_of_the_others(sim_node: SimHandle, watches) -> None:
+    bad = sim_node.paths.plugins_dir + "/bad.sock"
+    serve_bad = (
+        "import asyncio, sys; sys.path.insert(0, sys.argv[2]); from badservers import malformed_plugin\n"
+        "async def main():\n"
+        "    async with malformed_plugin(sys.argv[1]):\n"
+        "        await asyncio.Event().wait()\n"
+        "asyncio.run(main())"
+    )
+    server = subprocess.Popen([sys.executable, "-c", serve_bad, bad, str(Path(__file__).parent)])
+    try:
+        deadline = time.monotonic() + 10
+        while not os.path.exists(bad):
+            assert time.monotonic() < deadline and server.poll() is None
+            time.sleep(0.05)
+        w = start(watches, sim_node.root, "watch", "-o", "json")
+        snapshots = {w.until("snapshot")[1]["resource"] for _ in range(3)}
+        assert snapshots == {GPU, "intel.com/sriov_netdevice", "hardware-vendor.example/foo"}
+        sim_node.set_health(GPU, "GPU-7", "Unhealthy")
+        _, flip = w.until("health")
+        assert (flip["resource"], flip["device"]) == (GPU, "GPU-7")
+        assert any(line.startswith(f"devctl: {bad}:") for line in w.err), w.err
+    finally:
+        server.kill()
+        server.wait(10)
