@@ -141,7 +141,7 @@ async def test_numa_map_marks_the_misaligned_container(sim: SimNode) -> None:  #
         text = screen_text(app)
         assert "NUMA 0  CPUs 0-15  memory 64Gi" in text
         assert "··████████▒▒▒▒▒▒  8 exclusive, 6 shared, 2 reserved" in text
-        assert "nvidia.com/gpu               ■■□✗  2 held, 1 free, 1 unhealthy" in text
+        assert "nvidia.com/gpu          ■■□✗  2 held, 1 free, 1 unhealthy" in text
         assert "✗ inference/serve-0/server  devices on 0, CPUs on 1, memory on 1" in text
 
 

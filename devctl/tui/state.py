@@ -282,7 +282,7 @@ def event_line(item: object, socket_resource: dict[str, str]) -> LogLine | None:
     if item.event == REMOVED:
         return LogLine(item.time, item.event, resource, device, f"was {item.from_} · {_counts(item)}", "warn")
     if item.event == DISCONNECTED:
-        return LogLine(item.time, item.event, resource, "", "ListAndWatch ended; reconnecting", "bad")
+        return LogLine(item.time, item.event, resource, "", "stream ended; retrying", "bad")
     if item.event == RECONNECTED:
         return LogLine(item.time, item.event, resource, "", _counts(item), "ok")
     return LogLine(item.time, item.event, resource, device, _counts(item), "")

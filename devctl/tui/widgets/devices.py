@@ -43,8 +43,7 @@ def title_text(view: NodeView, resource: str | None) -> str:
     if row is None:
         return f"{resource}: gone from the node"
     return (
-        f"{resource} · {view.status_of(row)} · {row.capacity} devices, {row.allocatable} healthy, "
-        f"{row.allocated} held · [ ] switch"
+        f"{resource} · {view.status_of(row)} · {row.capacity} devices, {row.allocatable} healthy, {row.allocated} held"
     )
 
 

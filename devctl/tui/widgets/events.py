@@ -14,9 +14,9 @@ from devctl.tui.widgets.table import Column, Row, RowTable
 COLUMNS = (
     Column("TIME (UTC)", 12),
     Column("EVENT", 12),
-    Column("RESOURCE", 30, min_width=10),
-    Column("DEVICE", 24, min_width=8),
-    Column("DETAIL", 80, min_width=12),
+    Column("RESOURCE", 30, min_width=14, give=1),
+    Column("DEVICE", 24, min_width=8, give=1),
+    Column("DETAIL", 80, min_width=20),
 )
 
 MAX_LINES = 5000  # older lines drop off; `devctl watch --record` keeps everything

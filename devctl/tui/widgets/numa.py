@@ -20,9 +20,10 @@ HELD, FREE, UNHEALTHY = "■", "□", "✗"
 BAR_MAX = 48  # marks per bar; longer bars are cut and counted
 
 LEGEND = (
-    f"CPUs: {EXCLUSIVE} exclusive  {SHARED} shared pool  {RESERVED} not allocatable    "
+    f"CPUs: {EXCLUSIVE} exclusive  {SHARED} shared pool  {RESERVED} not allocatable\n"
     f"devices: {HELD} held  {FREE} free  {UNHEALTHY} unhealthy"
 )
+LABEL_MAX = 22  # resource names longer than this are cut, so that a line fits 80 columns
 
 _STYLES = {
     EXCLUSIVE: "bold yellow",
@@ -72,7 +73,7 @@ def numa_text(view: NodeView) -> Text:
     for a in topo.alignment:
         for n in sorted(set(a.device_numa) | set(a.cpu_numa) | set(a.memory_numa)):
             holders_by_node.setdefault(n, []).append(f"{a.namespace}/{a.pod}/{a.container}")
-    width = max((len(name) for n in topo.numa_nodes for name in n.devices), default=10)
+    width = min(max((len(name) for n in topo.numa_nodes for name in n.devices), default=10), LABEL_MAX)
     for node in topo.numa_nodes:
         if node.id == NO_NUMA:
             out.append("no NUMA node", "bold")
@@ -89,7 +90,8 @@ def numa_text(view: NodeView) -> Text:
                 f" {len(node.cpus) - len(node.allocatable_cpus)} reserved\n"
             )
         for name, count in node.devices.items():
-            out.append(f"  {name}".ljust(width + 4))
+            label = name if len(name) <= width else name[: width - 1] + "…"
+            out.append(f"  {label}".ljust(width + 4))
             out.append_text(device_bar(count))
             unhealthy = max(count.total - count.allocated - count.free, 0)
             out.append(f"  {count.allocated} held, {count.free} free, {unhealthy} unhealthy\n")
@@ -114,7 +116,7 @@ def numa_text(view: NodeView) -> Text:
 class NumaPane(VerticalScroll):
     """The map, scrollable when a node has more than fits."""
 
-    DEFAULT_CSS = "NumaPane { height: 1fr; } NumaPane > Static { width: auto; }"
+    DEFAULT_CSS = "NumaPane { height: 1fr; }"
 
     def compose(self) -> ComposeResult:
         yield Static("", id="numa-map")

@@ -13,7 +13,7 @@ from devctl.tui.state import DISCONNECTED_STATUS, NodeView
 from devctl.tui.widgets.table import Column, Row, RowTable
 
 COLUMNS = (
-    Column("RESOURCE", 40, min_width=16),
+    Column("RESOURCE", 40, min_width=20, give=1),
     Column("STATUS", 12),
     Column("CAP"),
     Column("ALLOC"),
@@ -21,7 +21,7 @@ COLUMNS = (
     Column("FREE"),
     Column("BAD"),
     Column("NUMA", 8),
-    Column("SOCKET", 40, min_width=8),
+    Column("SOCKET", 40, give=2),
 )
 
 LEGEND = "CAP capacity · ALLOC allocatable (healthy) · USED held · BAD unhealthy"

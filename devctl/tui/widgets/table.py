@@ -29,15 +29,18 @@ TONES = ("ok", "warn", "bad", "dim", "hot")
 
 @dataclass(frozen=True)
 class Column:
-    """One column: a title, an upper bound on its width, and how narrow it may get when space is short.
+    """One column: a title, an upper bound on its width, and how it gives way when space is short.
 
-    Text wider than its column is cut with an ellipsis. On a narrow terminal the
-    widest columns give way first, down to ``min_width`` (the title's width by default).
+    Text wider than its column is cut with an ellipsis. On a narrow terminal
+    columns narrow down to ``min_width`` (the title's width at least): those with
+    the highest ``give`` first, then from the right, where the least important
+    columns are.
     """
 
     title: str
     max_width: int = 40
     min_width: int = 0
+    give: int = 0
 
 
 @dataclass(frozen=True)
@@ -203,18 +206,18 @@ class RowTable(ScrollView, can_focus=True):
         return sum(self._widths) + 2 * max(len(self._widths) - 1, 0) + 1
 
     def _fit_widths(self) -> tuple[int, ...]:
-        """The natural widths, with the widest columns narrowed until the line fits the screen (80 columns too)."""
+        """The natural widths, narrowed column by column until the line fits the screen (80 columns too)."""
         widths = list(self._natural)
         room = self.scrollable_content_region.width - 2 * max(len(widths) - 1, 0) - 1
-        floors = [max(c.min_width, len(c.title)) for c in self.columns]
-        while room > 0 and sum(widths) > room:
-            shrinkable = [i for i, w in enumerate(widths) if w > floors[i]]
-            if not shrinkable:
+        excess = sum(widths) - room
+        order = sorted(range(len(widths)), key=lambda i: (-self.columns[i].give, -i))
+        for i in order:
+            if room <= 0 or excess <= 0:
                 break
-            widest = max(shrinkable, key=lambda i: widths[i])
-            others = [widths[i] for i in shrinkable if i != widest]
-            target = max(max(others, default=floors[widest]), floors[widest], widths[widest] - (sum(widths) - room))
-            widths[widest] = target if target < widths[widest] else widths[widest] - 1
+            floor = max(self.columns[i].min_width, len(self.columns[i].title))
+            cut = min(excess, max(widths[i] - floor, 0))
+            widths[i] -= cut
+            excess -= cut
         return tuple(widths)
 
     # --- cursor ----------------------------------------------------------------
@@ -242,9 +245,9 @@ class RowTable(ScrollView, can_focus=True):
         body = max(self.scrollable_content_region.height - 1, 1)
         top = round(self.scroll_offset.y)
         if self._cursor < top:
-            self.scroll_to(y=self._cursor, animate=False, immediate=True)
+            self.scroll_to(y=self._cursor, animate=False, force=True)
         elif self._cursor >= top + body:
-            self.scroll_to(y=self._cursor - body + 1, animate=False, immediate=True)
+            self.scroll_to(y=self._cursor - body + 1, animate=False, force=True)
 
     def action_cursor(self, delta: int) -> None:
         self._move_to(self._cursor + delta, announce=True)
