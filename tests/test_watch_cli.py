@@ -292,3 +292,9 @@ def test_a_malformed_plugin_on_the_node_does_not_stop_the_watch_of_the_others(si
     finally:
         server.kill()
         server.wait(10)
+
+
+def test_a_snapshot_file_cannot_be_watched(short_root: Path) -> None:
+    r = devctl(short_root, "--from", str(short_root / "snap.json"), "watch")
+    assert r.returncode == 2
+    assert r.stderr.startswith("devctl: --from: watch follows live plugin streams")

@@ -60,6 +60,8 @@ def watch(
     stderr.
     """
     opts = options(ctx)
+    if opts.from_file:
+        fail("--from: watch follows live plugin streams; a snapshot file has none (try `devctl --from FILE ls`)")
     paths = opts.paths()
     sockets = [_socket_path(s, paths.plugins_dir) for s in socket or ()]
     try:
