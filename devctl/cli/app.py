@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import typer
@@ -84,4 +85,8 @@ for _group in (read, watch, plugin, sim, tui, completion):
 
 def main() -> None:
     completion.enable_runtime_completion()
-    app(prog_name="devctl")
+    try:
+        app(prog_name="devctl")
+    except KeyboardInterrupt:
+        # Ctrl-C before a command installs its own handling (e.g. while importing): no traceback.
+        sys.exit(130)
