@@ -49,7 +49,7 @@ def tui(
     if opts.from_file is not None:
         if specs:
             fail("--plugin needs the live node; it cannot be combined with --from")
-        run(_run_app(_snapshot_feed(opts.from_file), f"snapshot {opts.from_file}"))
+        run(_run_app(_snapshot_feed(opts.from_file), f"snapshot {Path(opts.from_file).name}"))
         return
     run(_tui(opts, specs, force))
 
