@@ -148,3 +148,26 @@ def test_coloured_tables_keep_their_columns_aligned():
     assert "\033[32mserving\033[0m" in coloured
     strip = coloured.replace("\033[32m", "").replace("\033[31m", "").replace("\033[0m", "")
     assert strip == plain
+
+
+def test_plain_is_serial_to_plain():
+    from devctl.serial import to_plain
+
+    node = gpu_node(errors=(SourceError("checkpoint", "/cp: gone"),))
+    for view in (
+        analyze.resources_view(node),
+        analyze.devices_view(node),
+        analyze.pods_view(node),
+        analyze.topology_view(node),
+        analyze.plugins_view(node),
+        node,
+    ):
+        assert structured.plain(view) == to_plain(view)
+
+
+def test_json_puts_one_row_per_line():
+    doc = structured.document({"resources": analyze.resources_view(gpu_node())}, ())
+    text = structured.to_json(doc)
+    assert text.splitlines()[0:2] == ["{", '  "resources": [']
+    assert text.splitlines()[2].startswith('    {"name": "nvidia.com/gpu", "socket": ')
+    assert text.splitlines()[-2:] == ['  "errors": []', "}"]

@@ -196,7 +196,8 @@ def get(
         except RpcFailure as e:
             fail(e.message, ExitCode.NO_SOURCE)
     if output in (Output.json, Output.yaml):
-        sys.stdout.write(structured.to_json(found) if output == Output.json else structured.to_yaml(found))
+        doc = structured.document(found)
+        sys.stdout.write(structured.to_json(doc) if output == Output.json else structured.to_yaml(doc))
     elif quiet:
         print(f"{found.namespace}/{found.name}")
     else:

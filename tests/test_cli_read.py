@@ -1,0 +1,663 @@
+"""The read commands as a user runs them, against simulated nodes and broken ones.
+
+Most commands run in-process through typer's CliRunner (fast); a few run as
+real subprocesses (exit codes, start-up imports, a user without privileges).
+JSON is checked field by field against what the scenario implies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from badservers import huge_pod_resources, hung_server, stale_socket
+from typer.testing import CliRunner
+
+from devctl.cli.app import app
+from devctl.model import Device
+from devctl.node.checkpoint import fnv1a32, render_spew
+from devctl.plugin.server import DevicePluginServer
+from devctl.plugin.spec import PluginSpec
+from devctl.sim.scenario import KubeletOptions, default_scenario, load_scenario
+from devctl.sim.thread import running_sim
+
+GPU, NIC, FOO = "nvidia.com/gpu", "intel.com/sriov_netdevice", "hardware-vendor.example/foo"
+FPGA, NPU = "example.com/fpga", "acme.io/npu"
+EDGE = Path(__file__).parent / "scenarios" / "edge-node.yaml"
+COMMANDS = [["ls"], ["devices"], ["pods"], ["get", "train-0", "-n", "ml"], ["topo"], ["plugins"], ["checkpoint"]]
+GIB = 1 << 30
+
+
+@dataclasses.dataclass
+class Result:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def json(self):
+        return json.loads(self.stdout)
+
+
+def devctl(root: Path | str, *args: str, timeout: float = 2.0) -> Result:
+    """Run devctl in-process against the node under ``root``."""
+    result = CliRunner().invoke(app, ["--root", str(root), "--timeout", str(timeout), *args], env={"NO_COLOR": None})
+    if result.exception and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return Result(result.exit_code, result.stdout, result.stderr)
+
+
+@contextlib.contextmanager
+def sim_root(scenario) -> Iterator[object]:
+    root = Path(tempfile.mkdtemp(prefix="dc", dir="/tmp"))
+    try:
+        with running_sim(root, scenario, grace_period=5.0) as handle:
+            yield handle
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def default_node():
+    """The default scenario, shared by the tests that only read it."""
+    with sim_root(default_scenario()) as handle:
+        yield handle
+
+
+@pytest.fixture(scope="module")
+def edge_node():
+    with sim_root(load_scenario(EDGE)) as handle:
+        yield handle
+
+
+@pytest.fixture(scope="module")
+def background():
+    """Start async context managers (misbehaving servers) on a loop of their own, for in-process commands."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    stack = contextlib.AsyncExitStack()
+
+    def enter(cm) -> None:
+        asyncio.run_coroutine_threadsafe(stack.enter_async_context(cm), loop).result(30)
+
+    yield enter
+    asyncio.run_coroutine_threadsafe(stack.aclose(), loop).result(30)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(10)
+
+
+def by(rows: list[dict], key: str) -> dict:
+    return {r[key]: r for r in rows}
+
+
+# --- the default scenario ------------------------------------------------------------------------
+
+
+def test_ls_json(default_node):
+    r = devctl(default_node.root, "ls", "-o", "json")
+    assert r.exit_code == 0, r.stderr
+    doc = r.json
+    assert doc["errors"] == []
+    rows = by(doc["resources"], "name")
+    assert list(rows) == [FOO, NIC, GPU]
+    gpu = rows[GPU]
+    assert gpu["socket"] == f"{default_node.paths.plugins_dir}/nvidia-gpu.sock"
+    assert gpu["status"] == "serving"
+    assert (gpu["capacity"], gpu["allocatable"], gpu["allocated"], gpu["free"], gpu["unhealthy"]) == (8, 7, 6, 1, 1)
+    assert gpu["numa_nodes"] == [0, 1]
+    assert gpu["options"] == {"pre_start_required": False, "get_preferred_allocation_available": True}
+    nic = rows[NIC]
+    assert (nic["capacity"], nic["allocatable"], nic["allocated"], nic["free"], nic["unhealthy"]) == (8, 8, 2, 6, 0)
+    assert nic["options"] == {"pre_start_required": True, "get_preferred_allocation_available": False}
+    foo = rows[FOO]
+    assert (foo["capacity"], foo["allocated"], foo["free"], foo["numa_nodes"]) == (2, 1, 1, [])
+
+
+def test_ls_table_filters_quiet_and_no_headers(default_node):
+    r = devctl(default_node.root, "ls")
+    assert r.exit_code == 0 and r.stderr == ""
+    lines = r.stdout.splitlines()
+    assert lines[0].split() == ["NAME", "STATUS", "CAPACITY", "ALLOCATABLE", "ALLOCATED", "FREE", "UNHEALTHY"]
+    assert lines[3].split() == [GPU, "serving", "8", "7", "6", "1", "1"]
+    assert devctl(default_node.root, "ls", GPU, "--no-headers").stdout.split() == [
+        GPU,
+        "serving",
+        "8",
+        "7",
+        "6",
+        "1",
+        "1",
+    ]
+    assert devctl(default_node.root, "ls", "-q").stdout == f"{FOO}\n{NIC}\n{GPU}\n"
+    wide = devctl(default_node.root, "ls", "-o", "wide").stdout.splitlines()
+    assert wide[0].split()[-4:] == ["NUMA", "PRE-START", "PREFERRED", "SOCKET"]
+    none = devctl(default_node.root, "ls", "nope.io/x")
+    assert (none.exit_code, none.stdout, none.stderr) == (0, "", "No resources found.\n")
+
+
+def test_devices_json(default_node):
+    r = devctl(default_node.root, "devices", "-o", "json")
+    assert r.exit_code == 0
+    rows = by(r.json["devices"], "id")
+    assert len(rows) == 18
+    assert rows["GPU-5"] == {
+        "resource": GPU,
+        "id": "GPU-5",
+        "health": "Unhealthy",
+        "numa_nodes": [1],
+        "state": "unhealthy",
+        "allocated_to": [],
+    }
+    assert rows["GPU-0"]["state"] == "allocated"
+    assert rows["GPU-0"]["allocated_to"] == [{"namespace": "ml", "pod": "train-0", "container": "trainer"}]
+    assert rows["GPU-7"]["state"] == "free"
+    assert rows["foo-0"]["numa_nodes"] == [] and rows["foo-0"]["allocated_to"][0]["pod"] == "serve-1"
+    assert [d["id"] for d in devctl(default_node.root, "devices", FOO, "-o", "json").json["devices"]] == [
+        "foo-0",
+        "foo-1",
+    ]
+
+
+def test_pods_json(default_node):
+    r = devctl(default_node.root, "pods", "-o", "json")
+    assert r.exit_code == 0
+    pods = {(p["namespace"], p["name"]): p for p in r.json["pods"]}
+    assert len(pods) == 6
+    trainer, shipper = pods["ml", "train-0"]["containers"]
+    assert trainer["name"] == "trainer" and shipper == {
+        "name": "log-shipper",
+        "devices": [],
+        "cpu_ids": [],
+        "memory": [],
+        "dynamic_resources": [],
+    }
+    devices = by(trainer["devices"], "resource")
+    assert devices[GPU] == {"resource": GPU, "ids": ["GPU-0", "GPU-1", "GPU-2", "GPU-3"], "numa_nodes": [0]}
+    assert len(devices[NIC]["ids"]) == 1
+    assert trainer["cpu_ids"] == list(range(2, 10))
+    assert trainer["memory"] == [
+        {"type": "memory", "size": 32 * GIB, "numa_nodes": [0]},
+        {"type": "hugepages-1Gi", "size": 2 * GIB, "numa_nodes": [0]},
+    ]
+    (claim,) = pods["inference", "embed-0"]["containers"][0]["dynamic_resources"]
+    assert claim == {
+        "claim_name": "embed-gpu",
+        "claim_namespace": "inference",
+        "devices": [
+            {
+                "driver": "gpu.example.com",
+                "pool": "sim-node",
+                "device": "gpu-8",
+                "cdi_devices": ["gpu.example.com/gpu=gpu-8"],
+            }
+        ],
+    }
+
+
+def test_pods_filters(default_node):
+    root = default_node.root
+    assert devctl(root, "pods", "-q", "-n", "ml").stdout == "ml/train-0\nml/train-1\n"
+    assert devctl(root, "pods", "-q", "--resource", NIC).stdout == "inference/serve-0\nml/train-0\n"
+    only = devctl(root, "pods", "--resource", NIC, "--pod", "train-0", "-o", "json").json["pods"]
+    assert [c["name"] for c in only[0]["containers"]] == ["trainer"]
+    assert [d["resource"] for d in only[0]["containers"][0]["devices"]] == [NIC]
+
+
+def test_get_is_one_element_of_pods(default_node):
+    root = default_node.root
+    got = devctl(root, "get", "train-0", "-n", "ml", "-o", "json")
+    assert got.exit_code == 0
+    pods = {p["name"]: p for p in devctl(root, "pods", "-o", "json").json["pods"]}
+    assert got.json == pods["train-0"]
+    assert devctl(root, "get", "train-0", "-n", "ml", "-q").stdout == "ml/train-0\n"
+    missing = devctl(root, "get", "train-0")  # the default namespace
+    assert (missing.exit_code, missing.stdout) == (1, "")
+    assert missing.stderr == "devctl: pod train-0 in namespace default not found\n"
+
+
+def test_topo_json(default_node):
+    r = devctl(default_node.root, "topo", "-o", "json")
+    assert r.exit_code == 0 and r.json["errors"] == []
+    n0, n1 = (n for n in r.json["numa_nodes"] if n["id"] >= 0)
+    assert n0["cpus"] == list(range(16)) and n0["allocatable_cpus"] == list(range(2, 16))
+    assert n0["exclusive_cpus"] == list(range(2, 10)) and n0["shared_cpus"] == list(range(10, 16))
+    assert n0["memory_bytes"] == 64 * GIB
+    assert n0["devices"][GPU] == {"total": 4, "allocated": 4, "free": 0}
+    assert n1["devices"][GPU] == {"total": 4, "allocated": 2, "free": 1}  # GPU-5 unhealthy
+    assert n1["exclusive_cpus"] == [*range(16, 22), *range(24, 30)]
+    assert {"size_kb": 2048, "total": 1024, "free": 768} in n1["hugepages"]
+    assert r.json["shared_pool"] == [*range(10, 16), 22, 23, 30, 31]
+    (minus_one,) = (n for n in r.json["numa_nodes"] if n["id"] == -1)
+    assert minus_one["devices"] == {FOO: {"total": 2, "allocated": 1, "free": 1}}
+    align = {(a["namespace"], a["pod"]): a for a in r.json["alignment"]}
+    assert align["inference", "serve-0"] == {
+        "namespace": "inference",
+        "pod": "serve-0",
+        "container": "server",
+        "aligned": False,
+        "device_numa": [0],
+        "cpu_numa": [1],
+        "memory_numa": [1],
+    }
+    assert align["ml", "train-0"]["aligned"] is True and align["ml", "train-1"]["aligned"] is True
+    assert align["inference", "serve-1"]["aligned"] is None  # a device without topology, nothing else
+
+
+def test_plugins_json(default_node):
+    r = devctl(default_node.root, "plugins", "-o", "json")
+    assert r.exit_code == 0
+    doc = r.json
+    paths = default_node.paths
+    assert doc["kubelet_socket"] == {"path": paths.kubelet_socket, "present": True}
+    assert doc["checkpoint"] == {"path": paths.checkpoint, "present": True, "checksum_ok": True}
+    plugins = by(doc["plugins"], "socket")
+    gpu = plugins[f"{paths.plugins_dir}/nvidia-gpu.sock"]
+    assert (gpu["resource"], gpu["status"], gpu["devices"], gpu["healthy"]) == (GPU, "serving", 8, 7)
+    assert gpu["options"] == {"pre_start_required": False, "get_preferred_allocation_available": True}
+    assert gpu["latency_ms"] > 0 and gpu["error"] is None
+    assert {p["resource"] for p in plugins.values()} == {GPU, NIC, FOO}
+
+
+def test_checkpoint_json(default_node):
+    r = devctl(default_node.root, "checkpoint", "-o", "json")
+    assert r.exit_code == 0, r.stderr
+    doc = r.json
+    assert (doc["format"], doc["checksum_ok"], doc["path"]) == ("v2", True, default_node.paths.checkpoint)
+    assert len(doc["registered_devices"][GPU]) == 7  # healthy only
+    assert len(doc["entries"]) == 5 and not any(e["stale"] for e in doc["entries"])
+    (gpu,) = (e for e in doc["entries"] if e["resource"] == GPU and e["pod"]["name"] == "train-0")
+    assert gpu["container"] == "trainer" and gpu["device_ids"] == {"0": ["GPU-0", "GPU-1", "GPU-2", "GPU-3"]}
+    assert gpu["allocation"]["envs"]["NVIDIA_VISIBLE_DEVICES"] == "GPU-0,GPU-1,GPU-2,GPU-3"
+    assert gpu["allocation"]["cdi_devices"] == ["nvidia.com/gpu=GPU-0"]
+    (foo,) = (e for e in doc["entries"] if e["resource"] == FOO)
+    assert foo["device_ids"] == {"-1": ["foo-0"]}
+    assert foo["allocation"]["mounts"] == [
+        {"container_path": "/var/lib/foo", "host_path": "/var/lib/foo", "read_only": True}
+    ]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c[0])
+def test_every_command_has_a_table_and_yaml_equal_to_json(default_node, command):
+    root = default_node.root
+    table = devctl(root, *command)
+    assert table.exit_code == 0 and table.stdout and "\033[" not in table.stdout
+    as_json = devctl(root, *command, "-o", "json").json
+    as_yaml = yaml.safe_load(devctl(root, *command, "-o", "yaml").stdout)
+    if command[0] == "plugins":  # latency differs between two runs
+        for doc in (as_json, as_yaml):
+            for p in doc["plugins"]:
+                p["latency_ms"] = None
+    assert as_yaml == as_json
+
+
+def test_snapshot_and_from_give_the_same_answers(default_node, tmp_path):
+    root = default_node.root
+    snap = tmp_path / "node.json"
+    r = devctl(root, "snapshot", "-f", str(snap))
+    assert r.exit_code == 0 and r.stdout == ""
+    for command in COMMANDS:
+        live = devctl(root, *command, "-o", "json").json
+        offline = CliRunner().invoke(app, ["--from", str(snap), *command, "-o", "json"])
+        assert offline.exit_code == 0, offline.stderr
+        offline_doc = json.loads(offline.stdout)
+        if command[0] == "plugins":  # latency is measured per run
+            for doc in (live, offline_doc):
+                for p in doc["plugins"]:
+                    p["latency_ms"] = None
+        assert offline_doc == live, command
+
+
+def test_a_bad_snapshot_file_is_one_line_and_exit_3(tmp_path):
+    path = tmp_path / "x.json"
+    path.write_text("{")
+    r = CliRunner().invoke(app, ["--from", str(path), "ls"])
+    assert r.exit_code == 3
+    assert r.stderr == f"devctl: --from {path}: not JSON: Expecting property name enclosed in double quotes at line 1\n"
+
+
+def tree(root: Path) -> dict[str, tuple[int, float]]:
+    """Every file under the kubelet dir with its size and mtime."""
+    out = {}
+    for dirpath, _, files in os.walk(root / "var/lib/kubelet"):
+        for f in files:
+            st = os.lstat(os.path.join(dirpath, f))
+            out[os.path.join(dirpath, f)] = (st.st_size, st.st_mtime_ns)
+    return out
+
+
+def test_nothing_writes_to_the_node(default_node):
+    checkpoint = Path(default_node.paths.checkpoint)
+    before_bytes, before_tree = checkpoint.read_bytes(), tree(default_node.root)
+    for command in [*COMMANDS, ["snapshot"]]:
+        for output in (["-o", "json"], ["-o", "wide"]) if command[0] != "snapshot" else ([],):
+            devctl(default_node.root, *command, *output)
+    assert checkpoint.read_bytes() == before_bytes
+    assert tree(default_node.root) == before_tree
+
+
+# --- the second scenario ---------------------------------------------------------------------------
+
+
+def test_edge_ls(edge_node):
+    r = devctl(edge_node.root, "ls", "-o", "json")
+    assert r.exit_code == 0 and r.json["errors"] == []
+    rows = by(r.json["resources"], "name")
+    fpga, npu = rows[FPGA], rows[NPU]
+    assert (fpga["capacity"], fpga["allocatable"], fpga["allocated"], fpga["free"]) == (1, 1, 1, 0)
+    assert fpga["numa_nodes"] == [0, 1]
+    assert (npu["capacity"], npu["allocatable"], npu["allocated"], npu["unhealthy"]) == (3, 2, 1, 1)
+    assert npu["numa_nodes"] == []
+
+
+def test_edge_devices(edge_node):
+    rows = by(devctl(edge_node.root, "devices", "-o", "json").json["devices"], "id")
+    assert rows["fpga-0"]["numa_nodes"] == [0, 1] and rows["fpga-0"]["state"] == "allocated"
+    assert (rows["npu-2"]["health"], rows["npu-2"]["state"]) == ("Unhealthy", "unhealthy")
+
+
+def test_edge_pods_memory_and_dra(edge_node):
+    pods = {p["name"]: p for p in devctl(edge_node.root, "pods", "-o", "json").json["pods"]}
+    (infer,) = pods["vision-0"]["containers"]
+    assert infer["memory"] == [
+        {"type": "memory", "size": 4 * GIB, "numa_nodes": [0]},
+        {"type": "hugepages-2Mi", "size": 512 << 20, "numa_nodes": [0]},
+        {"type": "hugepages-1Gi", "size": GIB, "numa_nodes": [0]},
+    ]
+    (fpga,) = infer["devices"]
+    assert fpga == {"resource": FPGA, "ids": ["fpga-0"], "numa_nodes": [0, 1]}  # one entry per NUMA node, merged
+    claims = by(pods["render-0"]["containers"][0]["dynamic_resources"], "claim_name")
+    assert claims["two-gpus"]["claim_namespace"] == "dra"
+    assert [d["device"] for d in claims["two-gpus"]["devices"]] == ["gpu-0", "gpu-1"]
+    assert claims["shared-nic"]["claim_namespace"] == "net"
+    assert claims["shared-nic"]["devices"][0]["cdi_devices"] == []
+    wide = devctl(edge_node.root, "pods", "-o", "wide", "--pod", "render-0").stdout
+    assert "dra/two-gpus=gpu.example.com/edge-node/gpu-0,gpu.example.com/edge-node/gpu-1" in wide
+
+
+def test_edge_get_falls_back_to_list(edge_node):
+    r = devctl(edge_node.root, "get", "vision-0", "-n", "edge", "-o", "json")
+    assert r.exit_code == 0, r.stderr
+    assert r.json["containers"][0]["cpu_ids"] == [2, 3]
+    missing = devctl(edge_node.root, "get", "nope", "-n", "edge")
+    assert (missing.exit_code, missing.stderr) == (1, "devctl: pod nope in namespace edge not found\n")
+
+
+def test_edge_topo(edge_node):
+    doc = devctl(edge_node.root, "topo", "-o", "json").json
+    nodes = by(doc["numa_nodes"], "id")
+    assert nodes[0]["devices"][FPGA] == {"total": 1, "allocated": 1, "free": 0}
+    assert nodes[1]["devices"][FPGA] == {"total": 1, "allocated": 1, "free": 0}
+    assert nodes[-1]["devices"][NPU] == {"total": 3, "allocated": 1, "free": 1}
+    assert {"size_kb": 1048576, "total": 2, "free": 1} in nodes[0]["hugepages"]
+    align = by(doc["alignment"], "pod")
+    assert align["vision-0"]["aligned"] is True and align["vision-0"]["device_numa"] == [0, 1]
+    assert align["batch-0"]["aligned"] is False
+    assert (align["batch-0"]["cpu_numa"], align["batch-0"]["memory_numa"]) == ([1], [0])
+
+
+def test_edge_topo_without_sysfs(edge_node):
+    r = devctl(edge_node.root, "--sysfs", "/nonexistent/sys", "topo", "-o", "json")
+    assert r.exit_code == 0, r.stderr  # pod-resources still answers
+    message = "cannot read sysfs at /nonexistent/sys: No such file or directory"
+    assert r.json["errors"] == [{"source": "sysfs", "message": message}]
+    nodes = by(r.json["numa_nodes"], "id")
+    # The nodes that devices and memory name; no CPU map, so no CPUs and no verdict on CPU alignment.
+    assert sorted(nodes) == [-1, 0, 1] and all(n["cpus"] == [] for n in nodes.values())
+    assert nodes[0]["memory_bytes"] == 32 * GIB  # from GetAllocatableResources
+    align = by(r.json["alignment"], "pod")
+    assert align["vision-0"]["aligned"] is None and align["vision-0"]["cpu_numa"] == []
+    assert r.json["shared_pool"] == [1, 4, 5, 6, 7, *range(10, 16)]
+
+
+def test_edge_checkpoint(edge_node):
+    entries = by(devctl(edge_node.root, "checkpoint", "-o", "json").json["entries"], "resource")
+    assert entries[NPU]["device_ids"] == {"-1": ["npu-0"]}
+    assert entries[NPU]["pod"] == {"namespace": "edge", "name": "batch-0"}
+    assert entries[NPU]["allocation"]["cdi_devices"] == ["acme.io/npu=npu-0"]
+    assert sorted(entries[FPGA]["device_ids"]) == ["0", "1"]  # one device, filed under both nodes
+
+
+# --- bad input ---------------------------------------------------------------------------------------
+
+
+def test_an_empty_root_is_exit_3_with_one_warning_per_source(short_root):
+    r = devctl(short_root, "ls")
+    assert r.exit_code == 3 and r.stdout == ""
+    assert sorted(r.stderr.splitlines()) == [
+        "No resources found.",
+        f"warning: checkpoint: {short_root}/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint: no such file",
+        f"warning: plugins-dir: {short_root}/var/lib/kubelet/device-plugins: no such file",
+        f"warning: pod-resources: {short_root}/var/lib/kubelet/pod-resources/kubelet.sock: no such socket",
+    ]
+    for command in (["pods"], ["checkpoint"], ["devices"], ["plugins"], ["get", "x"]):
+        r = devctl(short_root, *command, "-o", "json")
+        assert r.exit_code == 3, command
+    doc = devctl(short_root, "pods", "-o", "json").json
+    assert doc == {"pods": [], "errors": [doc["errors"][0]]} and doc["errors"][0]["source"] == "pod-resources"
+
+
+def test_usage_errors_are_exit_2(default_node):
+    assert devctl(default_node.root, "ls", "-o", "bogus").exit_code == 2
+    assert devctl(default_node.root, "get").exit_code == 2
+
+
+def test_stale_and_hung_plugins_are_one_line_each_and_the_rest_shows(sim_node, background):
+    d = sim_node.paths.plugins_dir
+    stale_socket(f"{d}/old.sock")
+    background(hung_server(f"{d}/hung.sock"))
+    start = time.monotonic()
+    r = devctl(sim_node.root, "ls", timeout=0.5)
+    assert time.monotonic() - start < 5
+    assert r.exit_code == 0
+    assert sorted(r.stderr.splitlines()) == [
+        f"warning: plugin: {d}/hung.sock GetDevicePluginOptions: no answer after 0.5s (deadline exceeded)",
+        f"warning: plugin: {d}/old.sock: stale socket (nothing listens on it)",
+    ]
+    assert len(r.stdout.splitlines()) == 4  # the header and the three resources
+    plugins = by(devctl(sim_node.root, "plugins", "-o", "json", timeout=0.5).json["plugins"], "socket")
+    assert plugins[f"{d}/old.sock"]["status"] == "stale" and plugins[f"{d}/old.sock"]["resource"] is None
+    assert plugins[f"{d}/hung.sock"]["status"] == "timeout"
+    assert plugins[f"{d}/nvidia-gpu.sock"]["status"] == "serving"
+
+
+def write_checkpoint_file(directory: Path, doc) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "kubelet_internal_checkpoint"
+    path.write_text(doc if isinstance(doc, str) else json.dumps(doc))
+    return path
+
+
+def test_a_corrupt_checkpoint(default_node, tmp_path):
+    write_checkpoint_file(tmp_path, '{"Data": {"PodDeviceEntries": [{"PodUID": ')
+    args = ["--plugins-dir", str(tmp_path)]
+    r = devctl(default_node.root, *args, "checkpoint")
+    assert r.exit_code == 3 and r.stdout == ""
+    warning, nothing = r.stderr.splitlines()
+    assert nothing == "No resources found."
+    assert warning.startswith(f"warning: checkpoint: {tmp_path}/kubelet_internal_checkpoint: ")
+    ls = devctl(default_node.root, *args, "ls", "-o", "json")
+    assert ls.exit_code == 0  # pod-resources still answers
+    assert [e["source"] for e in ls.json["errors"]] == ["checkpoint"]
+    assert {r["name"] for r in ls.json["resources"]} == {GPU, NIC, FOO}
+    plugins = devctl(default_node.root, *args, "plugins", "-o", "json").json
+    assert plugins["checkpoint"] == {
+        "path": f"{tmp_path}/kubelet_internal_checkpoint",
+        "present": True,
+        "checksum_ok": None,
+    }
+
+
+def test_a_checksum_mismatch_is_a_finding_not_a_failure(default_node, tmp_path):
+    doc = json.loads(Path(default_node.paths.checkpoint).read_text())
+    doc["Checksum"] += 1
+    write_checkpoint_file(tmp_path, doc)
+    r = devctl(default_node.root, "--plugins-dir", str(tmp_path), "checkpoint")
+    assert r.exit_code == 0
+    assert "checksum:   MISMATCH" in r.stdout
+
+
+def test_an_old_format_checkpoint(default_node, tmp_path):
+    data = {
+        "PodDeviceEntries": [
+            {
+                "PodUID": "uid-old",
+                "ContainerName": "cuda",
+                "ResourceName": GPU,
+                "DeviceIDs": ["GPU-a", "GPU-b"],
+                "AllocResp": base64.b64encode(b"\n\x08\n\x01A\x12\x03GPU").decode(),
+            }
+        ],
+        "RegisteredDevices": {GPU: ["GPU-a", "GPU-b"]},
+    }
+    write_checkpoint_file(tmp_path, {"Data": data, "Checksum": fnv1a32(render_spew(data).encode())})
+    r = devctl(default_node.root, "--plugins-dir", str(tmp_path), "checkpoint", "-o", "json")
+    assert r.exit_code == 0
+    doc = r.json
+    assert (doc["format"], doc["checksum_ok"]) == ("v1", True)
+    (entry,) = doc["entries"]
+    assert entry["device_ids"] == {"-1": ["GPU-a", "GPU-b"]}
+    assert entry["allocation"]["envs"] == {"A": "GPU"}
+    assert entry["stale"] is True and entry["pod"] is None  # no pod on this node has that UID
+    table = devctl(default_node.root, "--plugins-dir", str(tmp_path), "checkpoint").stdout
+    assert "format:     v1 (the flat DeviceIDs of Kubernetes <= 1.19)" in table
+
+
+def test_a_pod_resources_reply_above_4_mib(background, short_root):
+    sock = f"{short_root}/pr.sock"
+    background(huge_pod_resources(sock, pods=5000))
+    r = CliRunner().invoke(app, ["--root", str(short_root), "--pod-resources", sock, "pods", "-o", "json"])
+    assert r.exit_code == 0, r.stderr
+    assert len(json.loads(r.stdout)["pods"]) == 5000
+
+
+def test_a_v1alpha1_only_kubelet():
+    scenario = dataclasses.replace(default_scenario(), kubelet=KubeletOptions(api="v1alpha1"))
+    with sim_root(scenario) as node:
+        ls = devctl(node.root, "ls", "-o", "json")
+        pods = devctl(node.root, "pods", "-o", "json")
+        got = devctl(node.root, "get", "train-1", "-n", "ml", "-o", "json")
+    assert ls.exit_code == 0
+    (error,) = ls.json["errors"]
+    assert error["source"] == "pod-resources" and "v1alpha1 only" in error["message"]
+    gpu = by(ls.json["resources"], "name")[GPU]
+    assert (gpu["capacity"], gpu["allocated"]) == (8, 6)  # the plugin's list, v1alpha1's allocations
+    train = {p["name"]: p for p in pods.json["pods"]}["train-0"]
+    assert train["containers"][0]["cpu_ids"] == [] and len(train["containers"][0]["devices"][0]["ids"]) == 4
+    assert got.exit_code == 0 and got.json["containers"][0]["devices"][0]["ids"] == ["GPU-4", "GPU-6"]
+
+
+# --- real processes -------------------------------------------------------------------------------------
+
+
+def run_devctl(*args: str, env=None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "devctl", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "NO_COLOR": "1", **(env or {})},
+    )
+
+
+def test_ls_as_a_process(default_node):
+    p = run_devctl("ls", "-o", "json", env={"DEVCTL_ROOT": str(default_node.root)})
+    assert p.returncode == 0 and p.stderr == ""
+    assert {r["name"] for r in json.loads(p.stdout)["resources"]} == {GPU, NIC, FOO}
+
+
+def test_ls_does_not_import_textual(short_root):
+    code = (
+        "import sys, json\nfrom devctl.cli.app import main\nsys.argv = ['devctl', 'ls']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'rich'))))"
+    )
+    p = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "DEVCTL_ROOT": str(short_root)},
+    )
+    assert json.loads(p.stdout.splitlines()[-1]) == []
+
+
+# The interpreter may live where nobody cannot read it (a pyenv under /root), so the
+# child runs the command once as root with its output thrown away (every lazy import
+# done), then drops to nobody and runs it for real.
+AS_NOBODY = """
+import contextlib, io, os, sys
+from devctl.cli.app import main
+sys.argv = ["devctl", *sys.argv[1:]]
+with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    with contextlib.suppress(SystemExit):
+        main()
+os.setuid(65534)
+main()
+"""
+
+
+def run_as_nobody(root: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", AS_NOBODY, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "NO_COLOR": "1", "DEVCTL_ROOT": str(root)},
+    )
+
+
+@contextlib.asynccontextmanager
+async def open_plugin(plugins_dir: str):
+    """A plugin whose socket anyone may connect to (made under umask 0; a chmod would make it serve anew)."""
+    old = os.umask(0)
+    try:
+        server = DevicePluginServer(
+            PluginSpec("example.com/open", (Device("open-0"),), "open.sock"), plugins_dir, register=False
+        )
+        await server.start()
+    finally:
+        os.umask(old)
+    try:
+        yield server
+    finally:
+        await server.stop()
+
+
+def test_permission_denied_as_an_unprivileged_user(sim_node, background):
+    if os.geteuid() != 0:
+        pytest.skip("needs root to drop privileges")
+    root, d = sim_node.root, sim_node.paths.plugins_dir
+    os.chmod(root, 0o755)  # the directories are open; the kubelet's sockets and checkpoint are root's only
+    background(open_plugin(d))
+    p = run_as_nobody(root, "plugins", "-o", "json")
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    plugins = by(doc["plugins"], "socket")
+    gpu = plugins[f"{d}/nvidia-gpu.sock"]
+    assert (gpu["status"], gpu["error"]) == ("permission-denied", f"{d}/nvidia-gpu.sock: permission denied")
+    assert plugins[f"{d}/open.sock"]["status"] == "serving" and plugins[f"{d}/open.sock"]["devices"] == 1
+    errors = {(e["source"], e["message"]) for e in doc["errors"]}
+    assert ("plugin", f"{d}/nvidia-gpu.sock: permission denied") in errors
+    assert ("pod-resources", f"{sim_node.paths.pod_resources}: permission denied") in errors
+    assert ("checkpoint", f"{sim_node.paths.checkpoint}: permission denied") in errors
+    pods = run_as_nobody(root, "pods")
+    assert pods.returncode == 3
+    assert pods.stderr.splitlines() == [
+        f"warning: pod-resources: {sim_node.paths.pod_resources}: permission denied",
+        "No resources found.",
+    ]
