@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import stat
+import time
 from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
@@ -305,12 +306,14 @@ def _name_sockets(out: _Result) -> None:
 
 
 async def _guard(source: str, coro: Awaitable[None], out: _Result) -> None:
-    """Keep one reader's unexpected failure from taking the others down with it."""
+    """Keep one reader's unexpected failure from taking the others down with it; log each source's time (-v)."""
+    start = time.perf_counter()
     try:
         await coro
     except Exception as e:  # a reader bug or an OS surprise must not lose the other sources
         log.debug("%s failed", source, exc_info=True)
         out.errors.append(SourceError(source, f"{type(e).__name__}: {e}".splitlines()[0]))
+    log.debug("read %s in %.1f ms", source, (time.perf_counter() - start) * 1000)
 
 
 async def collect(paths: NodePaths, timeout: float, *, want: set[str] | frozenset[str] | None = None) -> NodeSnapshot:

@@ -84,9 +84,12 @@ def edge_node():
         yield handle
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def background():
-    """Start async context managers (misbehaving servers) on a loop of their own, for in-process commands."""
+    """Start async context managers (misbehaving servers) on a loop of their own, for in-process commands.
+
+    Request it after the fixture that makes the servers' directory, so that they stop before it goes.
+    """
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
@@ -537,7 +540,7 @@ def test_an_old_format_checkpoint(default_node, tmp_path):
     assert "format:     v1 (the flat DeviceIDs of Kubernetes <= 1.19)" in table
 
 
-def test_a_pod_resources_reply_above_4_mib(background, short_root):
+def test_a_pod_resources_reply_above_4_mib(short_root, background):
     sock = f"{short_root}/pr.sock"
     background(huge_pod_resources(sock, pods=5000))
     r = CliRunner().invoke(app, ["--root", str(short_root), "--pod-resources", sock, "pods", "-o", "json"])
