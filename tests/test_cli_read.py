@@ -505,6 +505,35 @@ def test_a_corrupt_checkpoint(default_node, tmp_path):
     }
 
 
+VECTORS = Path(__file__).resolve().parent.parent.parent / "shared" / "testdata" / "checkpoints"
+
+
+@pytest.mark.parametrize(
+    ("name", "entries", "envs"),
+    [
+        ("single-gpu-no-pods.json", 0, None),
+        ("tegra-one-pod.json", 1, {"NVIDIA_VISIBLE_DEVICES": "tegra"}),
+        ("kubelet-1.32-empty-allocresp.json", 1, {}),
+        ("kubelet-1.32-env-numa0.json", 1, {"WIDGET_VISIBLE": "w-0"}),
+    ],
+)
+def test_the_shared_checkpoint_vectors(short_root, name, entries, envs):
+    plugins_dir = short_root / "dp"
+    plugins_dir.mkdir()
+    shutil.copy(VECTORS / name, plugins_dir / "kubelet_internal_checkpoint")
+    r = devctl(short_root, "--plugins-dir", str(plugins_dir), "checkpoint", "-o", "json")
+    assert r.exit_code == 0  # pod-resources is missing, but the checkpoint is what this command shows
+    doc = r.json
+    assert (doc["format"], doc["checksum_ok"]) == ("v2", True)
+    assert len(doc["entries"]) == entries
+    if entries:
+        (entry,) = doc["entries"]
+        assert entry["allocation"]["envs"] == envs
+        assert entry["stale"] is True  # no pod on this node has that UID
+    sources = [e["source"] for e in doc["errors"]]
+    assert "pod-resources" in sources and "checkpoint" not in sources
+
+
 def test_a_checksum_mismatch_is_a_finding_not_a_failure(default_node, tmp_path):
     doc = json.loads(Path(default_node.paths.checkpoint).read_text())
     doc["Checksum"] += 1

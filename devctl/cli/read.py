@@ -276,7 +276,7 @@ def checkpoint(
         output,
         view,
         lambda style: checkpoint_table(view, style),
-        lambda: (e.pod_uid for e in view.entries),
+        lambda: dict.fromkeys(e.pod_uid for e in view.entries),
         no_headers=no_headers,
         quiet=quiet,
     )
