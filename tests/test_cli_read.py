@@ -427,6 +427,30 @@ def test_edge_topo_without_sysfs(edge_node):
     assert r.json["shared_pool"] == [1, 4, 5, 6, 7, *range(10, 16)]
 
 
+def test_edge_plugins(edge_node):
+    doc = devctl(edge_node.root, "plugins", "-o", "json").json
+    plugins = by(doc["plugins"], "socket")
+    d = edge_node.paths.plugins_dir
+    npu = plugins[f"{d}/npu.sock"]
+    assert (npu["resource"], npu["status"], npu["devices"], npu["healthy"]) == (NPU, "serving", 3, 2)
+    assert plugins[f"{d}/fpga.sock"]["resource"] == FPGA
+    assert doc["checkpoint"]["checksum_ok"] is True and doc["errors"] == []
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c[0])
+def test_edge_tables_and_yaml(edge_node, command):
+    if command[0] == "get":
+        command = ["get", "vision-0", "-n", "edge"]
+    table = devctl(edge_node.root, *command)
+    assert table.exit_code == 0 and table.stdout and table.stderr == ""
+    as_json = devctl(edge_node.root, *command, "-o", "json").json
+    as_yaml = yaml.safe_load(devctl(edge_node.root, *command, "-o", "yaml").stdout)
+    for doc in (as_json, as_yaml):
+        for p in doc.get("plugins", ()):
+            p["latency_ms"] = None
+    assert as_yaml == as_json
+
+
 def test_edge_checkpoint(edge_node):
     entries = by(devctl(edge_node.root, "checkpoint", "-o", "json").json["entries"], "resource")
     assert entries[NPU]["device_ids"] == {"-1": ["npu-0"]}
