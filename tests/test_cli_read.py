@@ -457,6 +457,8 @@ def test_edge_checkpoint(edge_node):
     assert entries[NPU]["pod"] == {"namespace": "edge", "name": "batch-0"}
     assert entries[NPU]["allocation"]["cdi_devices"] == ["acme.io/npu=npu-0"]
     assert sorted(entries[FPGA]["device_ids"]) == ["0", "1"]  # one device, filed under both nodes
+    rows = devctl(edge_node.root, "checkpoint", "--no-headers").stdout.splitlines()
+    assert ["edge/vision-0", "infer", FPGA, "fpga-0", "0,1", "no"] in [r.split() for r in rows]
 
 
 # --- bad input ---------------------------------------------------------------------------------------

@@ -258,7 +258,8 @@ def checkpoint_table(view: CheckpointView, style: TableStyle) -> str:
     out = []
     for e in view.entries:
         pod = f"{e.pod.namespace}/{e.pod.name}" if e.pod else "<unknown>"
-        ids = [i for group in e.device_ids.values() for i in group]
+        # A device on two NUMA nodes is filed under both keys: list it once.
+        ids = dict.fromkeys(i for group in e.device_ids.values() for i in group)
         numa = ",".join(k for k, v in e.device_ids.items() if v)
         stale = paint("yes", "red", style.color) if e.stale else "no"
         row: list[object] = [pod, e.container, e.resource, ",".join(ids), numa, stale]
