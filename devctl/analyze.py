@@ -45,6 +45,8 @@ NO_NUMA = -1
 
 # Health shown for a device that no source vouches for either way.
 UNKNOWN = "Unknown"
+# Health shown for a device a container holds but its serving plugin no longer lists.
+MISSING = "Missing"
 
 
 # --- the rows of each view ------------------------------------------------------------
@@ -228,6 +230,12 @@ class _Inventory:
     # Devices no source vouches for either way (no plugin, no allocatable list, no
     # checkpoint): shown as "Unknown" and not counted as unhealthy.
     unknown: set[str] = field(default_factory=set)
+    # Devices a container holds that the serving plugin no longer lists (removed
+    # or renamed since Allocate): shown by `devices`, outside the plugin's capacity.
+    unlisted: set[str] = field(default_factory=set)
+
+    def listed(self) -> list[str]:
+        return [i for i in self.health if i not in self.unlisted]
 
     def healthy(self, dev_id: str) -> bool:
         # The kubelet treats any string but "Healthy" as unhealthy.
@@ -290,6 +298,11 @@ def _inventories(snapshot: NodeSnapshot) -> dict[str, _Inventory]:
             for d in r.probe.devices:
                 r.health[d.id] = d.health
                 r.numa[d.id] = d.numa_nodes
+            for dev_id in r.holders:
+                if dev_id not in r.health:
+                    r.health[dev_id] = MISSING
+                    r.numa[dev_id] = kubelet_numa.get((resource, dev_id), ())
+                    r.unlisted.add(dev_id)
             continue
         # No plugin answers: what the kubelet knows. GetAllocatableResources lists
         # healthy devices only; a device it omits but a container holds is unhealthy.
@@ -321,9 +334,9 @@ def resources_view(snapshot: NodeSnapshot, resources: Iterable[str] | None = Non
     for name, r in sorted(_inventories(snapshot).items()):
         if not _wanted(name, resources):
             continue
-        healthy = {i for i in r.health if r.healthy(i)}
+        healthy = {i for i in r.listed() if r.healthy(i)}
         allocated = set(r.holders)
-        capacity = len(r.health)
+        capacity = len(r.listed())
         numa = sorted({n for nodes in r.numa.values() for n in nodes})
         probe = r.probe
         rows.append(
@@ -486,7 +499,7 @@ def topology_view(snapshot: NodeSnapshot) -> TopologyView:
 
     counts: dict[int, dict[str, DeviceCount]] = {}
     for name, r in sorted(inv.items()):
-        for dev_id in r.health:
+        for dev_id in r.listed():
             held = dev_id in r.holders
             free = r.healthy(dev_id) and not held
             for node in r.numa.get(dev_id) or (NO_NUMA,):

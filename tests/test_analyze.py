@@ -133,6 +133,19 @@ def test_device_states_and_holders():
     assert rows["GPU-5"].numa_nodes == (1,)
 
 
+def test_a_held_device_the_plugin_no_longer_lists_is_shown_outside_its_capacity():
+    node = gpu_node(pods=(*gpu_node().pods, holding("ml", "old", "main", GPU, ["GPU-9"], numa=1)))
+    rows = {d.id: d for d in analyze.devices_view(node)}
+    assert (rows["GPU-9"].health, rows["GPU-9"].state, rows["GPU-9"].numa_nodes) == (
+        "Missing",
+        "unhealthy-allocated",
+        (1,),
+    )
+    (row,) = analyze.resources_view(node)
+    assert (row.capacity, row.allocatable, row.allocated, row.free, row.unhealthy) == (8, 7, 4, 4, 1)
+    assert analyze.topology_view(node).numa_nodes[1].devices[GPU].total == 4
+
+
 def test_a_device_unhealthy_and_free():
     rows = {d.id: d for d in analyze.devices_view(gpu_node())}
     assert rows["GPU-7"].state == "unhealthy"

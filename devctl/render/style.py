@@ -31,6 +31,7 @@ _WORDS = {
     "MISMATCH": "red",
     "no": "red",
     "Unknown": "yellow",
+    "Missing": "red",
 }
 
 
