@@ -10,8 +10,10 @@ import typer
 from devctl import __version__
 from devctl.cli import completion, plugin, read, sim, tui, watch
 from devctl.cli.common import ExitCode, GlobalOptions, setup_logging
+from devctl.cli.lazy import LazyGroup, commands
 
 app = typer.Typer(
+    cls=LazyGroup,
     name="devctl",
     help="Inspect Kubernetes device plugins, pod resources and NUMA topology on this node.",
     no_args_is_help=True,
@@ -80,7 +82,7 @@ def main_options(
 
 
 for _group in (read, watch, plugin, sim, tui, completion):
-    _group.register(app)
+    _group.register(commands)
 
 
 def main() -> None:

@@ -6,7 +6,6 @@ on the start-up path of ``devctl --help``.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import sys
 from collections.abc import Coroutine
@@ -74,6 +73,7 @@ def options(ctx: typer.Context) -> GlobalOptions:
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
     """Run the async core at the CLI's edge."""
+    import asyncio
     return asyncio.run(coro)
 
 

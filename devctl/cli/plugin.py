@@ -6,7 +6,6 @@ are imported inside the commands so that `devctl --help` stays fast.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import signal
 import sys
@@ -150,6 +149,8 @@ def _load_config(path: str) -> dict[str, Any]:
 
 
 async def _serve(spec: PluginSpec, opts: GlobalOptions, *, register: bool, force: bool) -> None:
+    import asyncio
+
     from devctl.plugin.control import default_control_dir
     from devctl.plugin.guard import live_server_for
     from devctl.plugin.server import DevicePluginServer, ServeError

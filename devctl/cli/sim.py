@@ -9,7 +9,6 @@ YAML are imported inside the commands so that `devctl --help` stays fast.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import shlex
@@ -104,6 +103,8 @@ def sim(
 
 
 async def _serve(root: Path, scenario: Scenario, command: list[str] | None) -> int:
+    import asyncio
+
     from devctl.plugin.server import ServeError
     from devctl.sim.node import SimError, SimNode
 
@@ -146,6 +147,7 @@ async def _serve(root: Path, scenario: Scenario, command: list[str] | None) -> i
 
 
 async def _run_command(command: list[str], root: Path) -> int:
+    import asyncio
     env = {k: v for k, v in os.environ.items() if k not in _PATH_VARS}
     env["DEVCTL_ROOT"] = str(root)
     try:

@@ -7,7 +7,6 @@ Only typer and the standard library are imported at module level.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import signal
@@ -114,6 +113,8 @@ async def _follow(
     timeout: float,
 ) -> ExitCode:
     """Print events until ``count``, ``duration``, ``once``, SIGINT or SIGTERM ends the watch."""
+    import asyncio
+
     from devctl.render.events import json_line, table_header, table_line
     from devctl.watch import NoPluginsDir, Notice, UnknownTarget, watch
 
