@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import stat
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -194,3 +195,12 @@ async def test_refuses_a_socket_that_is_live(short_root: Path) -> None:
     async with DevicePluginServer(SPEC, str(short_root), register=False):
         with pytest.raises(ServeError, match="already served by a live process"):
             await DevicePluginServer(SPEC, str(short_root), register=False).start()
+
+
+async def test_a_chmod_of_its_socket_is_not_a_kubelet_restart(kubelet: FakeKubelet, plugin: DevicePluginServer) -> None:
+    # GIVEN a registered plugin; WHEN an operator opens up its socket's mode
+    os.chmod(plugin.socket_path, 0o666)
+    await asyncio.sleep(0.6)  # several turns of the directory watcher
+    # THEN it neither serves anew (which would reset the mode) nor registers again
+    assert len(kubelet.registrations) == 1
+    assert stat.S_IMODE(os.stat(plugin.socket_path).st_mode) == 0o666

@@ -64,12 +64,17 @@ class RpcRecord:
 
 
 def _identity(path: str) -> tuple[int, int] | None:
-    """Which socket file sits at ``path`` (inode and change time: inodes are reused), or None."""
+    """Which socket file sits at ``path``, or None.
+
+    The inode alone is not enough (a deleted socket's inode is reused at once), so
+    the modification time, set when the socket is bound, tells a new socket from
+    the old one. Not the change time: a chmod of the socket changes that.
+    """
     try:
         st = os.stat(path)
     except OSError:
         return None
-    return (st.st_ino, st.st_ctime_ns) if stat.S_ISSOCK(st.st_mode) else None
+    return (st.st_ino, st.st_mtime_ns) if stat.S_ISSOCK(st.st_mode) else None
 
 
 class DevicePluginServer:
