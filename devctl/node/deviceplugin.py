@@ -114,7 +114,7 @@ class DevicePluginClient:
             return ()
         return tuple(reply.container_responses[0].deviceIDs)
 
-    async def allocate(self, device_ids: Sequence[str]) -> Allocation:
+    async def _allocate(self, device_ids: Sequence[str]) -> dp.ContainerAllocateResponse:
         """Allocate for one container, as the kubelet does (one ContainerAllocateRequest)."""
         log.debug("Allocate %s %s", self.socket_path, list(device_ids))
         request = dp.AllocateRequest(container_requests=[dp.ContainerAllocateRequest(devices_ids=list(device_ids))])
@@ -126,19 +126,15 @@ class DevicePluginClient:
         if not reply.container_responses:
             # pkg/kubelet/cm/devicemanager/manager.go refuses this reply the same way.
             raise RpcFailure(PluginStatus.UNREACHABLE, "no containers return in allocation response")
-        return convert.allocation(reply.container_responses[0])
+        return reply.container_responses[0]
+
+    async def allocate(self, device_ids: Sequence[str]) -> Allocation:
+        """What the container would be given for these devices."""
+        return convert.allocation(await self._allocate(device_ids))
 
     async def allocate_raw(self, device_ids: Sequence[str]) -> bytes:
-        """Allocate, returning the first ContainerAllocateResponse serialized (for the checkpoint)."""
-        request = dp.AllocateRequest(container_requests=[dp.ContainerAllocateRequest(devices_ids=list(device_ids))])
-        try:
-            reply = await self._stub.Allocate(request, timeout=self.timeout)
-        except grpc.aio.AioRpcError as e:
-            raise self._fail(e, "Allocate") from None
-        reply = parsed(reply, f"{self.socket_path} Allocate", "AllocateResponse")
-        if not reply.container_responses:
-            raise RpcFailure(PluginStatus.UNREACHABLE, "no containers return in allocation response")
-        return reply.container_responses[0].SerializeToString(deterministic=True)
+        """The reply serialized, as the kubelet stores it in the checkpoint's AllocResp."""
+        return (await self._allocate(device_ids)).SerializeToString(deterministic=True)
 
     async def prestart(self, device_ids: Sequence[str]) -> None:
         log.debug("PreStartContainer %s %s", self.socket_path, list(device_ids))
