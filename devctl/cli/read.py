@@ -9,77 +9,18 @@ stays fast.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated
 
 import typer
 
 from devctl.cli.common import ExitCode, Output, fail, options, run
+from devctl.cli.output import NoHeadersOpt, OutputOpt, QuietOpt, emit, node_snapshot, table_style, write_structured
 
-if TYPE_CHECKING:
-    from devctl.model import NodeSnapshot
-    from devctl.render.table import TableStyle
-
-OutputOpt = Annotated[
-    Output, typer.Option("--output", "-o", help="table, wide (more columns), json or yaml.", case_sensitive=False)
-]
-NoHeadersOpt = Annotated[bool, typer.Option("--no-headers", help="Tables without their header line.")]
-QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Names only, one per line.")]
 ResourcesArg = Annotated[
     list[str] | None, typer.Argument(help="Only these resources, e.g. nvidia.com/gpu.", show_default=False)
 ]
 
 DEFAULT_NAMESPACE = "default"
-
-
-def _snapshot(ctx: typer.Context, want: Iterable[str]) -> NodeSnapshot:
-    """The live node's sources in ``want``, or the whole ``--from`` snapshot."""
-    from devctl.collect import SnapshotError, collect, load_snapshot
-
-    opts = options(ctx)
-    if opts.from_file:
-        try:
-            return load_snapshot(opts.from_file)
-        except SnapshotError as e:
-            fail(f"--from {e}", ExitCode.NO_SOURCE)
-    return run(collect(opts.paths(), opts.timeout, want=set(want)))
-
-
-def _emit(
-    snapshot: NodeSnapshot,
-    shown: Iterable[str],
-    output: Output,
-    body: Any,
-    table: Callable[[TableStyle], str],
-    names: Callable[[], Iterable[str]],
-    *,
-    no_headers: bool,
-    quiet: bool,
-) -> None:
-    """Print one view in the chosen form, warnings on stderr; exit 3 when none of ``shown`` could be read."""
-    from devctl.analyze import errors_of, sources_read
-    from devctl.render import structured
-    from devctl.render import table as tables
-    from devctl.render.style import use_color
-
-    errors = errors_of(snapshot)
-    if output in (Output.json, Output.yaml):
-        doc = structured.document(body, errors)
-        sys.stdout.write(structured.to_json(doc) if output == Output.json else structured.to_yaml(doc))
-    else:
-        sys.stderr.write(tables.warnings(errors, use_color(sys.stderr)))
-        if quiet:
-            sys.stdout.write(tables.names(names()))
-        else:
-            style = tables.TableStyle(wide=output == Output.wide, headers=not no_headers, color=use_color(sys.stdout))
-            text = table(style)
-            if text:
-                sys.stdout.write(text)
-            else:
-                print("No resources found.", file=sys.stderr)
-    sys.stdout.flush()
-    if not sources_read(snapshot) & set(shown):
-        raise typer.Exit(int(ExitCode.NO_SOURCE))
 
 
 def ls(
@@ -94,9 +35,9 @@ def ls(
     from devctl.render.table import resources_table
 
     sources = {analyze.POD_RESOURCES, analyze.PLUGINS, analyze.CHECKPOINT}
-    snap = _snapshot(ctx, sources)
+    snap = node_snapshot(ctx, sources)
     rows = analyze.resources_view(snap, resources)
-    _emit(
+    emit(
         snap,
         sources,
         output,
@@ -120,9 +61,9 @@ def devices(
     from devctl.render.table import devices_table
 
     sources = {analyze.POD_RESOURCES, analyze.PLUGINS, analyze.CHECKPOINT}
-    snap = _snapshot(ctx, sources)
+    snap = node_snapshot(ctx, sources)
     rows = analyze.devices_view(snap, resources)
-    _emit(
+    emit(
         snap,
         sources,
         output,
@@ -148,9 +89,9 @@ def pods(
     from devctl.render.table import pods_table
 
     sources = {analyze.POD_RESOURCES}
-    snap = _snapshot(ctx, sources)
+    snap = node_snapshot(ctx, sources)
     rows = analyze.pods_view(snap, namespace=namespace, resource=resource, pod=pod)
-    _emit(
+    emit(
         snap,
         sources,
         output,
@@ -175,9 +116,7 @@ def get(
     from devctl.collect import SnapshotError, get_pod, load_snapshot
     from devctl.node.podresources import PodNotFound
     from devctl.node.rpc import RpcFailure
-    from devctl.render import structured
-    from devctl.render.style import use_color
-    from devctl.render.table import TableStyle, pods_table
+    from devctl.render.table import pods_table
 
     opts = options(ctx)
     not_found = f"pod {pod} in namespace {namespace} not found"
@@ -196,13 +135,13 @@ def get(
         except RpcFailure as e:
             fail(e.message, ExitCode.NO_SOURCE)
     if output in (Output.json, Output.yaml):
-        doc = structured.document(found)
-        sys.stdout.write(structured.to_json(doc) if output == Output.json else structured.to_yaml(doc))
+        write_structured(output, found, None)
     elif quiet:
         print(f"{found.namespace}/{found.name}")
     else:
-        style = TableStyle(wide=output == Output.wide, headers=not no_headers, color=use_color(sys.stdout))
-        sys.stdout.write(pods_table([found], style) or f"{found.namespace}/{found.name}: no containers\n")
+        sys.stdout.write(
+            pods_table([found], table_style(output, no_headers)) or f"{found.namespace}/{found.name}: no containers\n"
+        )
 
 
 def topo(
@@ -216,9 +155,9 @@ def topo(
     from devctl.render.table import topology_table
 
     sources = {analyze.TOPOLOGY, analyze.POD_RESOURCES, analyze.PLUGINS}
-    snap = _snapshot(ctx, sources)
+    snap = node_snapshot(ctx, sources)
     view = analyze.topology_view(snap)
-    _emit(
+    emit(
         snap,
         {analyze.TOPOLOGY, analyze.POD_RESOURCES},
         output,
@@ -241,9 +180,9 @@ def plugins(
     from devctl.render.table import plugins_table
 
     sources = {analyze.PLUGINS, analyze.POD_RESOURCES, analyze.CHECKPOINT}
-    snap = _snapshot(ctx, sources)
+    snap = node_snapshot(ctx, sources)
     view = analyze.plugins_view(snap)
-    _emit(
+    emit(
         snap,
         sources,
         output,
@@ -268,9 +207,9 @@ def checkpoint(
     from devctl import analyze
     from devctl.render.table import checkpoint_table
 
-    snap = _snapshot(ctx, {analyze.CHECKPOINT, analyze.POD_RESOURCES, analyze.IDENTITIES})
+    snap = node_snapshot(ctx, {analyze.CHECKPOINT, analyze.POD_RESOURCES, analyze.IDENTITIES})
     view = analyze.checkpoint_view(snap)
-    _emit(
+    emit(
         snap,
         {analyze.CHECKPOINT},
         output,
@@ -293,7 +232,7 @@ def snapshot(
     from devctl.collect import dump_snapshot
     from devctl.render.table import warnings
 
-    snap = _snapshot(ctx, ALL_SOURCES)
+    snap = node_snapshot(ctx, ALL_SOURCES)
     sys.stderr.write(warnings(snap.errors))
     if file is None:
         dump_snapshot(snap, sys.stdout)

@@ -1,0 +1,90 @@
+"""What the commands that print a view of the node share: getting the snapshot, and printing it.
+
+A view command collects (or loads ``--from FILE``), analyses, and prints in one
+of the ``-o`` forms with the source errors beside it; ``read`` and ``doctor``
+differ only in their views. Only typer and the standard library are imported
+here at module level: this module is on the start-up path of ``devctl --help``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from devctl.cli.common import ExitCode, Output, fail, options, run
+
+if TYPE_CHECKING:
+    from devctl.model import NodeSnapshot, SourceError
+    from devctl.render.table import TableStyle
+
+OutputOpt = Annotated[
+    Output, typer.Option("--output", "-o", help="table, wide (more columns), json or yaml.", case_sensitive=False)
+]
+NoHeadersOpt = Annotated[bool, typer.Option("--no-headers", help="Tables without their header line.")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Names only, one per line.")]
+
+
+def node_snapshot(ctx: typer.Context, want: Iterable[str]) -> NodeSnapshot:
+    """The live node's sources in ``want``, or the whole ``--from`` snapshot."""
+    from devctl.collect import SnapshotError, collect, load_snapshot
+
+    opts = options(ctx)
+    if opts.from_file:
+        try:
+            return load_snapshot(opts.from_file)
+        except SnapshotError as e:
+            fail(f"--from {e}", ExitCode.NO_SOURCE)
+    return run(collect(opts.paths(), opts.timeout, want=set(want)))
+
+
+def table_style(output: Output, no_headers: bool) -> TableStyle:
+    """How a table is drawn for this invocation: wide or not, headers or not, colour only on a terminal."""
+    from devctl.render.style import use_color
+    from devctl.render.table import TableStyle
+
+    return TableStyle(wide=output == Output.wide, headers=not no_headers, color=use_color(sys.stdout))
+
+
+def write_structured(output: Output, body: Any, errors: Iterable[SourceError] | None) -> None:
+    """A view as JSON or YAML on stdout, with ``errors`` appended when given."""
+    from devctl.render import structured
+
+    doc = structured.document(body, errors)
+    sys.stdout.write(structured.to_json(doc) if output == Output.json else structured.to_yaml(doc))
+
+
+def emit(
+    snapshot: NodeSnapshot,
+    shown: Iterable[str],
+    output: Output,
+    body: Any,
+    table: Callable[[TableStyle], str],
+    names: Callable[[], Iterable[str]],
+    *,
+    no_headers: bool,
+    quiet: bool,
+) -> None:
+    """Print one view in the chosen form, warnings on stderr; exit 3 when none of ``shown`` could be read."""
+    from devctl.analyze import errors_of, sources_read
+    from devctl.render import table as tables
+    from devctl.render.style import use_color
+
+    errors = errors_of(snapshot)
+    if output in (Output.json, Output.yaml):
+        write_structured(output, body, errors)
+    else:
+        sys.stderr.write(tables.warnings(errors, use_color(sys.stderr)))
+        if quiet:
+            sys.stdout.write(tables.names(names()))
+        else:
+            text = table(table_style(output, no_headers))
+            if text:
+                sys.stdout.write(text)
+            else:
+                print("No resources found.", file=sys.stderr)
+    sys.stdout.flush()
+    if not sources_read(snapshot) & set(shown):
+        raise typer.Exit(int(ExitCode.NO_SOURCE))
