@@ -8,17 +8,32 @@ test's own event loop, with the app wired as ``devctl demo`` wires it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
+import os
 import time
+from pathlib import Path
 
-from test_tui_support import demo_app, screen_text, sim, source, until, until_view  # noqa: F401  (sim: fixture)
+from test_tui_support import (  # noqa: F401  (sim: a fixture)
+    PINNED,
+    ScriptedFeed,
+    demo_app,
+    pinned_clock,
+    screen_text,
+    sim,
+    until,
+    until_view,
+)
 
+from devctl.collect import collect
 from devctl.model import NodeSnapshot
 from devctl.sim.node import SimNode
-from devctl.tui.app import DevctlApp
+from devctl.tui.app import DevctlApp, make_app
+from devctl.tui.feeds import NodeFeed, PluginControls
 from devctl.tui.screens.detail import ContainerScreen
 from devctl.tui.screens.help import HelpScreen
 from devctl.tui.widgets.table import RowTable
+from devctl.watch import WatchEvent
 
 GPU = "nvidia.com/gpu"
 
@@ -188,10 +203,13 @@ async def test_flipping_health_reaches_the_kubelet_and_comes_back_live(sim: SimN
         assert next(d for d in sim.plugins[GPU].devices if d.id == "GPU-7").health == "Unhealthy"
         await until(pilot, lambda: cells(app, "devices", "GPU-7")[1:4] == ("Unhealthy", "1", "unhealthy"), "GPU-7")
         await until(pilot, lambda: "6 healthy" in screen_text(app), "allocatable 6")
-        lines = [r.cells for r in table(app, "events").rows]
-        assert ("health", GPU, "GPU-7", "Healthy → Unhealthy") in [c[1:] for c in lines]
+        # AND the event log has the change, highlighted
+        await pilot.press("5")
+        await until(pilot, lambda: "Healthy → Unhealthy" in screen_text(app), "the health line in the log")
+        line = next(r for r in table(app, "events").rows if r.cells[1:3] == ("health", GPU))
+        assert line.cells[3:] == ("GPU-7", "Healthy → Unhealthy") and line.tone == "bad"
         # AND pressing h again makes it healthy again
-        await pilot.press("h")
+        await pilot.press("2", "h")
         await until(pilot, lambda: cells(app, "devices", "GPU-7")[1] == "Healthy", "GPU-7 healthy again")
         await until(pilot, lambda: "7 healthy" in screen_text(app), "allocatable 7")
 
@@ -209,8 +227,9 @@ async def test_add_and_remove_a_device_from_the_keyboard(sim: SimNode) -> None: 
         table(app, "devices").move_to_key("GPU-8")
         await pilot.press("x")
         await until(pilot, lambda: "GPU-8" not in [r.key for r in table(app, "devices").rows], "GPU-8 removed")
-        events = [r.cells[1:3] for r in table(app, "events").rows]
-        assert ("added", GPU) in events and ("removed", GPU) in events
+        await pilot.press("5")
+        events = [r.cells[1:4] for r in table(app, "events").rows]
+        assert ("added", GPU, "GPU-8") in events and ("removed", GPU, "GPU-8") in events
 
 
 async def test_control_keys_only_where_a_plugin_runs_in_this_process(sim: SimNode) -> None:  # noqa: F811
@@ -244,25 +263,29 @@ async def test_a_stopped_plugin_shows_disconnected_and_recovers(sim: SimNode) ->
         def events() -> list[tuple[str, ...]]:
             return [r.cells[1:3] for r in table(app, "events").rows]
 
+        await pilot.press("5")
         await until(pilot, lambda: ("reconnected", GPU) in events(), "the live stream to reconnect")
         assert events().index(("disconnected", GPU)) < events().index(("reconnected", GPU))
 
 
 async def test_a_burst_of_updates_renders_once_and_loses_no_event(sim: SimNode) -> None:  # noqa: F811
-    app = demo_app(sim)
+    # GIVEN a feed whose plugin sends 40 health changes back to back (GPU-7 flapping, ending Healthy)
+    snapshot = await collect(sim.paths, 2.0)
+    socket = next(p.socket for p in snapshot.plugins if p.resource == GPU)
+    flaps = [
+        WatchEvent(PINNED, GPU, socket, "health", "GPU-7", *(("Healthy", "Unhealthy")[:: 1 if i % 2 == 0 else -1]))
+        for i in range(40)
+    ]
+    app = make_app(ScriptedFeed(snapshot, flaps), clock=pinned_clock)
     async with app.run_test(size=(100, 30)) as pilot:
         node_source = await until_view(pilot)
         await pilot.press("5")
-        before = node_source.rebuilds
-        logged = len(table(app, "events").rows)
-        # WHEN 40 health changes go out at once
-        for i in range(40):
-            sim.plugins[GPU].set_health("GPU-7", "Unhealthy" if i % 2 == 0 else "Healthy")
-        # THEN every one is in the log, and the view was rebuilt only a few times
-        await until(pilot, lambda: len(table(app, "events").rows) >= logged + 40, "40 health lines")
-        await pilot.pause(0.5)
-        assert node_source.rebuilds - before <= 4, node_source.rebuilds - before
-        await until(pilot, lambda: node_source.view.devices[GPU][7].health == "Healthy", "the last change shown")
+        # THEN every change is in the log
+        await until(pilot, lambda: len(table(app, "events").rows) == 40, "40 health lines")
+        await pilot.pause(0.3)
+        # AND the view was built once for the snapshot and once for the burst (or once for both)
+        assert node_source.rebuilds <= 2, node_source.rebuilds
+        assert node_source.view.devices[GPU][7].health == "Healthy"
 
 
 async def test_polls_stay_far_inside_the_rate_limit(sim: SimNode) -> None:  # noqa: F811
@@ -301,3 +324,30 @@ async def test_usable_at_80_by_24(sim: SimNode) -> None:  # noqa: F811
             assert lines[-1].rstrip().endswith("? help  q quit"), key
         await pilot.press("3")
         assert "ml/train-0" in screen_text(app) and "MISALIGNED" in screen_text(app)
+
+
+async def test_live_events_from_a_devctl_watch_child(sim: SimNode) -> None:  # noqa: F811
+    # GIVEN the app following the plugins through a `devctl watch -o json` child, as `devctl tui` does
+    feed = NodeFeed(sim.paths, 2.0, controls=PluginControls(sim.plugins), watch_subprocess=True)
+    app = make_app(feed, clock=pinned_clock)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until_view(pilot)
+        await pilot.press("5")
+        await until(pilot, lambda: ("snapshot", GPU) in [r.cells[1:3] for r in table(app, "events").rows], "snapshot")
+        # WHEN a device goes bad THEN the child's line reaches the log
+        sim.plugins[GPU].set_health("GPU-7", "Unhealthy")
+        await until(pilot, lambda: "Healthy → Unhealthy" in screen_text(app), "the health line")
+    # AND the child is gone with the app
+    assert not [p for p in child_processes() if "watch" in p]
+
+
+def child_processes() -> list[str]:
+    """Command lines of this process's children (from /proc: no extra dependency)."""
+    me = str(os.getpid())
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if fields[1] == me:
+                out.append((stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode())
+    return out

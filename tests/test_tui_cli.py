@@ -28,11 +28,19 @@ class Terminal:
     """A command on a pseudo-terminal of 100x30, as over SSH: read the screen, type keys, wait for the exit."""
 
     def __init__(self, *args: str, env: dict[str, str] | None = None):
-        self.pid, self.fd = pty.fork()
-        if self.pid == 0:  # the child: size its terminal, then become the command
-            fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
-            os.environ.update({"TERM": "xterm-256color", **(env or {})})
-            os.execv(DEVCTL, [DEVCTL, *args])
+        # Popen, not pty.fork: this test process runs gRPC threads (the simulated node), and
+        # Python code between fork and exec could wait for ever on a lock one of them held.
+        self.fd, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
+        self.process = subprocess.Popen(
+            [DEVCTL, *args],
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            env={**os.environ, "TERM": "xterm-256color", **(env or {})},
+            start_new_session=True,
+        )
+        os.close(slave)
         self.output = b""
         self.status: int | None = None
 
@@ -66,9 +74,8 @@ class Terminal:
     def wait_exit(self, timeout: float = 15.0) -> int:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
-            if pid:
-                self.status = os.waitstatus_to_exitcode(status)
+            if self.process.poll() is not None:
+                self.status = self.process.returncode
                 self._read(0)
                 os.close(self.fd)
                 return self.status
@@ -78,9 +85,8 @@ class Terminal:
 
     def kill(self) -> None:
         if self.status is None:
-            os.kill(self.pid, 9)
-            os.waitpid(self.pid, 0)
-            self.status = -9
+            self.process.kill()
+            self.status = self.process.wait()
 
 
 def demo_roots() -> set[str]:

@@ -22,7 +22,7 @@ from devctl.model import (
 )
 from devctl.plugin.server import DevicePluginServer
 from devctl.plugin.spec import PluginSpec
-from devctl.tui.feeds import ControlError, PluginControls, next_device_id
+from devctl.tui.feeds import ControlError, PluginControls, event_from_json, next_device_id
 from devctl.tui.state import apply_events, build_view, event_line, view_changes
 from devctl.watch import Notice, WatchEvent
 
@@ -183,3 +183,24 @@ def test_plugin_controls_flip_add_and_remove() -> None:
         controls.toggle_health(GPU, "GPU-9")
     with pytest.raises(ControlError, match="not served from this process"):
         controls.add_device("other.com/x")
+
+
+def test_a_devctl_watch_json_line_becomes_an_event() -> None:
+    line = (
+        b'{"time": "2026-01-02T03:04:05.678Z", "resource": "example.com/gpu", "socket": "/dp/gpu.sock", '
+        b'"event": "health", "device": "g0", "from": "Healthy", "to": "Unhealthy", "devices": 3, "healthy": 2}\n'
+    )
+    event = event_from_json(line)
+    assert event == WatchEvent(
+        datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=timezone.utc),
+        GPU,
+        SOCKET,
+        "health",
+        "g0",
+        "Healthy",
+        "Unhealthy",
+        3,
+        2,
+    )
+    assert event_from_json(b"not json\n") is None
+    assert event_from_json(b'{"event": "health"}\n') is None  # no time

@@ -131,7 +131,9 @@ async def _tui(opts: GlobalOptions, specs: list[PluginSpec], force: bool) -> Non
             except (ServeError, OSError) as e:
                 fail(f"--plugin {spec.resource}: {e}")
         controls = PluginControls(servers) if servers else None
-        await _run_app(NodeFeed(paths, opts.timeout, controls=controls), f"node {paths.root}")
+        # A real node's plugins may list thousands of devices: follow them in a child process.
+        feed = NodeFeed(paths, opts.timeout, controls=controls, watch_subprocess=True)
+        await _run_app(feed, f"node {paths.root}")
     finally:
         for server in servers.values():
             await server.stop()

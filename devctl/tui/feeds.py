@@ -9,12 +9,16 @@ own small objects of the same shape. No widgets here.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import contextlib
+import json
 import logging
 import os
 import re
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from datetime import datetime, timezone
 from typing import Any, Protocol
 
 from devctl.model import HEALTHY, UNHEALTHY, Device, NodePaths, NodeSnapshot
@@ -134,12 +138,26 @@ class NodeFeed:
     update (pkg/kubelet/cm/devicemanager/manager.go, writeCheckpoint), so its
     change time says when pod-resources is worth asking again: it has no watch
     RPC, and its rate limit is shared by every client of the node.
+
+    With ``watch_subprocess`` the ListAndWatch streams are followed by a
+    ``devctl watch -o json`` child process instead of in this one: every
+    message is a plugin's full device list, and turning 10,000 devices into
+    events twenty times a second takes most of a core, which then is not the
+    one that answers the keyboard.
     """
 
-    def __init__(self, paths: NodePaths, timeout: float, *, controls: PluginControls | None = None):
+    def __init__(
+        self,
+        paths: NodePaths,
+        timeout: float,
+        *,
+        controls: PluginControls | None = None,
+        watch_subprocess: bool = False,
+    ):
         self.paths = paths
         self.timeout = timeout
         self.controls = controls
+        self.watch_subprocess = watch_subprocess
 
     async def snapshot(self) -> NodeSnapshot:
         from devctl.collect import collect
@@ -147,12 +165,118 @@ class NodeFeed:
         return await collect(self.paths, self.timeout)
 
     def events(self, resolve: Resolver) -> AsyncIterator[object]:
+        if self.watch_subprocess:
+            return watch_in_child(self.paths, self.timeout)
         from devctl.watch import watch
 
         return watch(self.paths, wait=True, timeout=self.timeout, resolve=resolve)
 
     def change_token(self) -> object:
         return file_token(self.paths.checkpoint)
+
+
+class WatchStopped(Exception):
+    """The ``devctl watch`` child ended; the message says how, on one line."""
+
+
+def watch_command(paths: NodePaths, timeout: float) -> list[str]:
+    """``devctl watch`` of every plugin of this node, one JSON object per event (cli.md), waiting for plugins."""
+    return [
+        sys.executable,
+        "-m",
+        "devctl",
+        f"--root={paths.root}",
+        f"--kubelet-dir={paths.kubelet_dir}",
+        f"--plugins-dir={paths.plugins_dir}",
+        f"--pod-resources={paths.pod_resources}",
+        f"--sysfs={paths.sysfs}",
+        f"--pod-logs={paths.pod_logs}",
+        f"--timeout={timeout:g}",
+        "watch",
+        "--wait",
+        "--output=json",
+    ]
+
+
+def event_from_json(line: bytes) -> object | None:
+    """One line of ``devctl watch -o json`` as a WatchEvent (None for a line that is not one)."""
+    from devctl.watch import WatchEvent
+
+    try:
+        data = json.loads(line)
+        when = datetime.fromisoformat(str(data["time"]).replace("Z", "+00:00"))
+        return WatchEvent(
+            time=when,
+            resource=data.get("resource"),
+            socket=data.get("socket"),
+            event=str(data["event"]),
+            device=data.get("device"),
+            from_=data.get("from"),
+            to=data.get("to"),
+            devices=data.get("devices"),
+            healthy=data.get("healthy"),
+        )
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+async def watch_in_child(paths: NodePaths, timeout: float) -> AsyncIterator[object]:
+    """Events of ``devctl watch -o json`` run as a child; its status lines (stderr) come as Notices.
+
+    Raises WatchStopped when the child ends by itself; the child is stopped
+    when the caller stops iterating.
+    """
+    from devctl.watch import Notice
+
+    child = await asyncio.create_subprocess_exec(
+        *watch_command(paths, timeout),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "NO_COLOR": "1"},
+        start_new_session=True,  # a Ctrl-C meant for the TUI is not the child's
+    )
+    queue: asyncio.Queue[object] = asyncio.Queue()
+    done = object()
+    last_error = ""
+
+    async def events(stream: asyncio.StreamReader) -> None:
+        async for line in stream:
+            if (event := event_from_json(line)) is not None:
+                queue.put_nowait(event)
+        queue.put_nowait(done)
+
+    async def notices(stream: asyncio.StreamReader) -> None:
+        nonlocal last_error
+        async for raw in stream:
+            last_error = raw.decode(errors="replace").strip().removeprefix("devctl: ")
+            if last_error:
+                queue.put_nowait(Notice(datetime.now(timezone.utc), last_error))
+        queue.put_nowait(done)
+
+    assert child.stdout is not None and child.stderr is not None
+    readers = [asyncio.ensure_future(events(child.stdout)), asyncio.ensure_future(notices(child.stderr))]
+    try:
+        ended = 0
+        while ended < len(readers):
+            item = await queue.get()
+            if item is done:
+                ended += 1
+                continue
+            yield item
+        status = await child.wait()
+        raise WatchStopped(f"devctl watch exited with status {status}" + (f": {last_error}" if last_error else ""))
+    finally:
+        for reader in readers:
+            reader.cancel()
+        await asyncio.gather(*readers, return_exceptions=True)
+        if child.returncode is None:
+            child.terminate()
+            try:
+                await asyncio.wait_for(child.wait(), 3)
+            except asyncio.TimeoutError:
+                child.kill()
+                await child.wait()
 
 
 class SnapshotFeed:

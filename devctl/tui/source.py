@@ -10,9 +10,11 @@ a key press never waits for an analysis of 10,000 devices.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timezone
 from typing import Any
 
@@ -48,19 +50,24 @@ class NodeSource(Widget):
     # long, but never longer than BURST_MAX after the first of them.
     QUIET = 0.05
     BURST_MAX = 0.3
-    # And it waits at least twice as long as the last rebuild took, so analysis
-    # never takes more than a third of the time, even on a node with 10,000 devices.
+    # And it waits at least three times as long as the last rebuild took, so the
+    # rebuild thread never takes more than a quarter of the time (and of the
+    # interpreter, which it shares with the keyboard), even with 10,000 devices.
     REFRESH_MIN = 0.1
+    REFRESH_FACTOR = 3
     # After the event stream itself fails (not a plugin: the whole watch), start it again after this.
     WATCH_RETRY = 2.0
+    # How long closing the app waits for the feed's threads to clean up.
+    STOP_WAIT = 5.0
 
     class ViewReady(Message):
-        """A new view of the node, and what changed since the one before."""
+        """A new view of the node, what changed since the one before, and what ``present`` made of it."""
 
-        def __init__(self, view: NodeView, lines: list[LogLine]) -> None:
+        def __init__(self, view: NodeView, lines: list[LogLine], presented: object) -> None:
             super().__init__()
             self.view = view
             self.lines = lines
+            self.presented = presented
 
     class LogLines(Message):
         """Lines for the event log that arrived live (ListAndWatch events, notices, log records)."""
@@ -86,45 +93,97 @@ class NodeSource(Widget):
             return isinstance(message, NodeSource.Live)
 
     class Built(Message):
-        def __init__(self, view: NodeView | None, lines: list[LogLine], seconds: float) -> None:
+        def __init__(self, view: NodeView | None, lines: list[LogLine], seconds: float, presented: object) -> None:
             super().__init__()
             self.view = view
             self.lines = lines
             self.seconds = seconds
+            self.presented = presented
 
-    def __init__(self, feed: Feed, *, clock: Clock = utc_now, logs: LogCapture | None = None) -> None:
+    def __init__(
+        self,
+        feed: Feed,
+        *,
+        clock: Clock = utc_now,
+        logs: LogCapture | None = None,
+        present: Callable[[NodeView], object] = lambda view: None,
+    ) -> None:
+        """``present`` runs in the rebuild thread beside the analysis: what the screens can prepare off the loop."""
         super().__init__()
         self.feed = feed
+        self.present = present
         self.clock = clock
         self.logs = logs
         self.view: NodeView | None = None
         self.rebuilds = 0
+        self.last_build_seconds = 0.0  # how long the last rebuild took (bench/bench_tui.py reports it)
         self._base: NodeSnapshot | None = None
-        self._seq = 0
+        self._seq = 0  # numbers live items; only the watch thread counts up
         self._items: list[tuple[int, Any]] = []  # live items since the base snapshot's poll began
-        self._buffer: list[tuple[int, Any]] = []  # live items not handled yet
-        self._poll_wanted = asyncio.Event()
-        self._token: object = None
+        self._buffer: collections.deque[tuple[int, Any]] = collections.deque()  # filled by the watch thread
+        self._poll_wanted = threading.Event()
+        self._polled_once = threading.Event()
+        self._stopping = threading.Event()
+        self._loops: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Task[None]]] = {}
+        self._loops_lock = threading.Lock()
         self._building = False
         self._dirty = False
         self._interval = self.REFRESH_MIN
         self._last_build = -1e9
         self._first_pending: float | None = None  # when the oldest change not yet rebuilt arrived
         self._timer: Any = None
-        self._watching = False
 
     def on_mount(self) -> None:
-        self._token = self.feed.change_token()
         self._poll_wanted.set()
-        self._poll()
-        self.set_interval(self.TOKEN_EVERY, self._check_token)
-        self.set_interval(self.POLL_EVERY, self.request_poll)
+        self._in_own_loop("poll", self._poll_loop)
+        self._in_own_loop("watch", self._watch_loop)
         if self.logs is not None:
             self.logs.on_record = lambda: self.post_message(self.Live())
 
-    def on_unmount(self) -> None:
+    async def on_unmount(self) -> None:
         if self.logs is not None:
             self.logs.on_record = None
+        self._stopping.set()
+        with self._loops_lock:
+            loops = list(self._loops.values())
+        for loop, task in loops:
+            with contextlib.suppress(RuntimeError):  # that loop has just finished by itself
+                loop.call_soon_threadsafe(task.cancel)
+        # Wait (bounded) for the feed's threads to finish their clean-up, such as
+        # stopping a `devctl watch` child, before the process may exit under them.
+        deadline = time.monotonic() + self.STOP_WAIT
+        while any(not loop.is_closed() for loop, _ in loops) and time.monotonic() < deadline:  # noqa: ASYNC110
+            await asyncio.sleep(0.02)  # other threads' loops: nothing here can await them
+
+    # --- the feed's own threads ------------------------------------------------------------
+
+    @work(thread=True, exit_on_error=False, description="feed")
+    def _in_own_loop(self, name: str, run: Callable[[], Awaitable[None]]) -> None:
+        """Run ``run`` on a new event loop in a worker thread, until the app goes away.
+
+        gRPC replies are parsed and turned into model objects where they are
+        received: on this loop, never on the app's, so a plugin listing 10,000
+        devices twenty times a second does not stand between a key and its frame.
+        """
+
+        async def main() -> None:
+            with self._loops_lock:
+                if self._stopping.is_set():
+                    return
+                task = asyncio.current_task()
+                assert task is not None
+                self._loops[name] = (asyncio.get_running_loop(), task)
+            try:
+                await run()
+            finally:
+                with self._loops_lock:
+                    self._loops.pop(name, None)
+
+        with contextlib.suppress(asyncio.CancelledError):
+            asyncio.run(main())
+
+    def _say(self, text: str) -> None:
+        self.post_message(self.LogLines([LogLine(self.clock(), "error", "", "", text, "bad")]))
 
     # --- polling ---------------------------------------------------------------------------
 
@@ -132,25 +191,27 @@ class NodeSource(Widget):
         """Collect again as soon as the rate limit allows."""
         self._poll_wanted.set()
 
-    def _check_token(self) -> None:
+    async def _poll_loop(self) -> None:
         token = self.feed.change_token()
-        if token != self._token:
-            self._token = token
-            self.request_poll()
-
-    @work(exclusive=True, group="poll")
-    async def _poll(self) -> None:
+        last = -1e9
         while True:
-            await self._poll_wanted.wait()
+            changed = self.feed.change_token()
+            due = self._poll_wanted.is_set() or changed != token or time.monotonic() - last >= self.POLL_EVERY
+            if not due:
+                await asyncio.sleep(self.TOKEN_EVERY)
+                continue
+            await asyncio.sleep(max(last + self.POLL_MIN - time.monotonic(), 0))
+            token = changed
             self._poll_wanted.clear()
             mark = self._seq
+            last = time.monotonic()
             try:
                 snapshot = await self.feed.snapshot()
             except Exception as e:  # collect turns failures into SourceErrors; anything else is said, not fatal
-                self.post_message(self.LogLines([LogLine(self.clock(), "error", "", "", f"poll failed: {e}", "bad")]))
+                self._say(f"poll failed: {e}")
             else:
                 self.post_message(self.Polled(snapshot, mark))
-            await asyncio.sleep(self.POLL_MIN)
+                self._polled_once.set()
 
     def on_node_source_polled(self, message: Polled) -> None:
         message.stop()
@@ -158,9 +219,6 @@ class NodeSource(Widget):
         # Events that arrived while the snapshot was taken may not be in it: lay them over it again.
         self._items = [(seq, item) for seq, item in self._items if seq >= message.mark]
         self._schedule()
-        if not self._watching:
-            self._watching = True
-            self._watch()
 
     # --- live events -----------------------------------------------------------------------
 
@@ -169,8 +227,11 @@ class NodeSource(Widget):
         base = self._base
         return {p.socket: p.resource for p in base.plugins} if base else {}
 
-    @work(exclusive=True, group="watch")
-    async def _watch(self) -> None:
+    async def _watch_loop(self) -> None:
+        # The first poll names the sockets' resources. It is set from another thread's
+        # loop, which an asyncio.Event cannot be, hence a threading.Event looked at briefly.
+        while not self._polled_once.is_set():  # noqa: ASYNC110
+            await asyncio.sleep(0.05)
         while True:
             try:
                 async with contextlib.aclosing(self.feed.events(self._resolve)) as events:
@@ -180,13 +241,12 @@ class NodeSource(Widget):
                         self.post_message(self.Live())
                 return
             except Exception as e:  # the watch as a whole failed: say so, and start it again
-                line = LogLine(self.clock(), "error", "", "", f"live events stopped: {e}", "bad")
-                self.post_message(self.LogLines([line]))
+                self._say(f"live events stopped: {e}")
                 await asyncio.sleep(self.WATCH_RETRY)
 
     def on_node_source_live(self, message: Live) -> None:
         message.stop()
-        items, self._buffer = self._buffer, []
+        items = [self._buffer.popleft() for _ in range(len(self._buffer))]
         known = self.view.socket_resource if self.view else {}
         lines = [line for _, item in items if (line := event_line(item, known)) is not None]
         if self.logs is not None:
@@ -226,29 +286,32 @@ class NodeSource(Widget):
         self._first_pending = None
         self._build(self._base, tuple(item for _, item in self._items), self.view)
 
-    @work(thread=True, group="build")
+    # A description of its own: textual's default is the repr of the arguments, a whole snapshot.
+    @work(thread=True, group="build", description="rebuild the view")
     def _build(self, base: NodeSnapshot, items: tuple[Any, ...], previous: NodeView | None) -> None:
         started = time.monotonic()
         try:
             view = build_view(base, items, self.clock(), previous)
             lines = view_changes(previous, view) if previous is not None else []
+            presented = self.present(view)
         except Exception as e:  # a bug in analysis must not freeze the view: keep the last one, say why
             line = LogLine(self.clock(), "error", "", "", f"analysis failed: {type(e).__name__}: {e}", "bad")
-            self.post_message(self.Built(previous, [line], time.monotonic() - started))
+            self.post_message(self.Built(None, [line], time.monotonic() - started, None))
             return
-        self.post_message(self.Built(view, lines, time.monotonic() - started))
+        self.post_message(self.Built(view, lines, time.monotonic() - started, presented))
 
     def on_node_source_built(self, message: Built) -> None:
         message.stop()
         self._building = False
         self._last_build = time.monotonic()
-        self._interval = max(self.REFRESH_MIN, 2 * message.seconds)
+        self.last_build_seconds = message.seconds
+        self._interval = max(self.REFRESH_MIN, self.REFRESH_FACTOR * message.seconds)
         if message.view is None:
             self.post_message(self.LogLines(message.lines))
         else:
             self.view = message.view
             self.rebuilds += 1
-            self.post_message(self.ViewReady(message.view, message.lines))
+            self.post_message(self.ViewReady(message.view, message.lines, message.presented))
         if self._dirty:
             self._dirty = False
             self._schedule()

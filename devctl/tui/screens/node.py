@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import ClassVar
 
 from textual import on
@@ -11,10 +12,12 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import Input, TabbedContent, TabPane
 
+from devctl.analyze import DeviceRow
 from devctl.tui.feeds import ControlError, Feed, LogCapture, PluginControls
 from devctl.tui.screens.detail import ContainerScreen
 from devctl.tui.source import Clock, NodeSource, utc_now
 from devctl.tui.state import NodeView, container_key
+from devctl.tui.widgets import devices, pods, resources
 from devctl.tui.widgets.devices import DevicesPane
 from devctl.tui.widgets.events import EventsPane
 from devctl.tui.widgets.keybar import KeyBar
@@ -22,11 +25,44 @@ from devctl.tui.widgets.numa import NumaPane
 from devctl.tui.widgets.pods import PodsPane
 from devctl.tui.widgets.resources import ResourcesPane
 from devctl.tui.widgets.statusbar import StatusBar
-from devctl.tui.widgets.table import RowTable
+from devctl.tui.widgets.table import Row, RowSet, RowTable, row_set
 
 VIEWS = ("resources", "devices", "pods", "numa", "events")
 TITLES = {"resources": "1 Resources", "devices": "2 Devices", "pods": "3 Pods", "numa": "4 NUMA", "events": "5 Events"}
 CONTROL_ACTIONS = {"toggle_health", "add_device", "remove_device"}
+
+
+@dataclass(frozen=True)
+class Presented:
+    """The rows of every table for one view of the node, made in the rebuild thread."""
+
+    resources: RowSet
+    devices: dict[str, RowSet]
+    pods: RowSet
+
+
+class Presenter:
+    """Formats every row off the event loop: 10,000 devices take longer to format than a key may wait.
+
+    Called only from the rebuild thread, one rebuild at a time; it remembers
+    the device rows it made, so that the next rebuild formats only what changed.
+    """
+
+    def __init__(self) -> None:
+        self._made: dict[DeviceRow, Row] = {}
+
+    def __call__(self, view: NodeView) -> Presented:
+        made: dict[DeviceRow, Row] = {}
+        for rows in view.devices.values():
+            for d in rows:
+                if (row := self._made.get(d)) is not None:
+                    made[d] = row
+        self._made = made
+        return Presented(
+            resources=row_set(resources.COLUMNS, resources.resource_rows(view)),
+            devices={name: row_set(devices.COLUMNS, devices.device_rows(view, name, made)) for name in view.devices},
+            pods=row_set(pods.COLUMNS, pods.pod_rows(view)),
+        )
 
 
 class NodeScreen(Screen[None]):
@@ -68,6 +104,7 @@ class NodeScreen(Screen[None]):
         self.logs = logs
         self.controls: PluginControls | None = getattr(feed, "controls", None)
         self.view: NodeView | None = None
+        self.presented: Presented | None = None
         self.resource: str | None = None  # the resource whose devices the devices view shows
         self._stale: set[str] = set(VIEWS)  # views not redrawn since the last new view
 
@@ -86,7 +123,7 @@ class NodeScreen(Screen[None]):
                 yield EventsPane()
         yield Input(placeholder="filter rows: type, Enter to keep, Esc to clear", id="filter")
         yield KeyBar()
-        yield NodeSource(self.feed, clock=self.clock, logs=self.logs)
+        yield NodeSource(self.feed, clock=self.clock, logs=self.logs, present=Presenter())
 
     def on_mount(self) -> None:
         self.query_one("#resources-table", RowTable).focus()
@@ -107,6 +144,7 @@ class NodeScreen(Screen[None]):
 
     def on_node_source_view_ready(self, message: NodeSource.ViewReady) -> None:
         self.view = message.view
+        self.presented = message.presented  # type: ignore[assignment]
         if message.lines:
             self.query_one(EventsPane).add(message.lines)
         names = [r.name for r in message.view.resources]
@@ -123,18 +161,18 @@ class NodeScreen(Screen[None]):
         self.query_one(EventsPane).add(message.lines)
 
     def _redraw(self, name: str) -> None:
-        view = self.view
-        if view is None or name not in self._stale:
+        view, presented = self.view, self.presented
+        if view is None or presented is None or name not in self._stale:
             return
         self._stale.discard(name)
         if name == "resources":
-            self.query_one(ResourcesPane).show(view)
+            self.query_one(ResourcesPane).show(view, presented.resources)
             if self.resource is not None:
                 self.query_one("#resources-table", RowTable).move_to_key(self.resource)
         elif name == "devices":
-            self.query_one(DevicesPane).show(view, self.resource)
+            self.query_one(DevicesPane).show(view, self.resource, presented.devices.get(self.resource or ""))
         elif name == "pods":
-            self.query_one(PodsPane).show(view)
+            self.query_one(PodsPane).show(view, presented.pods)
         elif name == "numa":
             self.query_one(NumaPane).show(view)
         self._show_keys()
@@ -147,6 +185,7 @@ class NodeScreen(Screen[None]):
     def _tab_shown(self, event: TabbedContent.TabActivated) -> None:
         name = event.pane.id or ""
         self._redraw(name)
+        self.query_one(EventsPane).shown(name == "events")
         table = self.active_table()
         if table is not None:
             table.focus()

@@ -9,7 +9,7 @@ from textual.widgets import Static
 from devctl.analyze import DeviceRow
 from devctl.tui.state import NodeView
 from devctl.tui.widgets.resources import numa_list
-from devctl.tui.widgets.table import Column, Row, RowTable
+from devctl.tui.widgets.table import Column, Row, RowSet, RowTable
 
 COLUMNS = (
     Column("DEVICE", 36, min_width=12),
@@ -26,12 +26,23 @@ def holder_text(d: DeviceRow) -> str:
     return ", ".join(f"{h.namespace}/{h.pod}/{h.container}" for h in d.allocated_to) or "-"
 
 
-def device_rows(view: NodeView, resource: str | None) -> list[Row]:
+def device_row(d: DeviceRow) -> Row:
+    return Row(d.id, (d.id, d.health, numa_list(d.numa_nodes), d.state, holder_text(d)), _TONES.get(d.state, "warn"))
+
+
+def device_rows(view: NodeView, resource: str | None, made: dict[DeviceRow, Row] | None = None) -> list[Row]:
+    """The rows of one resource's devices; a device found in ``made`` (the last rows made) keeps its Row.
+
+    A ListAndWatch update changes a device or two of thousands: formatting only
+    those keeps a rebuild of a 10,000-device view short.
+    """
+    made = made if made is not None else {}
     rows = []
     for d in view.devices.get(resource or "", ()):
-        rows.append(
-            Row(d.id, (d.id, d.health, numa_list(d.numa_nodes), d.state, holder_text(d)), _TONES.get(d.state, "warn"))
-        )
+        row = made.get(d)
+        if row is None:
+            row = made[d] = device_row(d)
+        rows.append(row)
     return rows
 
 
@@ -62,6 +73,6 @@ class DevicesPane(Vertical):
     def table(self) -> RowTable:
         return self.query_one(RowTable)
 
-    def show(self, view: NodeView, resource: str | None) -> None:
+    def show(self, view: NodeView, resource: str | None, rows: RowSet | None) -> None:
         self.query_one("#devices-title", Static).update(title_text(view, resource))
-        self.table.set_rows(device_rows(view, resource))
+        self.table.set_rows(rows or ())

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterable
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.timer import Timer
 
 from devctl.tui.state import LogLine
 from devctl.tui.widgets.table import Column, Row, RowTable
@@ -20,6 +20,9 @@ COLUMNS = (
 )
 
 MAX_LINES = 5000  # older lines drop off; `devctl watch --record` keeps everything
+# New lines reach the table at most this often while the log is on screen, and
+# not at all while it is not: each batch re-lays the screen out once, not once a line.
+FLUSH_EVERY = 0.25
 
 
 def log_row(number: int, line: LogLine) -> Row:
@@ -32,8 +35,10 @@ class EventsPane(Vertical):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self._rows: deque[Row] = deque(maxlen=MAX_LINES)
         self._count = 0
+        self._pending: list[Row] = []
+        self._timer: Timer | None = None
+        self._shown = False
 
     def compose(self) -> ComposeResult:
         yield RowTable(COLUMNS, empty="no events yet", follow_tail=True, id="events-table")
@@ -48,10 +53,21 @@ class EventsPane(Vertical):
         return self._count
 
     def add(self, lines: Iterable[LogLine]) -> None:
-        added = False
-        for line in lines:
-            self._rows.append(log_row(self._count, line))
-            self._count += 1
-            added = True
-        if added:
-            self.table.set_rows(self._rows)
+        rows = [log_row(self._count + i, line) for i, line in enumerate(lines)]
+        self._count += len(rows)
+        self._pending.extend(rows)
+        del self._pending[:-MAX_LINES]
+        if self._shown and self._timer is None:
+            self._timer = self.set_timer(FLUSH_EVERY, self.flush)
+
+    def shown(self, shown: bool) -> None:
+        """Told by the screen when the log comes into view (and goes); lines wait while it is hidden."""
+        self._shown = shown
+        if shown:
+            self.flush()
+
+    def flush(self) -> None:
+        """Put the lines that arrived since the last flush into the table, in one go."""
+        self._timer = None
+        rows, self._pending = self._pending, []
+        self.table.append_rows(rows, MAX_LINES)

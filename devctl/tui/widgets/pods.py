@@ -9,7 +9,7 @@ from textual.widgets import Static
 from devctl.analyze import AlignmentRow
 from devctl.model import ContainerResources
 from devctl.tui.state import NodeView, container_key
-from devctl.tui.widgets.table import Column, Row, RowTable
+from devctl.tui.widgets.table import Column, Row, RowSet, RowTable
 from devctl.units import format_bytes, format_cpulist
 
 COLUMNS = (
@@ -86,5 +86,5 @@ class PodsPane(Vertical):
     def table(self) -> RowTable:
         return self.query_one(RowTable)
 
-    def show(self, view: NodeView) -> None:
-        self.table.set_rows(pod_rows(view))
+    def show(self, view: NodeView, rows: RowSet) -> None:
+        self.table.set_rows(rows)

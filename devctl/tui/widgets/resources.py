@@ -10,7 +10,7 @@ from textual.widgets import Static
 
 from devctl.model import PluginStatus
 from devctl.tui.state import DISCONNECTED_STATUS, NodeView
-from devctl.tui.widgets.table import Column, Row, RowTable
+from devctl.tui.widgets.table import Column, Row, RowSet, RowTable
 
 COLUMNS = (
     Column("RESOURCE", 40, min_width=20, give=1),
@@ -98,8 +98,8 @@ class ResourcesPane(Vertical):
     def table(self) -> RowTable:
         return self.query_one(RowTable)
 
-    def show(self, view: NodeView) -> None:
-        self.table.set_rows(resource_rows(view))
+    def show(self, view: NodeView, rows: RowSet) -> None:
+        self.table.set_rows(rows)
         errors = errors_text(view)
         self.query_one("#errors", Static).update(errors)
         self.query_one("#errors", Static).display = bool(errors)

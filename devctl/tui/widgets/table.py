@@ -52,6 +52,25 @@ class Row:
     tone: str = ""
 
 
+@dataclass(frozen=True)
+class RowSet:
+    """Rows with the natural width of each column over them: built off the event loop, shown at once."""
+
+    rows: tuple[Row, ...]
+    widths: tuple[int, ...]
+
+
+def row_set(columns: Sequence[Column], rows: Sequence[Row]) -> RowSet:
+    """Rows and their column widths (the longest cell or title, capped at the column's max_width)."""
+    widths = [len(c.title) for c in columns]
+    n = len(widths)
+    for row in rows:
+        for i, cell in enumerate(row.cells[:n]):
+            if len(cell) > widths[i]:
+                widths[i] = len(cell)
+    return RowSet(tuple(rows), tuple(min(w, c.max_width) for w, c in zip(widths, columns, strict=True)))
+
+
 def _fit(text: str, width: int) -> str:
     if len(text) <= width:
         return text.ljust(width)
@@ -132,7 +151,7 @@ class RowTable(ScrollView, can_focus=True):
         self.empty = empty
         # A log keeps its newest line in view while the cursor sits on the last row.
         self.follow_tail = follow_tail
-        self._rows: tuple[Row, ...] = ()
+        self._set = RowSet((), tuple(len(c.title) for c in self.columns))
         self._visible: tuple[Row, ...] = ()
         self._natural: tuple[int, ...] = tuple(len(c.title) for c in self.columns)
         self._widths = self._natural
@@ -155,11 +174,28 @@ class RowTable(ScrollView, can_focus=True):
     def cursor_row(self) -> Row | None:
         return self._visible[self._cursor] if self._visible else None
 
-    def set_rows(self, rows: Sequence[Row]) -> None:
-        """Replace every row; the cursor stays on the row with the same key when it is still there."""
-        at_tail = self.follow_tail and (not self._visible or self._cursor >= len(self._visible) - 1)
-        self._rows = tuple(rows)
+    def set_rows(self, rows: Sequence[Row] | RowSet) -> None:
+        """Replace every row; the cursor stays on the row with the same key when it is still there.
+
+        A RowSet made with ``row_set`` off the event loop costs nothing here,
+        however many rows it holds (unless a filter is on).
+        """
+        at_tail = self._at_tail()
+        self._set = rows if isinstance(rows, RowSet) else row_set(self.columns, rows)
         self._apply(tail=at_tail)
+
+    def append_rows(self, rows: Sequence[Row], keep: int) -> None:
+        """Add rows at the end and keep only the last ``keep``: a log, where only the new rows are measured."""
+        if not rows:
+            return
+        at_tail = self._at_tail()
+        added = row_set(self.columns, rows)
+        widths = tuple(max(a, b) for a, b in zip(self._set.widths, added.widths, strict=True))
+        self._set = RowSet((self._set.rows + added.rows)[-keep:], widths)
+        self._apply(tail=at_tail)
+
+    def _at_tail(self) -> bool:
+        return self.follow_tail and (not self._visible or self._cursor >= len(self._visible) - 1)
 
     def watch_filter_text(self) -> None:
         self._apply(tail=False)
@@ -167,15 +203,11 @@ class RowTable(ScrollView, can_focus=True):
     def _apply(self, *, tail: bool) -> None:
         needle = self.filter_text.lower()
         if needle:
-            self._visible = tuple(r for r in self._rows if any(needle in c.lower() for c in r.cells))
+            self._visible = tuple(r for r in self._set.rows if any(needle in c.lower() for c in r.cells))
+            self._natural = row_set(self.columns, self._visible).widths
         else:
-            self._visible = self._rows
-        widths = [len(c.title) for c in self.columns]
-        for row in self._visible:
-            for i, cell in enumerate(row.cells[: len(widths)]):
-                if len(cell) > widths[i]:
-                    widths[i] = len(cell)
-        self._natural = tuple(min(w, c.max_width) for w, c in zip(widths, self.columns, strict=True))
+            self._visible = self._set.rows
+            self._natural = self._set.widths
         self._widths = self._fit_widths()
         self.virtual_size = Size(self._line_width(), len(self._visible) + 1)
         old_key = self._cursor_key
