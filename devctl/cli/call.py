@@ -1,0 +1,295 @@
+"""``devctl call``: one DevicePlugin RPC against one plugin, to debug a plugin by hand.
+
+``devctl call RESOURCE RPC ...`` finds the resource's socket the way ``devctl
+plugins`` names sockets; ``devctl call --socket PATH RPC ...`` skips that. The
+command parses, refuses what it must (``allocate`` and ``prestart`` without
+``--yes``), makes the call through ``DevicePluginClient`` and prints the reply.
+Only typer and the standard library are imported at module level.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from devctl.cli.common import ExitCode, fail, options, run
+
+if TYPE_CHECKING:
+    from devctl.model import NodePaths
+    from devctl.node.deviceplugin import DevicePluginClient
+    from devctl.render.table import TableStyle
+
+# The RPC words of the command line and the DevicePlugin methods they call.
+METHODS = {
+    "options": "GetDevicePluginOptions",
+    "list": "ListAndWatch",
+    "preferred": "GetPreferredAllocation",
+    "allocate": "Allocate",
+    "prestart": "PreStartContainer",
+}
+# A plugin may reserve, reset or power up a device when it is allocated or about to
+# be used by a container (what the kubelet calls these for), so they need --yes.
+CHANGES_STATE = {"allocate", "prestart"}
+
+
+class CallOutput(str, Enum):
+    table = "table"
+    json = "json"
+    yaml = "yaml"
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the command line asks of the plugin."""
+
+    rpc: str  # a key of METHODS
+    device_ids: tuple[str, ...] = ()  # allocate, prestart
+    available: tuple[str, ...] = ()  # preferred
+    must_include: tuple[str, ...] = ()
+    size: int | None = None
+
+    def plain(self) -> dict[str, Any]:
+        """The request as the JSON output echoes it: only the fields its RPC takes."""
+        if self.rpc == "preferred":
+            return {"available": list(self.available), "must_include": list(self.must_include), "size": self.size}
+        if self.rpc in CHANGES_STATE:
+            return {"device_ids": list(self.device_ids)}
+        return {}
+
+
+def call(
+    ctx: typer.Context,
+    args: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="[RESOURCE] RPC [ID...]",
+            help="The resource (unless --socket), then options, list, preferred, allocate or prestart, "
+            "then device IDs (allocate, prestart; candidates for preferred).",
+            show_default=False,
+        ),
+    ],
+    socket: Annotated[
+        str | None,
+        typer.Option("--socket", metavar="PATH", help="Call this socket (a bare name is in the plugins dir)."),
+    ] = None,
+    available: Annotated[
+        list[str] | None,
+        typer.Option("--available", metavar="ID", help="preferred: candidate devices; repeatable, or comma-separated."),
+    ] = None,
+    must_include: Annotated[
+        list[str] | None,
+        typer.Option("--must-include", metavar="ID", help="preferred: devices chosen already; repeatable."),
+    ] = None,
+    size: Annotated[
+        int | None, typer.Option("--size", min=1, metavar="N", help="preferred: how many devices the container needs.")
+    ] = None,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Really call allocate or prestart: they may change device state.")
+    ] = False,
+    output: Annotated[CallOutput, typer.Option("--output", "-o", help="table, json or yaml.")] = CallOutput.table,
+) -> None:
+    """Make one DevicePlugin RPC against a plugin and print the reply: options, list, preferred, allocate, prestart.
+
+    list is the first ListAndWatch list. preferred asks GetPreferredAllocation
+    with --available, --must-include and --size. allocate and prestart take
+    device IDs and need --yes, because a plugin may change a device's state
+    for them. Exit 3 when the plugin cannot be reached or does not answer in
+    --timeout; exit 1 when it answers with an error.
+    """
+    opts = options(ctx)
+    if opts.from_file:
+        fail("--from: call talks to a live plugin; a snapshot file has none")
+    resource, request = parse(args, socket, available or [], must_include or [], size)
+    if request.rpc in CHANGES_STATE and not yes:
+        fail(
+            f"{request.rpc} calls {METHODS[request.rpc]}, which may change the devices' state on the node "
+            "(a plugin may reserve or reset them): add --yes to call it"
+        )
+    from devctl.node.rpc import RpcFailure
+
+    paths = opts.paths()
+    try:
+        result = run(_call(paths, opts.timeout, resource, _socket_path(socket, paths.plugins_dir), request))
+    except RpcFailure as e:
+        fail(e.message, _exit_code(e))
+    _print(result, output)
+
+
+def _split(values: Sequence[str]) -> tuple[str, ...]:
+    return tuple(i for v in values for i in v.split(",") if i)
+
+
+def parse(
+    args: Sequence[str], socket: str | None, available: Sequence[str], must_include: Sequence[str], size: int | None
+) -> tuple[str | None, Request]:
+    """The resource (None with --socket) and the request; a command line that makes no sense exits 2."""
+    rest = list(args)
+    resource = None
+    if socket is None:
+        if not rest or "/" not in rest[0]:
+            fail("name the plugin: a RESOURCE (e.g. nvidia.com/gpu) or --socket PATH, before the RPC")
+        resource = rest.pop(0)
+    elif rest and "/" in rest[0]:
+        fail(f"give a RESOURCE or --socket, not both ({rest[0]} and --socket {socket})")
+    if not rest:
+        fail(f"which RPC? one of {', '.join(METHODS)}")
+    rpc, ids = rest[0], _split(rest[1:])
+    if rpc not in METHODS:
+        fail(f"unknown RPC {rpc!r}: one of {', '.join(METHODS)}")
+    if rpc != "preferred" and (available or must_include or size is not None):
+        fail("--available, --must-include and --size belong to preferred")
+    if rpc in ("options", "list") and ids:
+        fail(f"{rpc} takes no device IDs")
+    if rpc in CHANGES_STATE and not ids:
+        fail(f"{rpc} needs the device IDs to {rpc}")
+    if rpc == "preferred":
+        candidates = tuple(dict.fromkeys((*ids, *_split(available))))
+        if not candidates or size is None:
+            fail("preferred needs the candidates (--available ID...) and the request's --size N")
+        return resource, Request(rpc, available=candidates, must_include=_split(must_include), size=size)
+    return resource, Request(rpc, device_ids=ids)
+
+
+def _socket_path(path: str | None, plugins_dir: str) -> str | None:
+    """``--socket`` as given, or in the plugins dir when it is a bare file name not found here."""
+    if path is not None and "/" not in path and not os.path.exists(path):
+        return os.path.join(plugins_dir, path)
+    return path
+
+
+def _exit_code(e: Exception) -> ExitCode:
+    """3 when the plugin could not be reached or gave no usable reply; 1 when it answered with an error status."""
+    import grpc
+
+    code = getattr(e, "code", None)
+    unreachable = code in (None, grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+    return ExitCode.NO_SOURCE if unreachable else ExitCode.FINDINGS
+
+
+# --- the call ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CallResult:
+    socket: str
+    resource: str | None
+    request: Request
+    reply: Any  # the model object(s) the RPC returned, as devctl.serial shapes them
+    latency_ms: float
+
+
+async def _socket_of(paths: NodePaths, timeout: float, resource: str) -> str:
+    """The socket that serves ``resource``, as ``devctl ls`` shows it (the first by path when several do)."""
+    from devctl.model import PluginStatus
+    from devctl.node.rpc import RpcFailure
+    from devctl.watch import resolve_plugins
+
+    served = await resolve_plugins(paths, timeout)
+    sockets = sorted(s for s, r in served.items() if r == resource)
+    if not sockets:
+        raise RpcFailure(
+            PluginStatus.NO_PLUGIN,
+            f"no serving socket in {paths.plugins_dir} is known to serve {resource} (see devctl plugins)",
+        )
+    return sockets[0]
+
+
+async def _reply(client: DevicePluginClient, request: Request) -> Any:
+    if request.rpc == "options":
+        return await client.options()
+    if request.rpc == "list":
+        return {"devices": await client.first_list()}
+    if request.rpc == "preferred":
+        return {"device_ids": await client.preferred(request.available, request.must_include, request.size or 0)}
+    if request.rpc == "allocate":
+        return await client.allocate(request.device_ids)
+    await client.prestart(request.device_ids)
+    return {}
+
+
+async def _call(
+    paths: NodePaths, timeout: float, resource: str | None, socket: str | None, request: Request
+) -> CallResult:
+    from devctl.node.deviceplugin import DevicePluginClient
+    from devctl.node.rpc import check_socket
+
+    if socket is None:
+        socket = await _socket_of(paths, timeout, resource or "")
+    # A socket-level connect first: gRPC says UNAVAILABLE for a missing, stale or forbidden socket alike.
+    await check_socket(socket, timeout)
+    async with DevicePluginClient(socket, timeout) as client:
+        start = time.perf_counter()
+        reply = await _reply(client, request)
+        latency = (time.perf_counter() - start) * 1000
+    return CallResult(socket, resource, request, reply, round(latency, 3))
+
+
+# --- printing ------------------------------------------------------------------------------------
+
+
+def _print(result: CallResult, output: CallOutput) -> None:
+    from devctl.render import structured
+
+    if output != CallOutput.table:
+        doc = structured.document(
+            {
+                "socket": result.socket,
+                "resource": result.resource,
+                "rpc": METHODS[result.request.rpc],
+                "request": result.request.plain(),
+                "reply": result.reply,
+                "latency_ms": result.latency_ms,
+            }
+        )
+        sys.stdout.write(structured.to_json(doc) if output == CallOutput.json else structured.to_yaml(doc))
+        return
+    from devctl.render.style import use_color
+    from devctl.render.table import TableStyle
+
+    text = reply_table(result, TableStyle(color=use_color(sys.stdout)))
+    if text:
+        sys.stdout.write(text)
+    else:
+        print(f"{METHODS[result.request.rpc]}: the plugin answered with nothing in it", file=sys.stderr)
+
+
+def reply_table(result: CallResult, style: TableStyle) -> str:
+    """The reply as a table: options, devices, preferred IDs, or what Allocate gives the container."""
+    from devctl.render.style import word
+    from devctl.render.table import grid
+
+    rpc, reply = result.request.rpc, result.reply
+    if rpc == "options":
+
+        def flag(on: bool) -> str:
+            return word("yes" if on else "no", style.color)
+
+        row = [flag(reply.pre_start_required), flag(reply.get_preferred_allocation_available)]
+        return grid(["pre-start-required", "preferred-allocation"], [row], style)
+    if rpc == "list":
+        rows = [[d.id, word(d.health, style.color), ",".join(map(str, d.numa_nodes))] for d in reply["devices"]]
+        return grid(["id", "health", "numa"], rows, style)
+    if rpc == "preferred":
+        return grid(["preferred"], [[i] for i in reply["device_ids"]], style)
+    if rpc == "allocate":
+        rows = [
+            *(["env", k, v] for k, v in reply.envs.items()),
+            *(["device", d.container_path, f"{d.host_path} {d.permissions}"] for d in reply.devices),
+            *(["mount", m.container_path, m.host_path + (" ro" if m.read_only else "")] for m in reply.mounts),
+            *(["annotation", k, v] for k, v in reply.annotations.items()),
+            *(["cdi", name, ""] for name in reply.cdi_devices),
+        ]
+        return grid(["kind", "name", "value"], rows, style)
+    return f"{METHODS[rpc]} {','.join(result.request.device_ids)}: ok\n"
+
+
+def register(app: typer.Typer) -> None:
+    """Add this module's commands to the app."""
+    app.command("call")(call)
