@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from devctl import __version__
-from devctl.cli import call, completion, plugin, read, sim, tui, watch
+from devctl.cli import call, completion, doctor, plugin, read, sim, tui, watch
 from devctl.cli.common import ExitCode, GlobalOptions, setup_logging
 from devctl.cli.lazy import LazyGroup, commands
 
@@ -81,7 +81,7 @@ def main_options(
     )
 
 
-for _group in (read, call, watch, plugin, sim, tui, completion):
+for _group in (read, doctor, call, watch, plugin, sim, tui, completion):
     _group.register(commands)
 
 

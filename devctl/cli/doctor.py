@@ -1,0 +1,87 @@
+"""``devctl doctor``: every check on the node, as findings that each say what to do.
+
+The command collects every source (or loads ``--from FILE``), hands the snapshot
+to ``devctl.doctor.diagnose`` and prints the findings. Only typer and the
+standard library are imported at module level.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from enum import Enum
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from devctl.cli.common import ExitCode, Output
+from devctl.cli.output import NoHeadersOpt, OutputOpt, node_snapshot, table_style, write_structured
+
+if TYPE_CHECKING:
+    from devctl.model import Finding
+    from devctl.render.table import TableStyle
+
+
+class Severity(str, Enum):
+    error = "error"
+    warning = "warning"
+    info = "info"
+
+
+# The colour of each severity on a terminal; the word itself is always printed.
+_COLORS = {"error": "red", "warning": "yellow", "info": "dim"}
+
+
+def doctor(
+    ctx: typer.Context,
+    output: OutputOpt = Output.table,
+    no_headers: NoHeadersOpt = False,
+    fail_on: Annotated[
+        Severity, typer.Option("--fail-on", help="Exit 1 when a finding is this severe or more.", case_sensitive=False)
+    ] = Severity.error,
+) -> None:
+    """Run every check on the node and say what to do about each finding. Exit 1 on an error finding.
+
+    Checks the kubelet's sockets, pod-resources, every plugin socket (stale,
+    silent, forbidden, speaking another API), resources without a plugin,
+    unhealthy and missing devices, the checkpoint (checksum, format, entries of
+    pods that are gone), NUMA alignment and the shared CPU pool. `wide` adds a
+    hint to each finding. Exit 3 when no source could be read at all.
+    """
+    from devctl.analyze import ALL_SOURCES, errors_of, sources_read
+    from devctl.doctor import diagnose, fails_on
+
+    snapshot = node_snapshot(ctx, ALL_SOURCES)
+    findings = diagnose(snapshot)
+    if output in (Output.json, Output.yaml):
+        write_structured(output, {"findings": findings}, errors_of(snapshot))
+    else:
+        # Every source error is a finding too, so the table needs no warning lines.
+        text = findings_table(findings, table_style(output, no_headers))
+        if text:
+            sys.stdout.write(text)
+        else:
+            print("No problems found.", file=sys.stderr)
+    sys.stdout.flush()
+    if not sources_read(snapshot):
+        raise typer.Exit(int(ExitCode.NO_SOURCE))
+    if fails_on(findings, fail_on.value):
+        raise typer.Exit(int(ExitCode.FINDINGS))
+
+
+def findings_table(findings: Sequence[Finding], style: TableStyle) -> str:
+    """One row per finding: SEVERITY CODE SUBJECT MESSAGE, and HINT when wide; the severity coloured on a terminal."""
+    from devctl.render.style import paint
+    from devctl.render.table import grid
+
+    headers = ["severity", "code", "subject", "message"] + (["hint"] if style.wide else [])
+    rows = []
+    for f in findings:
+        row = [paint(f.severity, _COLORS.get(f.severity, ""), style.color), f.code, f.subject, f.message]
+        rows.append([*row, f.hint] if style.wide else row)
+    return grid(headers, rows, style)
+
+
+def register(app: typer.Typer) -> None:
+    """Add this module's commands to the app."""
+    app.command("doctor")(doctor)

@@ -1,0 +1,507 @@
+"""The checks of ``devctl doctor``: findings derived from one NodeSnapshot and the views of ``analyze``.
+
+Pure functions, no I/O, so a snapshot taken on a node (``--from FILE``) is
+diagnosed anywhere exactly as on the node. The checks do not analyse anything
+themselves: the counts, states, staleness and alignment come from the views the
+read commands show, and a check only says what a person at the node should make
+of them, and what to do.
+
+Every source error ends up in a finding: the one its check knows the meaning of
+(a stale socket, a kubelet that is down), else ``source-unreadable``. So the
+findings alone tell the whole story, and the table needs no warning lines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from devctl.analyze import (
+    CHECKPOINT,
+    MISSING,
+    NO_SUCH_FILE,
+    PLUGINS_DIR_SOURCE,
+    POD_RESOURCES,
+    CheckpointView,
+    DeviceRow,
+    Holder,
+    PluginRow,
+    ResourceRow,
+    TopologyView,
+    checkpoint_view,
+    devices_view,
+    errors_of,
+    plugins_view,
+    resources_view,
+    topology_view,
+)
+from devctl.model import Finding, NodeSnapshot, PluginStatus, SourceError
+
+ERROR = "error"
+WARNING = "warning"
+INFO = "info"
+SEVERITIES = (ERROR, WARNING, INFO)  # most severe first: the order findings are listed in
+
+# The registry type of a device plugin (pluginregistration's PluginInfo.type); other
+# registry sockets are CSI or DRA drivers, which these checks leave alone.
+DEVICE_PLUGIN_TYPE = "DevicePlugin"
+
+# How many device IDs a message names before it says "and N more".
+MAX_IDS = 8
+
+_AS_ROOT = (
+    "run devctl as root: the kubelet's sockets and files are root's only "
+    "(on a cluster: kubectl debug node/NAME -it --profile=sysadmin --image=IMAGE)"
+)
+_UNREADABLE_HINT = (
+    "at its next start the kubelet forgets which container holds which device and may hand them out twice: "
+    "find what wrote the file before restarting the kubelet; drain the node to be safe"
+)
+_WRONG_PLACE = (
+    "if the kubelet runs, devctl looks in the wrong place: pass --root (/host under kubectl debug node), "
+    "--kubelet-dir or --plugins-dir"
+)
+
+
+def diagnose(snapshot: NodeSnapshot) -> tuple[Finding, ...]:
+    """Every check on one snapshot: errors first, then warnings, then notes; within each, node-wide checks first."""
+    checkup = _Checkup(snapshot)
+    for check in _CHECKS:
+        check(checkup)
+    _unexplained_errors(checkup)
+    rank = {severity: i for i, severity in enumerate(SEVERITIES)}
+    return tuple(sorted(checkup.findings, key=lambda f: rank[f.severity]))
+
+
+def fails_on(findings: Iterable[Finding], severity: str = ERROR) -> bool:
+    """Whether any finding is as severe as ``severity`` or more (``devctl doctor --fail-on``)."""
+    limit = SEVERITIES.index(severity)
+    return any(SEVERITIES.index(f.severity) <= limit for f in findings)
+
+
+@dataclass
+class _Checkup:
+    """One snapshot under examination: its views (each built once), the findings, the errors not yet explained."""
+
+    snapshot: NodeSnapshot
+    findings: list[Finding] = field(default_factory=list)
+    unexplained: list[SourceError] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.unexplained = list(errors_of(self.snapshot))
+
+    @cached_property
+    def resources(self) -> tuple[ResourceRow, ...]:
+        return resources_view(self.snapshot)
+
+    @cached_property
+    def devices(self) -> tuple[DeviceRow, ...]:
+        return devices_view(self.snapshot)
+
+    @cached_property
+    def plugins(self) -> tuple[PluginRow, ...]:
+        return plugins_view(self.snapshot).plugins
+
+    @cached_property
+    def checkpoint(self) -> CheckpointView:
+        return checkpoint_view(self.snapshot)
+
+    @cached_property
+    def topology(self) -> TopologyView:
+        return topology_view(self.snapshot)
+
+    def add(self, severity: str, code: str, subject: str, message: str, hint: str) -> None:
+        self.findings.append(Finding(severity, code, subject, message, hint))
+
+    def explain(self, match: Callable[[SourceError], bool]) -> list[SourceError]:
+        """The source errors that ``match``; a check that takes them owes a finding for each."""
+        taken = [e for e in self.unexplained if match(e)]
+        self.unexplained = [e for e in self.unexplained if not match(e)]
+        return taken
+
+    def permission_denied(self, subject: str) -> None:
+        self.add(
+            WARNING,
+            "permission-denied",
+            subject,
+            "devctl may not open it, so the checks that need it were skipped",
+            _AS_ROOT,
+        )
+
+
+def _ids(ids: Sequence[str]) -> str:
+    shown = ", ".join(ids[:MAX_IDS])
+    return shown if len(ids) <= MAX_IDS else f"{shown} and {len(ids) - MAX_IDS} more"
+
+
+def _holders(holders: Iterable[Holder]) -> str:
+    return ", ".join(f"{h.namespace}/{h.pod}/{h.container}" for h in holders)
+
+
+def _numa(nodes: Sequence[int]) -> str:
+    return ",".join(str(n) for n in nodes)
+
+
+def _denied(message: str) -> bool:
+    return message.endswith("permission denied")
+
+
+# --- the kubelet --------------------------------------------------------------------------------
+
+
+def _kubelet_socket(c: _Checkup) -> None:
+    s = c.snapshot
+    no_dir = c.explain(lambda e: e.source == PLUGINS_DIR_SOURCE and e.message.endswith(NO_SUCH_FILE))
+    if s.kubelet_socket_present:
+        return
+    if no_dir:
+        message = f"the device-plugins directory {s.paths.plugins_dir} does not exist"
+    else:
+        message = "kubelet.sock is missing: the kubelet is not running, or is restarting"
+    c.add(
+        ERROR,
+        "kubelet-socket-missing",
+        s.paths.kubelet_socket,
+        message,
+        f"check the kubelet (systemctl status kubelet; journalctl -u kubelet); {_WRONG_PLACE}",
+    )
+
+
+def _pod_resources(c: _Checkup) -> None:
+    s = c.snapshot
+    errors = c.explain(lambda e: e.source == POD_RESOURCES)
+    if not errors:
+        return
+    message = errors[0].message
+    subject = s.paths.pod_resources
+    if _denied(message):
+        c.permission_denied(subject)
+    elif "rate limit" in message:
+        # pkg/kubelet/apis/podresources/grpc/ratelimit.go: one token bucket for every client of the node.
+        c.add(
+            WARNING,
+            "pod-resources-rate-limited",
+            subject,
+            f"{message}: the kubelet's limit (100 calls/s, shared by every client of the node) is spent",
+            "another client polls pod-resources too fast (a monitoring agent, another devctl): slow it down, "
+            "then run devctl doctor again",
+        )
+    elif s.pods is None:
+        if "no such socket" in message:
+            hint = f"the kubelet is down or runs with another --root-dir; {_WRONG_PLACE}"
+        elif "stale socket" in message:
+            hint = "the kubelet died without removing its socket: restart the kubelet (systemctl restart kubelet)"
+        elif "deadline exceeded" in message or "timed out" in message:
+            hint = "the kubelet accepts connections but does not answer: stuck or overloaded (journalctl -u kubelet)"
+        else:
+            hint = "check the kubelet's health (journalctl -u kubelet)"
+        c.add(ERROR, "pod-resources-unreachable", subject, message, hint)
+    else:
+        c.add(
+            WARNING,
+            "pod-resources-limited",
+            subject,
+            message,
+            "the kubelet lists pods but not what is allocatable (Kubernetes 1.20 and later do): the checks of "
+            "allocatable devices, exclusive CPUs and NUMA alignment are incomplete",
+        )
+
+
+# --- plugin sockets ----------------------------------------------------------------------------------
+
+
+def _malformed(error: str) -> bool:
+    # The wording of devctl.node.rpc.parsed, devctl.collect's undecodable replies, and
+    # a gRPC server that has no DevicePlugin service at all.
+    return "the reply is not a" in error or "could not be decoded" in error or "UNIMPLEMENTED" in error
+
+
+def _socket_failures(c: _Checkup) -> None:
+    for row in c.plugins:
+        if row.status == PluginStatus.SERVING.value or row.error is None:
+            continue
+        c.explain(lambda e, row=row: e.source in ("plugin", "registry") and e.message == row.error)
+        of = f" (it served {row.resource})" if row.resource else ""
+        if row.status == PluginStatus.STALE.value:
+            c.add(
+                ERROR,
+                "stale-socket",
+                row.socket,
+                f"a socket file with nothing listening on it{of}: its plugin died without removing it",
+                "restart the plugin's pod (its DaemonSet); if the plugin is gone for good, remove the file "
+                "(a kubelet restart removes it too)",
+            )
+        elif row.status == PluginStatus.TIMEOUT.value:
+            c.add(
+                ERROR,
+                "plugin-timeout",
+                row.socket,
+                f"{row.error}{of}",
+                "the plugin accepts connections but does not answer: it is stuck; read its logs, then restart its pod",
+            )
+        elif row.status == PluginStatus.PERMISSION_DENIED.value:
+            c.permission_denied(row.socket)
+        elif _malformed(row.error):
+            c.add(
+                ERROR,
+                "plugin-malformed",
+                row.socket,
+                f"{row.error}: it does not speak the v1beta1 DevicePlugin API",
+                "another program's socket in the plugins dir, or a plugin built for another API version: "
+                "find its owner (ss -xlp | grep SOCKET) and fix or move it",
+            )
+        else:
+            c.add(
+                ERROR, "plugin-unreachable", row.socket, f"{row.error}{of}", "read the plugin's logs, restart its pod"
+            )
+
+
+def _unknown_resources(c: _Checkup) -> None:
+    for row in c.plugins:
+        if row.status != PluginStatus.SERVING.value or row.resource is not None:
+            continue
+        if row.registry is not None and row.registry.type != DEVICE_PLUGIN_TYPE:
+            continue  # a CSI or DRA driver: not a device plugin
+        c.add(
+            INFO,
+            "unknown-resource",
+            row.socket,
+            f"serves {row.devices} device(s) whose IDs the kubelet does not tie to any one resource",
+            "if the plugin registered, the kubelet would list its devices: check the plugin's logs for Register "
+            "errors; `devctl call --socket SOCKET list` shows what it serves",
+        )
+
+
+def _duplicate_plugins(c: _Checkup) -> None:
+    sockets: dict[str, list[str]] = {}
+    for row in c.plugins:
+        if row.status == PluginStatus.SERVING.value and row.resource is not None:
+            sockets.setdefault(row.resource, []).append(row.socket)
+    for resource, paths in sorted(sockets.items()):
+        if len(paths) > 1:
+            # pkg/kubelet/cm/devicemanager/manager.go: the newest registration takes the
+            # resource, and the end of the older one's stream marks the resource unhealthy.
+            c.add(
+                WARNING,
+                "duplicate-plugin",
+                resource,
+                f"{len(paths)} sockets serve it: {', '.join(paths)}",
+                "the kubelet uses the one that registered last, and when the other stops it marks the resource "
+                "unhealthy: stop the extra plugin (a debug plugin beside the real one?)",
+            )
+
+
+# --- resources and devices ---------------------------------------------------------------------------
+
+
+def _no_plugin(c: _Checkup) -> None:
+    allocatable = {d.resource for d in c.snapshot.allocatable.devices} if c.snapshot.allocatable else set()
+    for row in c.resources:
+        if row.status != PluginStatus.NO_PLUGIN.value:
+            continue
+        hint = (
+            "find the plugin's pod on this node (kubectl get pods -A -o wide --field-selector spec.nodeName=NODE) "
+            f"and read its logs: a plugin serves a socket in {c.snapshot.paths.plugins_dir} and registers with "
+            "kubelet.sock again after every kubelet restart"
+        )
+        if row.allocated or row.name in allocatable:
+            message = "no plugin socket serves it, yet the kubelet still uses it"
+            if row.allocated:
+                message += f" ({row.allocated} device(s) held by running containers)"
+            c.add(ERROR, "no-plugin", row.name, f"{message}: pods that request it cannot start", hint)
+        else:
+            c.add(
+                WARNING,
+                "no-plugin",
+                row.name,
+                "no plugin socket serves it; only the checkpoint still names it (a plugin removed, or not "
+                "registered again since the kubelet started)",
+                hint,
+            )
+
+
+def _devices(c: _Checkup) -> None:
+    serving = {r.name: r for r in c.resources if r.status == PluginStatus.SERVING.value}
+    unhealthy: dict[str, list[str]] = {}
+    for d in c.devices:
+        resource = serving.get(d.resource)
+        if resource is None:
+            continue  # no plugin to vouch for its health: the socket or no-plugin finding says why
+        subject = f"{d.resource}/{d.id}"
+        if d.health == MISSING:
+            c.add(
+                ERROR,
+                "device-missing",
+                subject,
+                f"held by {_holders(d.allocated_to)}, but its plugin no longer lists it",
+                "the plugin lost the device (unplugged, driver reloaded, ID renamed) while a container holds it: "
+                "read the plugin's logs; recreate the pod to get a device the plugin lists",
+            )
+        elif d.state == "unhealthy-allocated":
+            c.add(
+                ERROR,
+                "unhealthy-allocated",
+                subject,
+                f"unhealthy ({d.health}), and still held by {_holders(d.allocated_to)}",
+                "the kubelet does not take a device away from a running container: find out why it failed "
+                "(the plugin's logs, dmesg), then recreate the pod so it gets a healthy one",
+            )
+        elif d.state == "unhealthy":
+            unhealthy.setdefault(d.resource, []).append(d.id)
+    for name, ids in sorted(unhealthy.items()):
+        c.add(
+            WARNING,
+            "unhealthy-devices",
+            name,
+            f"{len(ids)} of {serving[name].capacity} device(s) unhealthy: {_ids(ids)}",
+            "the kubelet allocates them to no one; the plugin's logs (and dmesg) say why it marked them: "
+            "repair or replace the hardware",
+        )
+
+
+# --- the checkpoint ---------------------------------------------------------------------------------
+
+
+def _checkpoint(c: _Checkup) -> None:
+    path = c.snapshot.paths.checkpoint
+    for e in c.explain(lambda e: e.source == CHECKPOINT):
+        if e.message.endswith(NO_SUCH_FILE):
+            # A kubelet that no plugin has registered with writes none; a dead kubelet
+            # is kubelet-socket-missing's to tell.
+            continue
+        if _denied(e.message):
+            c.permission_denied(path)
+        else:
+            c.add(ERROR, "checkpoint-unreadable", path, e.message, _UNREADABLE_HINT)
+    view = c.checkpoint
+    if view.format is None:
+        return
+    # An AllocResp that is not base64 fails encoding/json before any checksum: then
+    # no checksum is computed, and the whole file is lost to the kubelet.
+    decodes = view.computed_checksum is not None
+    if view.checksum_ok is False and not decodes:
+        bad = next((e for e in view.entries if e.allocation_error), None)
+        which = f"{bad.pod_uid}/{bad.container}: {bad.allocation_error}" if bad else "an AllocResp is not base64"
+        c.add(
+            ERROR,
+            "checkpoint-unreadable",
+            path,
+            f"{which}: the kubelet cannot decode the file and will start empty",
+            _UNREADABLE_HINT,
+        )
+    elif view.checksum_ok is False:
+        # pkg/kubelet/checkpointmanager/checkpoint_manager.go refuses the file; the device
+        # manager then starts with no allocations (pkg/kubelet/cm/devicemanager/manager.go).
+        c.add(
+            ERROR,
+            "checksum-mismatch",
+            path,
+            f"stored checksum {view.checksum}, computed {view.computed_checksum}: "
+            "the kubelet will refuse the file at its next start and start empty",
+            "something other than the kubelet changed the file: the devices held now may be handed out twice "
+            "after a kubelet restart; drain the node before restarting the kubelet",
+        )
+    if view.format == "v1":
+        c.add(
+            WARNING,
+            "checkpoint-old-format",
+            path,
+            "written in the format of Kubernetes 1.19 and older (device IDs without NUMA nodes)",
+            "a current kubelet reads it once, on upgrade, and writes the new format at its next change: a file "
+            "that stays old means the kubelet here is that old, or has not changed anything since",
+        )
+    # Without pod-resources and without a pod identity on disk, checkpoint_view calls
+    # every entry stale: that is "cannot tell", and pod-resources-unreachable says so.
+    can_tell = c.snapshot.pods is not None or bool(c.snapshot.pod_identities)
+    for entry in view.entries:
+        owner = f"{entry.pod.namespace}/{entry.pod.name}" if entry.pod else entry.pod_uid
+        subject = f"{owner}/{entry.container}"
+        ids = list(dict.fromkeys(i for group in entry.device_ids.values() for i in group))
+        if entry.allocation_error is not None and decodes:
+            # pkg/kubelet/cm/devicemanager/pod_devices.go fromCheckpointData skips such an entry.
+            c.add(
+                WARNING,
+                "alloc-undecodable",
+                subject,
+                f"the allocation of {entry.resource} cannot be decoded: {entry.allocation_error}",
+                "at its next start the kubelet skips this entry: the container keeps running, but its devices "
+                "look free and may be given to another pod",
+            )
+        if entry.stale and can_tell:
+            # The device manager drops the entries of pods that are gone before it picks
+            # devices for a new container (pkg/kubelet/cm/devicemanager/manager.go,
+            # UpdateAllocatedDevices); the scheduler never counted them.
+            c.add(
+                WARNING,
+                "stale-allocation",
+                subject,
+                f"pod {entry.pod_uid} no longer runs, but the checkpoint still gives it {entry.resource} {_ids(ids)}",
+                f"nothing to do: the kubelet frees them at its next allocation of {entry.resource}, before it "
+                "picks devices",
+            )
+
+
+# --- topology ---------------------------------------------------------------------------------------
+
+
+def _numa_alignment(c: _Checkup) -> None:
+    for a in c.topology.alignment:
+        if a.aligned is not False:
+            continue
+        where = [
+            f"{what} on NUMA {_numa(nodes)}"
+            for what, nodes in (("devices", a.device_numa), ("exclusive CPUs", a.cpu_numa), ("memory", a.memory_numa))
+            if nodes
+        ]
+        c.add(
+            WARNING,
+            "numa-misaligned",
+            f"{a.namespace}/{a.pod}/{a.container}",
+            "; ".join(where),
+            "the Topology Manager let it start across NUMA nodes (policy none or best-effort): set "
+            "--topology-manager-policy=single-numa-node (or restricted) if it matters, then recreate the pod",
+        )
+
+
+def _shared_pool(c: _Checkup) -> None:
+    allocatable = c.snapshot.allocatable
+    if allocatable is None or not allocatable.cpu_ids or c.topology.shared_pool:
+        return
+    c.add(
+        WARNING,
+        "no-shared-cpus",
+        "shared-pool",
+        f"containers hold all {len(allocatable.cpu_ids)} allocatable CPUs exclusively: every other container "
+        "shares only the reserved CPUs",
+        "Burstable and BestEffort pods now compete for the reserved CPUs: move a Guaranteed pod away, or "
+        "lower its whole-CPU requests",
+    )
+
+
+# --- whatever no check explained ---------------------------------------------------------------------
+
+
+def _unexplained_errors(c: _Checkup) -> None:
+    for e in c.explain(lambda e: True):
+        if _denied(e.message):
+            c.permission_denied(e.source)
+        elif e.source == "sysfs":
+            hint = "NUMA alignment cannot be checked: point --sysfs at the host's /sys (/host/sys under kubectl debug)"
+            c.add(WARNING, "source-unreadable", e.source, e.message, hint)
+        else:
+            c.add(WARNING, "source-unreadable", e.source, e.message, "the checks that need it were skipped")
+
+
+_CHECKS: tuple[Callable[[_Checkup], None], ...] = (
+    _kubelet_socket,
+    _pod_resources,
+    _socket_failures,
+    _duplicate_plugins,
+    _unknown_resources,
+    _no_plugin,
+    _devices,
+    _checkpoint,
+    _numa_alignment,
+    _shared_pool,
+)

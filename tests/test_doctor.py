@@ -1,0 +1,444 @@
+"""``devctl doctor`` on simulated nodes made sick on purpose, and ``devctl.doctor`` on snapshots.
+
+Each node problem is made for real (a dead socket file, a hung or babbling
+plugin, a changed checkpoint, a device that goes bad under a running
+container, a plugin that stops) and the finding a person would act on is
+checked field by field, with the exit code. The few conditions a simulator
+cannot make on cue (the kubelet's rate limit) are checked on a snapshot.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from badservers import GARBAGE, hung_server, malformed_plugin, stale_socket
+from test_call import background, devctl  # noqa: F401 (background is a fixture)
+
+from devctl.analyze import POD_RESOURCES
+from devctl.doctor import diagnose, fails_on
+from devctl.model import Device, Finding, NodeSnapshot, SourceError
+from devctl.node.checkpoint import fnv1a32, render_spew
+from devctl.node.paths import resolve_paths
+from devctl.plugin.server import DevicePluginServer
+from devctl.plugin.spec import PluginSpec
+from devctl.sim.scenario import KubeletOptions, default_scenario, parse_scenario
+from devctl.sim.thread import SimHandle, running_sim
+
+GPU, NIC, FOO = "nvidia.com/gpu", "intel.com/sriov_netdevice", "hardware-vendor.example/foo"
+FIELDS = ["severity", "code", "subject", "message", "hint"]
+
+
+def doctor(root: Path | str, *args: str, timeout: float = 2.0):
+    return devctl(root, "doctor", *args, timeout=timeout)
+
+
+def findings(result) -> list[dict]:
+    doc = result.json
+    assert list(doc) == ["findings", "errors"]
+    for f in doc["findings"]:
+        assert list(f) == FIELDS and all(isinstance(f[k], str) and f[k] for k in FIELDS), f
+    return doc["findings"]
+
+
+def codes(result) -> list[tuple[str, str, str]]:
+    """(severity, code, subject) of each finding, in the order printed."""
+    return [(f["severity"], f["code"], f["subject"]) for f in findings(result)]
+
+
+def edit_checkpoint(sim: SimHandle, change) -> Path:
+    """Rewrite the simulated node's checkpoint in place: ``change(doc)`` edits the parsed JSON."""
+    path = Path(sim.paths.checkpoint)
+    doc = json.loads(path.read_text())
+    change(doc)
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def seal(doc: dict) -> None:
+    """Give a checkpoint the checksum the kubelet would compute for its Data."""
+    doc["Checksum"] = fnv1a32(render_spew(doc["Data"]).encode())
+
+
+# --- the default scenario -----------------------------------------------------------------------------
+
+
+def test_the_default_node_has_one_unhealthy_gpu_and_one_misaligned_pod(sim_node: SimHandle):
+    r = doctor(sim_node.root, "-o", "json")
+    assert r.exit_code == 0, r.stderr
+    assert r.json["errors"] == []
+    unhealthy, misaligned = findings(r)
+    assert unhealthy == {
+        "severity": "warning",
+        "code": "unhealthy-devices",
+        "subject": GPU,
+        "message": "1 of 8 device(s) unhealthy: GPU-5",
+        "hint": unhealthy["hint"],
+    }
+    assert "allocates them to no one" in unhealthy["hint"]
+    assert misaligned == {
+        "severity": "warning",
+        "code": "numa-misaligned",
+        "subject": "inference/serve-0/server",
+        "message": "devices on NUMA 0; exclusive CPUs on NUMA 1; memory on NUMA 1",
+        "hint": misaligned["hint"],
+    }
+    assert "--topology-manager-policy=single-numa-node" in misaligned["hint"]
+
+
+def test_table_wide_yaml_and_fail_on(sim_node: SimHandle):
+    r = doctor(sim_node.root)
+    assert (r.exit_code, r.stderr) == (0, "")
+    header, *rows = r.stdout.splitlines()
+    assert header.split() == ["SEVERITY", "CODE", "SUBJECT", "MESSAGE"]
+    assert [row.split()[:3] for row in rows] == [
+        ["warning", "unhealthy-devices", GPU],
+        ["warning", "numa-misaligned", "inference/serve-0/server"],
+    ]
+    assert rows[0].rstrip().endswith("1 of 8 device(s) unhealthy: GPU-5")
+    wide = doctor(sim_node.root, "-o", "wide").stdout.splitlines()
+    assert wide[0].split() == ["SEVERITY", "CODE", "SUBJECT", "MESSAGE", "HINT"]
+    assert wide[1].endswith(findings(doctor(sim_node.root, "-o", "json"))[0]["hint"])
+    assert [line.split() for line in doctor(sim_node.root, "--no-headers").stdout.splitlines()] == [
+        row.split() for row in rows
+    ]
+    as_yaml = yaml.safe_load(doctor(sim_node.root, "-o", "yaml").stdout)
+    assert as_yaml == doctor(sim_node.root, "-o", "json").json
+    assert doctor(sim_node.root, "--fail-on", "warning").exit_code == 1
+    assert doctor(sim_node.root, "--fail-on", "bogus").exit_code == 2
+
+
+def test_a_snapshot_file_gets_the_same_findings(sim_node: SimHandle, tmp_path: Path):
+    snap = tmp_path / "node.json"
+    assert devctl(sim_node.root, "snapshot", "-f", str(snap)).exit_code == 0
+    from_file = devctl(sim_node.root, "--from", str(snap), "doctor", "-o", "json")
+    assert from_file.exit_code == 0
+    assert from_file.json == doctor(sim_node.root, "-o", "json").json
+
+
+def test_a_healthy_node_has_no_problems(short_root: Path):
+    scenario = parse_scenario(
+        {
+            "numa_nodes": [{"id": 0, "cpus": "0-3", "memory": "1Gi"}],
+            "resources": [{"name": "example.com/dev", "count": 2, "numa": [0, 0]}],
+            "pods": [{"name": "p", "containers": [{"name": "c", "requests": {"example.com/dev": 1}}]}],
+        }
+    )
+    with running_sim(short_root, scenario) as node:
+        r = doctor(node.root)
+    assert (r.exit_code, r.stdout, r.stderr) == (0, "", "No problems found.\n")
+
+
+# --- sockets ----------------------------------------------------------------------------------------------
+
+
+def test_stale_hung_and_malformed_sockets_are_errors(sim_node: SimHandle, background):  # noqa: F811
+    d = sim_node.paths.plugins_dir
+    stale_socket(f"{d}/old.sock")
+    background(hung_server(f"{d}/hung.sock"))
+    background(malformed_plugin(f"{d}/bad.sock"))
+    start = time.monotonic()
+    r = doctor(sim_node.root, "-o", "json", timeout=0.5)
+    assert time.monotonic() - start < 0.5 + 1
+    assert r.exit_code == 1
+    found = {f["code"]: f for f in findings(r)}
+    assert codes(r)[:3] == [
+        ("error", "plugin-malformed", f"{d}/bad.sock"),
+        ("error", "plugin-timeout", f"{d}/hung.sock"),
+        ("error", "stale-socket", f"{d}/old.sock"),
+    ]
+    assert found["stale-socket"]["message"] == (
+        "a socket file with nothing listening on it: its plugin died without removing it"
+    )
+    assert "restart the plugin's pod" in found["stale-socket"]["hint"]
+    assert "remove the file" in found["stale-socket"]["hint"]
+    assert (
+        found["plugin-timeout"]["message"]
+        == f"{d}/hung.sock GetDevicePluginOptions: no answer after 0.5s (deadline exceeded)"
+    )
+    assert found["plugin-malformed"]["message"].endswith("it does not speak the v1beta1 DevicePlugin API")
+    # The rest of the node is still checked, and every source error is in "errors" too.
+    assert {"unhealthy-devices", "numa-misaligned"} <= set(found)
+    assert sorted(e["message"].split(" ")[0].rstrip(":") for e in r.json["errors"]) == [
+        f"{d}/bad.sock",
+        f"{d}/hung.sock",
+        f"{d}/old.sock",
+    ]
+    # A table needs no warning lines: each of those errors is a finding.
+    table = doctor(sim_node.root, timeout=0.5)
+    assert table.exit_code == 1 and table.stderr == ""
+    assert [line.split()[:2] for line in table.stdout.splitlines()[1:4]] == [
+        ["error", "plugin-malformed"],
+        ["error", "plugin-timeout"],
+        ["error", "stale-socket"],
+    ]
+
+
+def serve(directory: str, socket: str, resource: str, ids: list[str]):
+    """A plugin that serves ``ids`` on ``socket`` without registering (a debug plugin beside the real one)."""
+    spec = PluginSpec(resource, tuple(Device(i, numa_nodes=(0,)) for i in ids), socket)
+    return DevicePluginServer(spec, directory, register=False)
+
+
+def test_a_second_plugin_of_a_resource_and_a_plugin_of_nothing_known(sim_node: SimHandle, background):  # noqa: F811
+    d = sim_node.paths.plugins_dir
+    background(serve(d, "gpu-debug.sock", GPU, [f"GPU-{i}" for i in range(8)]))
+    background(serve(d, "mystery.sock", "example.com/mystery", ["m-0", "m-1"]))
+    r = doctor(sim_node.root, "-o", "json")
+    assert r.exit_code == 0
+    found = {f["code"]: f for f in findings(r)}
+    duplicate = found["duplicate-plugin"]
+    assert (duplicate["severity"], duplicate["subject"]) == ("warning", GPU)
+    assert duplicate["message"] == f"2 sockets serve it: {d}/gpu-debug.sock, {d}/nvidia-gpu.sock"
+    unknown = found["unknown-resource"]
+    assert (unknown["severity"], unknown["subject"]) == ("info", f"{d}/mystery.sock")
+    assert unknown["message"] == "serves 2 device(s) whose IDs the kubelet does not tie to any one resource"
+    assert "devctl call --socket" in unknown["hint"]
+    assert codes(r)[-1][0] == "info"  # notes come last
+
+
+def test_a_plugin_that_stopped_leaves_its_resource_without_a_plugin(sim_node: SimHandle):
+    async def stop_foo(node):
+        await node.plugins[FOO].stop()
+
+    sim_node.call(stop_foo)
+    r = doctor(sim_node.root, "-o", "json")
+    assert r.exit_code == 1
+    (no_plugin,) = [f for f in findings(r) if f["code"] == "no-plugin"]
+    assert (no_plugin["severity"], no_plugin["subject"]) == ("error", FOO)
+    assert no_plugin["message"] == (
+        "no plugin socket serves it, yet the kubelet still uses it (1 device(s) held by running containers): "
+        "pods that request it cannot start"
+    )
+    assert sim_node.paths.plugins_dir in no_plugin["hint"]
+
+
+# --- devices ----------------------------------------------------------------------------------------------
+
+
+def test_a_device_that_goes_bad_or_away_under_a_running_container(sim_node: SimHandle):
+    sim_node.set_health(GPU, "GPU-0", "Unhealthy")
+    sim_node.remove_device(GPU, "GPU-1")  # doctor asks the plugin itself: no wait for the kubelet
+    r = doctor(sim_node.root, "-o", "json")
+    assert r.exit_code == 1
+    by_code = {f["code"]: f for f in findings(r)}
+    assert codes(r)[:2] == [
+        ("error", "unhealthy-allocated", f"{GPU}/GPU-0"),
+        ("error", "device-missing", f"{GPU}/GPU-1"),
+    ]
+    assert by_code["unhealthy-allocated"]["message"] == "unhealthy (Unhealthy), and still held by ml/train-0/trainer"
+    assert by_code["device-missing"]["message"] == "held by ml/train-0/trainer, but its plugin no longer lists it"
+    assert by_code["unhealthy-devices"]["message"] == "1 of 7 device(s) unhealthy: GPU-5"
+
+
+# --- the checkpoint ---------------------------------------------------------------------------------------
+
+
+def test_a_changed_checkpoint_is_a_checksum_error(sim_node: SimHandle):
+    path = Path(sim_node.paths.checkpoint)
+    raw = path.read_bytes()
+    assert raw.count(b'"GPU-7"') == 1  # only in RegisteredDevices: no container holds it
+    path.write_bytes(raw.replace(b'"GPU-7"', b'"GPU-8"'))
+    r = doctor(sim_node.root, "-o", "json")
+    assert r.exit_code == 1
+    (mismatch,) = [f for f in findings(r) if f["severity"] == "error"]
+    assert (mismatch["code"], mismatch["subject"]) == ("checksum-mismatch", str(path))
+    stored = json.loads(raw)["Checksum"]
+    assert mismatch["message"].startswith(f"stored checksum {stored}, computed ")
+    assert mismatch["message"].endswith("the kubelet will refuse the file at its next start and start empty")
+
+
+def test_a_checkpoint_that_is_not_json_is_unreadable(sim_node: SimHandle):
+    Path(sim_node.paths.checkpoint).write_text('{"Data": {"PodDeviceEntries": [{"PodUID": ')
+    r = doctor(sim_node.root, "-o", "json")
+    assert r.exit_code == 1
+    (bad,) = [f for f in findings(r) if f["severity"] == "error"]
+    assert (bad["code"], bad["subject"]) == ("checkpoint-unreadable", sim_node.paths.checkpoint)
+    assert bad["message"] == r.json["errors"][0]["message"]
+    assert "drain the node" in bad["hint"]
+
+
+def test_entries_of_gone_pods_and_an_undecodable_allocation(sim_node: SimHandle):
+    def add_entries(doc):
+        entries = doc["Data"]["PodDeviceEntries"]
+        entries.append(
+            {"PodUID": "0ld-p0d", "ContainerName": "cuda", "ResourceName": GPU,
+             "DeviceIDs": {"1": ["GPU-7"]}, "AllocResp": ""}
+        )  # fmt: skip
+        entries.append(
+            {**entries[0], "AllocResp": base64.b64encode(GARBAGE).decode()}
+        )  # train-0's own entry, with an allocation the kubelet cannot decode
+        seal(doc)
+
+    edit_checkpoint(sim_node, add_entries)
+    r = doctor(sim_node.root, "-o", "json")
+    assert r.exit_code == 0, r.stdout  # warnings only: the kubelet copes with both
+    by_code = {f["code"]: f for f in findings(r)}
+    stale = by_code["stale-allocation"]
+    assert (stale["severity"], stale["subject"]) == ("warning", "0ld-p0d/cuda")
+    assert stale["message"] == f"pod 0ld-p0d no longer runs, but the checkpoint still gives it {GPU} GPU-7"
+    assert "next allocation of nvidia.com/gpu" in stale["hint"]
+    undecodable = by_code["alloc-undecodable"]
+    assert (undecodable["severity"], undecodable["subject"]) == ("warning", "ml/train-0/trainer")
+    assert undecodable["message"].startswith(f"the allocation of {GPU} cannot be decoded: ")
+    assert "skips this entry" in undecodable["hint"]
+
+
+def test_an_allocation_that_is_not_base64_loses_the_whole_file(sim_node: SimHandle):
+    def break_entry(doc):
+        doc["Data"]["PodDeviceEntries"][0]["AllocResp"] = "not base64!"
+
+    edit_checkpoint(sim_node, break_entry)
+    r = doctor(sim_node.root, "-o", "json")
+    assert r.exit_code == 1
+    (bad,) = [f for f in findings(r) if f["severity"] == "error"]
+    assert bad["code"] == "checkpoint-unreadable"
+    assert bad["message"].endswith("the kubelet cannot decode the file and will start empty")
+    assert "AllocResp is not base64" in bad["message"]
+    assert "alloc-undecodable" not in [f["code"] for f in findings(r)]
+
+
+def test_an_old_format_checkpoint(sim_node: SimHandle):
+    def downgrade(doc):
+        data = {
+            "PodDeviceEntries": [
+                {"PodUID": "uid-old", "ContainerName": "cuda", "ResourceName": GPU,
+                 "DeviceIDs": ["GPU-7"], "AllocResp": ""}
+            ],
+            "RegisteredDevices": doc["Data"]["RegisteredDevices"],
+        }  # fmt: skip
+        doc.clear()
+        doc.update({"Data": data})
+        seal(doc)
+
+    path = edit_checkpoint(sim_node, downgrade)
+    r = doctor(sim_node.root, "-o", "json")
+    assert r.exit_code == 0
+    assert [c for c in codes(r) if c[1] in ("checkpoint-old-format", "stale-allocation")] == [
+        ("warning", "checkpoint-old-format", str(path)),
+        ("warning", "stale-allocation", "uid-old/cuda"),
+    ]
+
+
+# --- the kubelet and the host ------------------------------------------------------------------------------
+
+
+def test_an_empty_root_is_a_kubelet_that_is_not_there_exit_3(short_root: Path):
+    r = doctor(short_root, "-o", "json")
+    assert r.exit_code == 3
+    paths = resolve_paths(root=str(short_root), env={})
+    assert codes(r) == [
+        ("error", "kubelet-socket-missing", paths.kubelet_socket),
+        ("error", "pod-resources-unreachable", paths.pod_resources),
+        ("warning", "source-unreadable", "sysfs"),
+    ]
+    kubelet, pod_resources, _ = findings(r)
+    assert kubelet["message"] == f"the device-plugins directory {paths.plugins_dir} does not exist"
+    assert "systemctl status kubelet" in kubelet["hint"] and "--root" in kubelet["hint"]
+    assert pod_resources["message"] == f"{paths.pod_resources}: no such socket"
+    assert {e["source"] for e in r.json["errors"]} == {"plugins-dir", "pod-resources", "checkpoint", "sysfs"}
+    table = doctor(short_root)
+    assert table.exit_code == 3 and table.stderr == ""
+    assert [line.split()[1] for line in table.stdout.splitlines()[1:]] == [
+        "kubelet-socket-missing",
+        "pod-resources-unreachable",
+        "source-unreadable",
+    ]
+
+
+def test_a_v1alpha1_kubelet_limits_the_checks(short_root: Path):
+    scenario = dataclasses.replace(default_scenario(), kubelet=KubeletOptions(api="v1alpha1"))
+    with running_sim(short_root, scenario) as node:
+        r = doctor(node.root, "-o", "json")
+    assert r.exit_code == 0
+    (limited,) = [f for f in findings(r) if f["code"] == "pod-resources-limited"]
+    assert (limited["severity"], limited["subject"]) == ("warning", node.paths.pod_resources)
+    assert "v1alpha1 only" in limited["message"]
+
+
+def test_every_allocatable_cpu_held_exclusively(short_root: Path):
+    scenario = parse_scenario(
+        {
+            "numa_nodes": [{"id": 0, "cpus": "0-3", "memory": "1Gi"}],
+            "reserved_cpus": "0-1",
+            "pods": [{"name": "greedy", "containers": [{"name": "c", "cpus": "2-3"}]}],
+        }
+    )
+    with running_sim(short_root, scenario) as node:
+        r = doctor(node.root, "-o", "json")
+    assert r.exit_code == 0
+    assert findings(r) == [
+        {
+            "severity": "warning",
+            "code": "no-shared-cpus",
+            "subject": "shared-pool",
+            "message": "containers hold all 2 allocatable CPUs exclusively: every other container shares only "
+            "the reserved CPUs",
+            "hint": findings(r)[0]["hint"],
+        }
+    ]
+
+
+# The interpreter may live where nobody cannot read it, so the child runs the command
+# once as root with its output thrown away (every lazy import done), then drops to nobody.
+AS_NOBODY = """
+import contextlib, io, os, sys
+from devctl.cli.app import main
+sys.argv = ["devctl", *sys.argv[1:]]
+with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    with contextlib.suppress(SystemExit):
+        main()
+os.setuid(65534)
+main()
+"""
+
+
+def test_what_devctl_may_not_open_is_a_warning_to_run_as_root(sim_node: SimHandle):
+    if os.geteuid() != 0:
+        pytest.skip("needs root to drop privileges")
+    os.chmod(sim_node.root, 0o755)  # the directories are open; the kubelet's sockets and checkpoint are root's only
+    p = subprocess.run(
+        [sys.executable, "-c", AS_NOBODY, "doctor", "-o", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "NO_COLOR": "1", "DEVCTL_ROOT": str(sim_node.root)},
+    )
+    assert p.returncode == 0, p.stderr  # warnings: the node may be fine, devctl could not look
+    found = json.loads(p.stdout)["findings"]
+    denied = {f["subject"] for f in found if f["code"] == "permission-denied"}
+    d = sim_node.paths.plugins_dir
+    assert {sim_node.paths.pod_resources, sim_node.paths.checkpoint, f"{d}/nvidia-gpu.sock"} <= denied
+    assert all(f["severity"] == "warning" for f in found)
+    assert all("run devctl as root" in f["hint"] for f in found if f["code"] == "permission-denied")
+
+
+# --- on a snapshot ----------------------------------------------------------------------------------------
+
+
+def bare_snapshot(**fields) -> NodeSnapshot:
+    return NodeSnapshot(taken_at="2026-01-02T03:04:05.678Z", paths=resolve_paths(root="/n", env={}), **fields)
+
+
+def test_the_rate_limit_is_someone_elses_client():
+    message = "/n/var/lib/kubelet/pod-resources/kubelet.sock List: RESOURCE_EXHAUSTED: rejected by rate limit"
+    snapshot = bare_snapshot(kubelet_socket_present=True, errors=(SourceError(POD_RESOURCES, message),))
+    (finding,) = diagnose(snapshot)
+    assert (finding.severity, finding.code) == ("warning", "pod-resources-rate-limited")
+    assert finding.message.startswith(message)
+    assert "slow it down" in finding.hint
+
+
+def test_fail_on_orders_severities():
+    warning = Finding("warning", "x", "s", "m", "h")
+    assert not fails_on([warning]) and fails_on([warning], "warning") and fails_on([warning], "info")
+    assert not fails_on([Finding("info", "x", "s", "m", "h")], "warning")
+    assert not fails_on([])
