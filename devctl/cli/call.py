@@ -24,6 +24,7 @@ from devctl.cli.common import ExitCode, fail, options, run
 if TYPE_CHECKING:
     from devctl.model import NodePaths
     from devctl.node.deviceplugin import DevicePluginClient
+    from devctl.node.rpc import RpcFailure
     from devctl.render.table import TableStyle
 
 # The RPC words of the command line and the DevicePlugin methods they call.
@@ -164,12 +165,11 @@ def _socket_path(path: str | None, plugins_dir: str) -> str | None:
     return path
 
 
-def _exit_code(e: Exception) -> ExitCode:
+def _exit_code(e: RpcFailure) -> ExitCode:
     """3 when the plugin could not be reached or gave no usable reply; 1 when it answered with an error status."""
     import grpc
 
-    code = getattr(e, "code", None)
-    unreachable = code in (None, grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+    unreachable = e.code in (None, grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
     return ExitCode.NO_SOURCE if unreachable else ExitCode.FINDINGS
 
 
