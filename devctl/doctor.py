@@ -86,7 +86,7 @@ class _Checkup:
 
     snapshot: NodeSnapshot
     findings: list[Finding] = field(default_factory=list)
-    unexplained: list[SourceError] = field(default_factory=list)
+    unexplained: list[SourceError] = field(init=False)
 
     def __post_init__(self) -> None:
         self.unexplained = list(errors_of(self.snapshot))
@@ -115,7 +115,11 @@ class _Checkup:
         self.findings.append(Finding(severity, code, subject, message, hint))
 
     def explain(self, match: Callable[[SourceError], bool]) -> list[SourceError]:
-        """The source errors that ``match``; a check that takes them owes a finding for each."""
+        """Take the source errors that ``match``: the check that takes them answers for them.
+
+        It turns each into a finding, or says in a comment why none is due; the
+        errors nobody takes become ``source-unreadable`` findings at the end.
+        """
         taken = [e for e in self.unexplained if match(e)]
         self.unexplained = [e for e in self.unexplained if not match(e)]
         return taken

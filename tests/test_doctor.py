@@ -25,7 +25,7 @@ from test_call import background, devctl  # noqa: F401 (background is a fixture)
 
 from devctl.analyze import POD_RESOURCES
 from devctl.doctor import diagnose, fails_on
-from devctl.model import Device, Finding, NodeSnapshot, SourceError
+from devctl.model import Device, Finding, NodeSnapshot, PluginOptions, PluginProbe, PluginStatus, SourceError
 from devctl.node.checkpoint import fnv1a32, render_spew
 from devctl.node.paths import resolve_paths
 from devctl.plugin.server import DevicePluginServer
@@ -442,3 +442,22 @@ def test_fail_on_orders_severities():
     assert not fails_on([warning]) and fails_on([warning], "warning") and fails_on([warning], "info")
     assert not fails_on([Finding("info", "x", "s", "m", "h")], "warning")
     assert not fails_on([])
+
+
+def test_a_long_list_of_devices_is_cut_short():
+    probe = PluginProbe(
+        socket="/n/var/lib/kubelet/device-plugins/x.sock",
+        status=PluginStatus.SERVING,
+        resource="example.com/x",
+        options=PluginOptions(),
+        devices=tuple(Device(f"x-{i}", "Unhealthy") for i in range(10)),
+    )
+    found = diagnose(bare_snapshot(kubelet_socket_present=True, plugins=(probe,)))
+    assert [(f.severity, f.code, f.subject, f.message) for f in found] == [
+        (
+            "warning",
+            "unhealthy-devices",
+            "example.com/x",
+            "10 of 10 device(s) unhealthy: " + ", ".join(f"x-{i}" for i in range(8)) + " and 2 more",
+        ),
+    ]
