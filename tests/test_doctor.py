@@ -461,3 +461,13 @@ def test_a_long_list_of_devices_is_cut_short():
             "10 of 10 device(s) unhealthy: " + ", ".join(f"x-{i}" for i in range(8)) + " and 2 more",
         ),
     ]
+
+
+def test_severity_is_coloured_only_when_asked():
+    from devctl.cli.doctor import findings_table
+    from devctl.render.table import TableStyle
+
+    rows = [Finding("error", "stale-socket", "/s", "m", "h"), Finding("warning", "x", "s", "m", "h")]
+    coloured = findings_table(rows, TableStyle(color=True)).splitlines()
+    assert coloured[1].startswith("\033[31merror\033[0m") and coloured[2].startswith("\033[33mwarning\033[0m")
+    assert "\033[" not in findings_table(rows, TableStyle())
