@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import logging
 import os
 import time
 from pathlib import Path
@@ -29,7 +30,7 @@ from devctl.collect import collect
 from devctl.model import NodeSnapshot
 from devctl.sim.node import SimNode
 from devctl.tui.app import DevctlApp, make_app
-from devctl.tui.feeds import NodeFeed, PluginControls
+from devctl.tui.feeds import NodeFeed, PluginControls, captured_logs
 from devctl.tui.screens.detail import ContainerScreen
 from devctl.tui.screens.help import HelpScreen
 from devctl.tui.widgets.table import RowTable
@@ -351,3 +352,16 @@ def child_processes() -> list[str]:
             if fields[1] == me:
                 out.append((stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode())
     return out
+
+
+async def test_log_records_go_to_the_event_log_not_over_the_screen(sim: SimNode) -> None:  # noqa: F811
+    # GIVEN the app owning the terminal, with log records captured as devctl tui does
+    with captured_logs() as logs:
+        app = make_app(NodeFeed(sim.paths, 2.0), clock=pinned_clock, logs=logs)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await until_view(pilot)
+            await pilot.press("5")
+            # WHEN something in this process logs a warning THEN it is a line of the event log
+            logging.getLogger("devctl.plugin").warning("register example.com/x: refused (retrying in 0.1s)")
+            await until(pilot, lambda: "register example.com/x: refused" in screen_text(app), "the log line")
+    assert logging.getLogger().handlers != [logs]  # and the handlers are back afterwards
