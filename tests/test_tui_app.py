@@ -365,3 +365,13 @@ async def test_log_records_go_to_the_event_log_not_over_the_screen(sim: SimNode)
             logging.getLogger("devctl.plugin").warning("register example.com/x: refused (retrying in 0.1s)")
             await until(pilot, lambda: "register example.com/x: refused" in screen_text(app), "the log line")
     assert logging.getLogger().handlers != [logs]  # and the handlers are back afterwards
+
+
+async def test_r_polls_again_now(sim: SimNode) -> None:  # noqa: F811
+    feed = ScriptedFeed(await collect(sim.paths, 2.0))
+    app = make_app(feed, clock=pinned_clock)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until_view(pilot)
+        polls = feed.polls
+        await pilot.press("r")
+        await until(pilot, lambda: feed.polls == polls + 1, "a poll right after r (well before the 5 s period)", 3.0)

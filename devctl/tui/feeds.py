@@ -234,7 +234,8 @@ async def watch_in_child(paths: NodePaths, timeout: float) -> AsyncIterator[obje
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         env={**os.environ, "NO_COLOR": "1"},
-        start_new_session=True,  # a Ctrl-C meant for the TUI is not the child's
+        # Same process group as the TUI: when the SSH session hangs up, the hangup ends the child too.
+        # (A Ctrl-C is a key to the TUI's raw terminal, not a signal, so it never reaches the child.)
     )
     queue: asyncio.Queue[object] = asyncio.Queue()
     done = object()

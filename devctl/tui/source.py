@@ -135,8 +135,8 @@ class NodeSource(Widget):
 
     def on_mount(self) -> None:
         self._poll_wanted.set()
-        self._in_own_loop("poll", self._poll_loop)
-        self._in_own_loop("watch", self._watch_loop)
+        self._poll_thread()
+        self._watch_thread()
         if self.logs is not None:
             self.logs.on_record = lambda: self.post_message(self.Live())
 
@@ -157,9 +157,16 @@ class NodeSource(Widget):
 
     # --- the feed's own threads ------------------------------------------------------------
 
-    @work(thread=True, exit_on_error=False, description="feed")
+    @work(thread=True, exclusive=True, group="poll", exit_on_error=False, description="poll the feed")
+    def _poll_thread(self) -> None:
+        self._in_own_loop("poll", self._poll_loop)
+
+    @work(thread=True, exclusive=True, group="watch", exit_on_error=False, description="follow the feed's events")
+    def _watch_thread(self) -> None:
+        self._in_own_loop("watch", self._watch_loop)
+
     def _in_own_loop(self, name: str, run: Callable[[], Awaitable[None]]) -> None:
-        """Run ``run`` on a new event loop in a worker thread, until the app goes away.
+        """Run ``run`` on a new event loop in this worker thread, until the app goes away.
 
         gRPC replies are parsed and turned into model objects where they are
         received: on this loop, never on the app's, so a plugin listing 10,000
