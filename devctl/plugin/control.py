@@ -9,19 +9,17 @@ plugins as well). The protocol is one JSON object per line each way:
     {"op": "add", "id": ID, "numa": [0], "health": H}
     {"op": "remove", "id": ID}
 
-A line protocol on a plain unix socket keeps the control path free of gRPC, and
-anyone can drive it with ``socat`` when devctl is not at hand.
+The socket speaks ``devctl.control``'s JSON lines, as the simulator's does.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from devctl.control import AccessDenied, ControlSocketError, LineServer, request
 from devctl.model import HEALTHY, UNHEALTHY, Device
 from devctl.serial import to_plain
 
@@ -29,7 +27,6 @@ if TYPE_CHECKING:
     from devctl.plugin.server import DevicePluginServer
 
 SUFFIX = ".ctl"
-LINE_LIMIT = 16 * 1024 * 1024  # a device list of thousands of devices still fits in one line
 
 
 class ControlError(Exception):
@@ -57,42 +54,16 @@ def health_value(text: str) -> str:
     raise ValueError(f"health must be {HEALTHY} or {UNHEALTHY}, not {text!r}")
 
 
-class ControlServer:
+class ControlServer(LineServer):
     """Answers control requests for one DevicePluginServer on its ``.ctl`` socket."""
 
     def __init__(self, plugin: DevicePluginServer, control_dir: str):
+        super().__init__(control_path(control_dir, plugin.spec.socket), self._answer)
         self.plugin = plugin
-        self.path = control_path(control_dir, plugin.spec.socket)
-        self._server: asyncio.AbstractServer | None = None
 
-    async def start(self) -> None:
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        self._server = await asyncio.start_unix_server(self._serve, self.path, limit=LINE_LIMIT)
-
-    async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
-            self._server = None
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.path)
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _answer(self, request: dict[str, Any]) -> dict[str, Any]:
+        """A refusal (unknown device, bad health, missing field) becomes ``{"ok": false, "error": ...}``."""
         try:
-            while line := await reader.readline():
-                writer.write(json.dumps(self.handle(line)).encode() + b"\n")
-                await writer.drain()
-        except (ConnectionError, ValueError):
-            pass  # the client went away, or sent a line past the limit
-        finally:
-            writer.close()
-
-    def handle(self, line: bytes) -> dict[str, Any]:
-        """One request line to one reply; every failure becomes ``{"ok": false, "error": ...}``."""
-        try:
-            request = json.loads(line)
-            if not isinstance(request, Mapping):
-                raise ValueError("a request is a JSON object")
             reply = self._apply(request)
         except (ValueError, KeyError, TypeError) as e:  # DeviceError is a ValueError
             message = f"missing field {e}" if isinstance(e, KeyError) else str(e)
@@ -127,22 +98,6 @@ class ControlServer:
         return {}
 
 
-async def _exchange(path: str, request: Mapping[str, Any]) -> dict[str, Any]:
-    reader, writer = await asyncio.open_unix_connection(path, limit=LINE_LIMIT)
-    try:
-        writer.write(json.dumps(request).encode() + b"\n")
-        await writer.drain()
-        line = await reader.readline()
-    finally:
-        writer.close()
-    if not line:
-        raise ConnectionError("closed without an answer")
-    reply = json.loads(line)
-    if not isinstance(reply, dict):
-        raise ValueError("not a JSON object")
-    return reply
-
-
 async def _ask_all(control_dir: str, timeout: float) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]:
     """``info`` from every ``.ctl`` socket at once: the answers, and the sockets we may not open."""
     try:
@@ -152,18 +107,18 @@ async def _ask_all(control_dir: str, timeout: float) -> tuple[list[tuple[str, di
     except PermissionError:
         return [], [control_dir]
 
-    async def info(path: str) -> dict[str, Any] | PermissionError | None:
+    async def info(path: str) -> dict[str, Any] | AccessDenied | None:
         try:
-            return await asyncio.wait_for(_exchange(path, {"op": "info"}), timeout)
-        except PermissionError as e:
+            return await request(path, {"op": "info"}, timeout)
+        except AccessDenied as e:
             return e
-        except (OSError, ValueError, asyncio.TimeoutError):
+        except ControlSocketError:
             return None
 
     replies = await asyncio.gather(*(info(p) for p in paths))
     pairs = list(zip(paths, replies, strict=True))
     answered = [(path, reply) for path, reply in pairs if isinstance(reply, dict)]
-    denied = [path for path, reply in pairs if isinstance(reply, PermissionError)]
+    denied = [path for path, reply in pairs if isinstance(reply, AccessDenied)]
     return answered, denied
 
 
@@ -176,8 +131,8 @@ async def running(control_dir: str, timeout: float) -> list[tuple[str, dict[str,
     return (await _ask_all(control_dir, timeout))[0]
 
 
-async def control(control_dir: str, resource: str, request: Mapping[str, Any], timeout: float) -> dict[str, Any]:
-    """Send ``request`` to the running plugin that serves ``resource`` and return its reply.
+async def control(control_dir: str, resource: str, message: Mapping[str, Any], timeout: float) -> dict[str, Any]:
+    """Send ``message`` to the running plugin that serves ``resource`` and return its reply.
 
     A reply with ``"ok": false`` (unknown device, bad health) is returned as is;
     NoPlugin when no running plugin serves the resource, ControlError when one
@@ -190,8 +145,6 @@ async def control(control_dir: str, resource: str, request: Mapping[str, Any], t
     if path is None:
         raise NoPlugin(f"no running devctl plugin serves {resource} (looked in {control_dir})")
     try:
-        return await asyncio.wait_for(_exchange(path, request), timeout)
-    except asyncio.TimeoutError:
-        raise ControlError(f"the plugin serving {resource} did not answer within {timeout:g}s ({path})") from None
-    except (OSError, ValueError) as e:
-        raise ControlError(f"the plugin serving {resource} failed to answer: {e} ({path})") from None
+        return await request(path, message, timeout)
+    except ControlSocketError as e:
+        raise ControlError(f"the plugin serving {resource} failed to answer: {e}") from None

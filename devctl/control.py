@@ -1,0 +1,134 @@
+"""JSON lines on a unix socket: the control path of the in-process plugins and of the simulator.
+
+One JSON object per line each way; one connection may carry many requests. A
+line protocol on a plain unix socket keeps control free of gRPC, and anyone can
+drive it with ``socat`` when devctl is not at hand. ``LineServer`` turns each
+request line into a call of ``answer`` and never dies of a bad line;
+``request`` asks once under one deadline and turns every way that fails into a
+``ControlSocketError`` whose message is one line naming the socket.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+Answer = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+
+LINE_LIMIT = 16 * 1024 * 1024  # a device list of thousands of devices still fits in one line
+
+
+class ControlSocketError(Exception):
+    """A control socket could not be asked or gave no usable answer; ``str()`` is ``<path>: <reason>``."""
+
+    def __init__(self, path: str, reason: str):
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+class NotListening(ControlSocketError):
+    """Nothing listens there: no socket, or one left by a process that was killed."""
+
+
+class AccessDenied(ControlSocketError):
+    """The socket belongs to another user; said apart so that callers can suggest root."""
+
+
+class LineServer:
+    """Answers each request line of each connection on ``path`` with ``await answer(request)``.
+
+    A line that is not a JSON object, and an ``answer`` that raises, get an
+    ``{"ok": false, "error": ...}`` reply: a bad request must not take the
+    process that serves it down.
+    """
+
+    def __init__(self, path: str, answer: Answer):
+        self.path = path
+        self.answer = answer
+        self._server: asyncio.AbstractServer | None = None
+
+    async def start(self) -> None:
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)  # left by a process that was killed; its owner checked that none answers
+        self._server = await asyncio.start_unix_server(self._serve, self.path, limit=LINE_LIMIT)
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+            self._server = None
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while line := await reader.readline():
+                writer.write(json.dumps(await self._reply(line)).encode() + b"\n")
+                await writer.drain()
+        except (ConnectionError, ValueError):
+            pass  # the client went away, or sent a line past the limit
+        finally:
+            writer.close()
+            with contextlib.suppress(ConnectionError):
+                await writer.wait_closed()
+
+    async def _reply(self, line: bytes) -> dict[str, Any]:
+        try:
+            request = json.loads(line)
+        except ValueError:
+            return {"ok": False, "error": "not a JSON line"}
+        if not isinstance(request, dict):
+            return {"ok": False, "error": "a request is a JSON object"}
+        try:
+            return await self.answer(request)
+        except Exception as e:  # any failure of one request becomes its reply
+            return {"ok": False, "error": f"{type(e).__name__}: {e}"}
+
+
+async def request(path: str, message: Mapping[str, Any], timeout: float) -> dict[str, Any]:
+    """Send one request to the socket at ``path`` and return the reply object.
+
+    ``timeout`` bounds the whole exchange (connect, send, answer). NotListening
+    when no socket is there or nothing accepts on it, AccessDenied when we may
+    not connect, ControlSocketError when no answer comes in time or the answer
+    is not a JSON object.
+    """
+    try:
+        line = await asyncio.wait_for(_exchange(path, message), timeout)
+    except FileNotFoundError:
+        raise NotListening(path, "no such socket") from None
+    except ConnectionRefusedError:
+        raise NotListening(path, "connection refused (nothing listens)") from None
+    except PermissionError:
+        raise AccessDenied(path, "permission denied") from None
+    except asyncio.TimeoutError:
+        raise ControlSocketError(path, f"no answer within {timeout:g}s") from None
+    except (OSError, ValueError) as e:  # ValueError: an answer past LINE_LIMIT
+        raise ControlSocketError(path, f"the connection broke: {getattr(e, 'strerror', None) or e}") from None
+    if not line:
+        raise ControlSocketError(path, "closed without an answer")
+    try:
+        reply = json.loads(line)
+    except ValueError:
+        raise ControlSocketError(path, "the answer is not JSON") from None
+    if not isinstance(reply, dict):
+        raise ControlSocketError(path, "the answer is not a JSON object")
+    return reply
+
+
+async def _exchange(path: str, message: Mapping[str, Any]) -> bytes:
+    reader, writer = await asyncio.open_unix_connection(path, limit=LINE_LIMIT)
+    try:
+        writer.write(json.dumps(dict(message)).encode() + b"\n")
+        await writer.drain()
+        return await reader.readline()
+    finally:
+        writer.close()
+        with contextlib.suppress(ConnectionError):
+            await writer.wait_closed()
