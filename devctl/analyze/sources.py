@@ -1,0 +1,45 @@
+"""Which sources a snapshot holds: their names, what each gave, and the errors met on the way.
+
+``collect`` names the sources it reads with these constants and a command asks
+for the ones it shows, so that the CLI can exit 3 when none of them answered.
+"""
+
+from __future__ import annotations
+
+from devctl.model import NodeSnapshot, PluginStatus, SourceError
+
+# Names of the sources ``collect`` reads; a command asks for the ones it needs.
+POD_RESOURCES = "pod-resources"
+PLUGINS = "plugins"
+CHECKPOINT = "checkpoint"
+TOPOLOGY = "topology"
+IDENTITIES = "identities"
+ALL_SOURCES = frozenset({POD_RESOURCES, PLUGINS, CHECKPOINT, TOPOLOGY, IDENTITIES})
+
+# The source name ``collect`` gives a plugins directory it could not list, and the
+# message ending it gives a missing checkpoint, so that the views can tell "absent"
+# from "present but unreadable".
+PLUGINS_DIR_SOURCE = "plugins-dir"
+NO_SUCH_FILE = "no such file"
+
+
+def sources_read(snapshot: NodeSnapshot) -> frozenset[str]:
+    """The sources that gave something: the CLI exits 3 when none that a command shows did."""
+    read = set()
+    if snapshot.pods is not None or snapshot.allocatable is not None:
+        read.add(POD_RESOURCES)
+    listed = not any(e.source == PLUGINS_DIR_SOURCE for e in snapshot.errors)
+    if any(p.status == PluginStatus.SERVING for p in snapshot.plugins) or (listed and snapshot.plugins):
+        read.add(PLUGINS)
+    if snapshot.checkpoint is not None:
+        read.add(CHECKPOINT)
+    if snapshot.topology is not None:
+        read.add(TOPOLOGY)
+    if snapshot.pod_identities:
+        read.add(IDENTITIES)
+    return frozenset(read)
+
+
+def errors_of(snapshot: NodeSnapshot) -> tuple[SourceError, ...]:
+    """The snapshot's source errors, each once, in the order they were found."""
+    return tuple(dict.fromkeys(snapshot.errors))
