@@ -464,8 +464,7 @@ def test_a_long_list_of_devices_is_cut_short():
 
 
 def test_severity_is_coloured_only_when_asked():
-    from devctl.cli.doctor import findings_table
-    from devctl.render.table import TableStyle
+    from devctl.render.table import TableStyle, findings_table
 
     rows = [Finding("error", "stale-socket", "/s", "m", "h"), Finding("warning", "x", "s", "m", "h")]
     coloured = findings_table(rows, TableStyle(color=True)).splitlines()

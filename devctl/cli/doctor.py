@@ -8,28 +8,19 @@ standard library are imported at module level.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
 from enum import Enum
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from devctl.cli.common import ExitCode, Output
 from devctl.cli.output import NoHeadersOpt, OutputOpt, node_snapshot, table_style, write_structured
 
-if TYPE_CHECKING:
-    from devctl.model import Finding
-    from devctl.render.table import TableStyle
-
 
 class Severity(str, Enum):
     error = "error"
     warning = "warning"
     info = "info"
-
-
-# The colour of each severity on a terminal; the word itself is always printed.
-_COLORS = {"error": "red", "warning": "yellow", "info": "dim"}
 
 
 def doctor(
@@ -50,6 +41,7 @@ def doctor(
     """
     from devctl.analyze import ALL_SOURCES, errors_of, sources_read
     from devctl.doctor import diagnose, fails_on
+    from devctl.render.table import findings_table
 
     snapshot = node_snapshot(ctx, ALL_SOURCES)
     findings = diagnose(snapshot)
@@ -67,19 +59,6 @@ def doctor(
         raise typer.Exit(int(ExitCode.NO_SOURCE))
     if fails_on(findings, fail_on.value):
         raise typer.Exit(int(ExitCode.FINDINGS))
-
-
-def findings_table(findings: Sequence[Finding], style: TableStyle) -> str:
-    """One row per finding: SEVERITY CODE SUBJECT MESSAGE, and HINT when wide; the severity coloured on a terminal."""
-    from devctl.render.style import paint
-    from devctl.render.table import grid
-
-    headers = ["severity", "code", "subject", "message"] + (["hint"] if style.wide else [])
-    rows = []
-    for f in findings:
-        row = [paint(f.severity, _COLORS.get(f.severity, ""), style.color), f.code, f.subject, f.message]
-        rows.append([*row, f.hint] if style.wide else row)
-    return grid(headers, rows, style)
 
 
 def register(app: typer.Typer) -> None:

@@ -21,7 +21,7 @@ from devctl.analyze import (
     ResourceRow,
     TopologyView,
 )
-from devctl.model import ContainerMemory, ContainerResources, PluginOptions, PodResources, SourceError
+from devctl.model import ContainerMemory, ContainerResources, Finding, PluginOptions, PodResources, SourceError
 from devctl.render.style import paint, word
 from devctl.units import format_bytes, format_cpulist
 
@@ -289,3 +289,19 @@ def checkpoint_table(view: CheckpointView, style: TableStyle) -> str:
         table = grid(headers, out, style)
         return text + ("\n" + table if table else "")
     return grid(headers, out, style)
+
+
+# --- doctor -----------------------------------------------------------------------------------------
+
+# The colour of each severity on a terminal; the word itself is always printed.
+_SEVERITY_COLORS = {"error": "red", "warning": "yellow", "info": "dim"}
+
+
+def findings_table(findings: Sequence[Finding], style: TableStyle) -> str:
+    """One row per finding: SEVERITY CODE SUBJECT MESSAGE, and HINT when wide; the severity coloured on a terminal."""
+    headers = ["severity", "code", "subject", "message"] + (["hint"] if style.wide else [])
+    rows = []
+    for f in findings:
+        row = [paint(f.severity, _SEVERITY_COLORS.get(f.severity, ""), style.color), f.code, f.subject, f.message]
+        rows.append([*row, f.hint] if style.wide else row)
+    return grid(headers, rows, style)
