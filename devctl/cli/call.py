@@ -9,7 +9,6 @@ Only typer and the standard library are imported at module level.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections.abc import Sequence
@@ -19,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from devctl.cli.common import ExitCode, fail, options, run
+from devctl.cli.common import ExitCode, fail, options, run, socket_path
 
 if TYPE_CHECKING:
     from devctl.model import NodePaths
@@ -116,8 +115,9 @@ def call(
     from devctl.node.rpc import RpcFailure
 
     paths = opts.paths()
+    path = socket_path(socket, paths.plugins_dir) if socket is not None else None
     try:
-        result = run(_call(paths, opts.timeout, resource, _socket_path(socket, paths.plugins_dir), request))
+        result = run(_call(paths, opts.timeout, resource, path, request))
     except RpcFailure as e:
         fail(e.message, _exit_code(e))
     _print(result, output)
@@ -156,13 +156,6 @@ def parse(
             fail("preferred needs the candidates (--available ID...) and the request's --size N")
         return resource, Request(rpc, available=candidates, must_include=_split(must_include), size=size)
     return resource, Request(rpc, device_ids=ids)
-
-
-def _socket_path(path: str | None, plugins_dir: str) -> str | None:
-    """``--socket`` as given, or in the plugins dir when it is a bare file name not found here."""
-    if path is not None and "/" not in path and not os.path.exists(path):
-        return os.path.join(plugins_dir, path)
-    return path
 
 
 def _exit_code(e: RpcFailure) -> ExitCode:

@@ -7,6 +7,7 @@ on the start-up path of ``devctl --help``.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections.abc import Coroutine
 from dataclasses import dataclass
@@ -74,7 +75,15 @@ def options(ctx: typer.Context) -> GlobalOptions:
 def run(coro: Coroutine[Any, Any, T]) -> T:
     """Run the async core at the CLI's edge."""
     import asyncio
+
     return asyncio.run(coro)
+
+
+def socket_path(path: str, plugins_dir: str) -> str:
+    """``--socket`` as given, or in the plugins dir when it is a bare file name not found here."""
+    if "/" not in path and not os.path.exists(path):
+        return os.path.join(plugins_dir, path)
+    return path
 
 
 def fail(message: str, code: ExitCode = ExitCode.USAGE) -> NoReturn:

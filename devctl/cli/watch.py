@@ -16,7 +16,7 @@ from typing import IO, TYPE_CHECKING, Annotated
 
 import typer
 
-from devctl.cli.common import ExitCode, fail, options, run
+from devctl.cli.common import ExitCode, fail, options, run, socket_path
 
 if TYPE_CHECKING:
     from devctl.model import NodePaths
@@ -62,7 +62,7 @@ def watch(
     if opts.from_file:
         fail("--from: watch follows live plugin streams; a snapshot file has none (try `devctl --from FILE ls`)")
     paths = opts.paths()
-    sockets = [_socket_path(s, paths.plugins_dir) for s in socket or ()]
+    sockets = [socket_path(s, paths.plugins_dir) for s in socket or ()]
     try:
         recording = open(record, "w", encoding="utf-8") if record else None  # noqa: SIM115 closed below
     except OSError as e:
@@ -89,13 +89,6 @@ def watch(
         if recording is not None:
             recording.close()
     raise typer.Exit(int(code))
-
-
-def _socket_path(path: str, plugins_dir: str) -> str:
-    """``--socket`` as given, or in the plugins dir when it is a bare file name not found here."""
-    if "/" not in path and not os.path.exists(path):
-        return os.path.join(plugins_dir, path)
-    return path
 
 
 async def _follow(
