@@ -146,12 +146,22 @@ async def _serve(root: Path, scenario: Scenario, command: list[str] | None) -> i
         await node.stop()
 
 
-async def _run_command(command: list[str], root: Path) -> int:
-    import asyncio
+def _command_env(root: Path) -> dict[str, str]:
+    """The command's environment: this node's root, no other path override, and this devctl on PATH."""
     env = {k: v for k, v in os.environ.items() if k not in _PATH_VARS}
     env["DEVCTL_ROOT"] = str(root)
+    # `devctl sim -- devctl ls` must find this devctl even from a venv that is not activated.
+    bindir = os.path.dirname(sys.executable)
+    if os.path.exists(os.path.join(bindir, "devctl")):
+        env["PATH"] = os.pathsep.join([bindir, env.get("PATH", os.defpath)])
+    return env
+
+
+async def _run_command(command: list[str], root: Path) -> int:
+    import asyncio
+
     try:
-        proc = await asyncio.create_subprocess_exec(*command, env=env)
+        proc = await asyncio.create_subprocess_exec(*command, env=_command_env(root))
     except FileNotFoundError:
         print(f"devctl: sim: {command[0]}: command not found", file=sys.stderr)
         return 127  # as a shell says it
