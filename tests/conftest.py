@@ -1,14 +1,19 @@
-"""Shared fixtures: short temporary roots, because a unix socket path has at most 107 bytes."""
+"""Shared fixtures: short roots (a socket path has at most 107 bytes), a simulated node, background servers."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import shutil
 import tempfile
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
+from helpers import BOUND
 
 if TYPE_CHECKING:
     from devctl.sim.thread import SimHandle
@@ -41,3 +46,23 @@ def sim_node(short_root: Path) -> Iterator[SimHandle]:
 
     with running_sim(short_root, default_scenario()) as handle:
         yield handle
+
+
+@pytest.fixture
+def background() -> Iterator[Callable[[AbstractAsyncContextManager[Any]], None]]:
+    """Start async context managers (misbehaving servers) on a loop of their own, for in-process commands.
+
+    Request it after the fixture that makes the servers' directory, so that they stop before it goes.
+    """
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    stack = contextlib.AsyncExitStack()
+
+    def enter(cm: AbstractAsyncContextManager[Any]) -> None:
+        asyncio.run_coroutine_threadsafe(stack.enter_async_context(cm), loop).result(BOUND)
+
+    yield enter
+    asyncio.run_coroutine_threadsafe(stack.aclose(), loop).result(BOUND)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(10)

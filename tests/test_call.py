@@ -7,71 +7,17 @@ own ``rpc_log`` says which RPCs really reached them.
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
-import contextlib
-import dataclasses
-import json
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 from badservers import hung_server, malformed_plugin, stale_socket
-from typer.testing import CliRunner
+from helpers import devctl, invoke
 
-from devctl.cli.app import app
 from devctl.sim.thread import SimHandle
 
 GPU, NIC, FOO = "nvidia.com/gpu", "intel.com/sriov_netdevice", "hardware-vendor.example/foo"
-# The longest any one command may take here; the CLI's own deadlines are far shorter.
-BOUND = 20.0
-
-
-@dataclasses.dataclass
-class Result:
-    exit_code: int
-    stdout: str
-    stderr: str
-
-    @property
-    def json(self):
-        return json.loads(self.stdout)
-
-
-def devctl(root: Path | str, *args: str, timeout: float = 2.0) -> Result:
-    """Run devctl in-process against the node under ``root``; fail (not hang) when it takes longer than BOUND."""
-
-    def invoke():
-        return CliRunner().invoke(app, ["--root", str(root), "--timeout", str(timeout), *args], env={"NO_COLOR": None})
-
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        result = pool.submit(invoke).result(BOUND)
-    if result.exception and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return Result(result.exit_code, result.stdout, result.stderr)
-
-
-@pytest.fixture
-def background() -> Iterator:
-    """Start async context managers (misbehaving servers) on a loop of their own, for in-process commands.
-
-    Request it after the fixture that makes the servers' directory, so that they stop before it goes.
-    """
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    stack = contextlib.AsyncExitStack()
-
-    def enter(cm) -> None:
-        asyncio.run_coroutine_threadsafe(stack.enter_async_context(cm), loop).result(BOUND)
-
-    yield enter
-    asyncio.run_coroutine_threadsafe(stack.aclose(), loop).result(BOUND)
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(10)
 
 
 def rpc_log(sim: SimHandle, resource: str) -> list[tuple[str, tuple[str, ...]]]:
@@ -290,6 +236,6 @@ def test_usage_errors_are_one_line_exit_2(sim_node: SimHandle, args: list[str], 
 
 
 def test_call_refuses_a_snapshot_file(tmp_path: Path):
-    r = CliRunner().invoke(app, ["--from", str(tmp_path / "s.json"), "call", GPU, "list"])
+    r = invoke("--from", str(tmp_path / "s.json"), "call", GPU, "list")
     assert r.exit_code == 2
     assert r.stderr.splitlines() == ["devctl: --from: call talks to a live plugin; a snapshot file has none"]

@@ -7,7 +7,6 @@ JSON is checked field by field against what the scenario implies.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import contextlib
 import dataclasses
@@ -17,7 +16,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,9 +23,8 @@ from pathlib import Path
 import pytest
 import yaml
 from badservers import huge_pod_resources, hung_server, stale_socket
-from typer.testing import CliRunner
+from helpers import devctl, invoke, run_devctl
 
-from devctl.cli.app import app
 from devctl.model import Device
 from devctl.node.checkpoint import fnv1a32, render_spew
 from devctl.plugin.server import DevicePluginServer
@@ -40,25 +37,6 @@ FPGA, NPU = "example.com/fpga", "acme.io/npu"
 EDGE = Path(__file__).parent / "scenarios" / "edge-node.yaml"
 COMMANDS = [["ls"], ["devices"], ["pods"], ["get", "train-0", "-n", "ml"], ["topo"], ["plugins"], ["checkpoint"]]
 GIB = 1 << 30
-
-
-@dataclasses.dataclass
-class Result:
-    exit_code: int
-    stdout: str
-    stderr: str
-
-    @property
-    def json(self):
-        return json.loads(self.stdout)
-
-
-def devctl(root: Path | str, *args: str, timeout: float = 2.0) -> Result:
-    """Run devctl in-process against the node under ``root``."""
-    result = CliRunner().invoke(app, ["--root", str(root), "--timeout", str(timeout), *args], env={"NO_COLOR": None})
-    if result.exception and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return Result(result.exit_code, result.stdout, result.stderr)
 
 
 @contextlib.contextmanager
@@ -82,26 +60,6 @@ def default_node():
 def edge_node():
     with sim_root(load_scenario(EDGE)) as handle:
         yield handle
-
-
-@pytest.fixture
-def background():
-    """Start async context managers (misbehaving servers) on a loop of their own, for in-process commands.
-
-    Request it after the fixture that makes the servers' directory, so that they stop before it goes.
-    """
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    stack = contextlib.AsyncExitStack()
-
-    def enter(cm) -> None:
-        asyncio.run_coroutine_threadsafe(stack.enter_async_context(cm), loop).result(30)
-
-    yield enter
-    asyncio.run_coroutine_threadsafe(stack.aclose(), loop).result(30)
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(10)
 
 
 def by(rows: list[dict], key: str) -> dict:
@@ -315,7 +273,7 @@ def test_snapshot_and_from_give_the_same_answers(default_node, tmp_path):
     assert r.exit_code == 0 and r.stdout == ""
     for command in COMMANDS:
         live = devctl(root, *command, "-o", "json").json
-        offline = CliRunner().invoke(app, ["--from", str(snap), *command, "-o", "json"])
+        offline = invoke("--from", str(snap), *command, "-o", "json")
         assert offline.exit_code == 0, offline.stderr
         offline_doc = json.loads(offline.stdout)
         if command[0] == "plugins":  # latency is measured per run
@@ -328,7 +286,7 @@ def test_snapshot_and_from_give_the_same_answers(default_node, tmp_path):
 def test_a_bad_snapshot_file_is_one_line_and_exit_3(tmp_path):
     path = tmp_path / "x.json"
     path.write_text("{")
-    r = CliRunner().invoke(app, ["--from", str(path), "ls"])
+    r = invoke("--from", str(path), "ls")
     assert r.exit_code == 3
     assert r.stderr == f"devctl: --from {path}: not JSON: Expecting property name enclosed in double quotes at line 1\n"
 
@@ -598,7 +556,7 @@ def test_an_old_format_checkpoint(default_node, tmp_path):
 def test_a_pod_resources_reply_above_4_mib(short_root, background):
     sock = f"{short_root}/pr.sock"
     background(huge_pod_resources(sock, pods=5000))
-    r = CliRunner().invoke(app, ["--root", str(short_root), "--pod-resources", sock, "pods", "-o", "json"])
+    r = invoke("--root", str(short_root), "--pod-resources", sock, "pods", "-o", "json")
     assert r.exit_code == 0, r.stderr
     assert len(json.loads(r.stdout)["pods"]) == 5000
 
@@ -622,19 +580,9 @@ def test_a_v1alpha1_only_kubelet():
 # --- real processes -------------------------------------------------------------------------------------
 
 
-def run_devctl(*args: str, env=None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "devctl", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "NO_COLOR": "1", **(env or {})},
-    )
-
-
 def test_ls_as_a_process(default_node):
-    p = run_devctl("ls", "-o", "json", env={"DEVCTL_ROOT": str(default_node.root)})
-    assert p.returncode == 0 and p.stderr == ""
+    p = run_devctl("ls", "-o", "json", root=default_node.root)
+    assert p.exit_code == 0 and p.stderr == ""
     assert {r["name"] for r in json.loads(p.stdout)["resources"]} == {GPU, NIC, FOO}
 
 
@@ -652,31 +600,6 @@ def test_ls_does_not_import_textual(short_root):
         env={**os.environ, "DEVCTL_ROOT": str(short_root)},
     )
     assert json.loads(p.stdout.splitlines()[-1]) == []
-
-
-# The interpreter may live where nobody cannot read it (a pyenv under /root), so the
-# child runs the command once as root with its output thrown away (every lazy import
-# done), then drops to nobody and runs it for real.
-AS_NOBODY = """
-import contextlib, io, os, sys
-from devctl.cli.app import main
-sys.argv = ["devctl", *sys.argv[1:]]
-with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-    with contextlib.suppress(SystemExit):
-        main()
-os.setuid(65534)
-main()
-"""
-
-
-def run_as_nobody(root: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-c", AS_NOBODY, *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "NO_COLOR": "1", "DEVCTL_ROOT": str(root)},
-    )
 
 
 @contextlib.asynccontextmanager
@@ -702,8 +625,8 @@ def test_permission_denied_as_an_unprivileged_user(sim_node, background):
     root, d = sim_node.root, sim_node.paths.plugins_dir
     os.chmod(root, 0o755)  # the directories are open; the kubelet's sockets and checkpoint are root's only
     background(open_plugin(d))
-    p = run_as_nobody(root, "plugins", "-o", "json")
-    assert p.returncode == 0, p.stderr
+    p = run_devctl("plugins", "-o", "json", root=root, as_nobody=True)
+    assert p.exit_code == 0, p.stderr
     doc = json.loads(p.stdout)
     plugins = by(doc["plugins"], "socket")
     gpu = plugins[f"{d}/nvidia-gpu.sock"]
@@ -713,8 +636,8 @@ def test_permission_denied_as_an_unprivileged_user(sim_node, background):
     assert ("plugin", f"{d}/nvidia-gpu.sock: permission denied") in errors
     assert ("pod-resources", f"{sim_node.paths.pod_resources}: permission denied") in errors
     assert ("checkpoint", f"{sim_node.paths.checkpoint}: permission denied") in errors
-    pods = run_as_nobody(root, "pods")
-    assert pods.returncode == 3
+    pods = run_devctl("pods", root=root, as_nobody=True)
+    assert pods.exit_code == 3
     assert pods.stderr.splitlines() == [
         f"warning: pod-resources: {sim_node.paths.pod_resources}: permission denied",
         "No resources found.",

@@ -13,15 +13,13 @@ import base64
 import dataclasses
 import json
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import yaml
 from badservers import GARBAGE, hung_server, malformed_plugin, stale_socket
-from test_call import background, devctl  # noqa: F401 (background is a fixture)
+from helpers import devctl, run_devctl
 
 from devctl.analyze import POD_RESOURCES
 from devctl.doctor import diagnose, fails_on
@@ -140,7 +138,7 @@ def test_a_healthy_node_has_no_problems(short_root: Path):
 # --- sockets ----------------------------------------------------------------------------------------------
 
 
-def test_stale_hung_and_malformed_sockets_are_errors(sim_node: SimHandle, background):  # noqa: F811
+def test_stale_hung_and_malformed_sockets_are_errors(sim_node: SimHandle, background):
     d = sim_node.paths.plugins_dir
     stale_socket(f"{d}/old.sock")
     background(hung_server(f"{d}/hung.sock"))
@@ -188,7 +186,7 @@ def serve(directory: str, socket: str, resource: str, ids: list[str]):
     return DevicePluginServer(spec, directory, register=False)
 
 
-def test_a_second_plugin_of_a_resource_and_a_plugin_of_nothing_known(sim_node: SimHandle, background):  # noqa: F811
+def test_a_second_plugin_of_a_resource_and_a_plugin_of_nothing_known(sim_node: SimHandle, background):
     d = sim_node.paths.plugins_dir
     background(serve(d, "gpu-debug.sock", GPU, [f"GPU-{i}" for i in range(8)]))
     background(serve(d, "mystery.sock", "example.com/mystery", ["m-0", "m-1"]))
@@ -387,32 +385,12 @@ def test_every_allocatable_cpu_held_exclusively(short_root: Path):
     ]
 
 
-# The interpreter may live where nobody cannot read it, so the child runs the command
-# once as root with its output thrown away (every lazy import done), then drops to nobody.
-AS_NOBODY = """
-import contextlib, io, os, sys
-from devctl.cli.app import main
-sys.argv = ["devctl", *sys.argv[1:]]
-with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-    with contextlib.suppress(SystemExit):
-        main()
-os.setuid(65534)
-main()
-"""
-
-
 def test_what_devctl_may_not_open_is_a_warning_to_run_as_root(sim_node: SimHandle):
     if os.geteuid() != 0:
         pytest.skip("needs root to drop privileges")
     os.chmod(sim_node.root, 0o755)  # the directories are open; the kubelet's sockets and checkpoint are root's only
-    p = subprocess.run(
-        [sys.executable, "-c", AS_NOBODY, "doctor", "-o", "json"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "NO_COLOR": "1", "DEVCTL_ROOT": str(sim_node.root)},
-    )
-    assert p.returncode == 0, p.stderr  # warnings: the node may be fine, devctl could not look
+    p = run_devctl("doctor", "-o", "json", root=sim_node.root, as_nobody=True)
+    assert p.exit_code == 0, p.stderr  # warnings: the node may be fine, devctl could not look
     found = json.loads(p.stdout)["findings"]
     denied = {f["subject"] for f in found if f["code"] == "permission-denied"}
     d = sim_node.paths.plugins_dir

@@ -5,7 +5,7 @@ like the kubelet, dials the plugin back for GetDevicePluginOptions *inside*
 Register and then follows its ListAndWatch stream. ``FakePodResources`` answers
 GetAllocatableResources. Both are real grpc.aio servers on real unix sockets;
 nothing here mocks a stub. ``devctl`` and ``Serving`` run the real command in a
-child process. (This file holds no tests of its own.)
+child process (through ``helpers``). (This file holds no tests of its own.)
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ import contextlib
 import os
 import signal
 import stat
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
+from helpers import DEVCTL, Result, devctl_env, run_devctl_async
 
 from devctl.api.deviceplugin.v1beta1 import api_pb2 as dp
 from devctl.api.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
@@ -145,15 +145,9 @@ class FakePodResources(prv1_grpc.PodResourcesListerServicer):
         )
 
 
-async def devctl(root: Path, *args: str, timeout: float = 20) -> tuple[int, str, str]:
-    """Run devctl to completion; (exit status, stdout, stderr)."""
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "devctl", "--root", str(root), *args,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    out, err = await asyncio.wait_for(proc.communicate(), timeout)
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
+async def devctl(root: Path, *args: str, timeout: float = 20) -> Result:
+    """``devctl --root ROOT ARGS...`` to completion: ``code, out, err = await devctl(...)``."""
+    return await run_devctl_async("--root", str(root), *args, timeout=timeout)
 
 
 class Serving:
@@ -167,8 +161,8 @@ class Serving:
 
     async def start(self, ready: str) -> None:
         self.proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "devctl", "--root", str(self.root), "plugin", "serve", *self.args,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            *DEVCTL, "--root", str(self.root), "plugin", "serve", *self.args,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=devctl_env(),
         )  # fmt: skip
 
         async def wait() -> None:

@@ -12,24 +12,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers import DEVCTL, devctl_env, run_devctl
 
 TIMEOUT = 30.0
 SOCKETS = ["foo.sock", "kubelet.sock", "nvidia-gpu.sock", "sriov-netdevice.sock"]
-
-
-def env() -> dict[str, str]:
-    """The test's environment without any DEVCTL_* setting that would point devctl elsewhere."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("DEVCTL_")}
-
-
-def devctl(*args: str, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "devctl", *args],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        env={**env(), **(extra_env or {})},
-    )
 
 
 def read_line(proc: subprocess.Popen[str], timeout: float) -> str:
@@ -50,11 +36,11 @@ def sockets_under(root: Path) -> list[str]:
 def running_sim(short_root: Path) -> Iterator[tuple[subprocess.Popen[str], Path]]:
     """`devctl sim --root R` in the background, once it has printed its export line."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "devctl", "sim", "--root", str(short_root)],
+        [*DEVCTL, "sim", "--root", str(short_root)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=env(),
+        env=devctl_env(),
     )
     try:
         line = read_line(proc, TIMEOUT)
@@ -67,8 +53,10 @@ def running_sim(short_root: Path) -> Iterator[tuple[subprocess.Popen[str], Path]
 
 
 def test_sim_runs_a_command_against_the_node() -> None:
-    result = devctl("sim", "--", "sh", "-c", 'ls "$DEVCTL_ROOT/var/lib/kubelet/device-plugins"; echo "$DEVCTL_ROOT"')
-    assert result.returncode == 0, result.stderr
+    result = run_devctl(
+        "sim", "--", "sh", "-c", 'ls "$DEVCTL_ROOT/var/lib/kubelet/device-plugins"; echo "$DEVCTL_ROOT"'
+    )
+    assert result.exit_code == 0, result.stderr
     *listing, root = result.stdout.splitlines()
     assert listing == sorted([*SOCKETS, "kubelet_internal_checkpoint"])
     assert root.startswith("/tmp/devctl-sim-")
@@ -76,9 +64,9 @@ def test_sim_runs_a_command_against_the_node() -> None:
 
 
 def test_sim_exits_with_the_command_status() -> None:
-    assert devctl("sim", "--", "false").returncode == 1
-    missing = devctl("sim", "--", "no-such-command-here")
-    assert missing.returncode == 127
+    assert run_devctl("sim", "--", "false").exit_code == 1
+    missing = run_devctl("sim", "--", "no-such-command-here")
+    assert missing.exit_code == 127
     assert "no-such-command-here: command not found" in missing.stderr
 
 
@@ -86,15 +74,15 @@ def test_the_command_reaches_the_node_by_devctl_root() -> None:
     """devctl inside the command finds the simulator's plugins (control sockets) and its kubelet by DEVCTL_ROOT."""
     me = f"{sys.executable} -m devctl"
     script = f"{me} plugin set-health nvidia.com/gpu GPU-0 unhealthy >/dev/null && {me} devices nvidia.com/gpu -o json"
-    result = devctl("sim", "--", "sh", "-c", script)
-    assert result.returncode == 0, result.stderr
+    result = run_devctl("sim", "--", "sh", "-c", script)
+    assert result.exit_code == 0, result.stderr
     devices = {d["id"]: d for d in json.loads(result.stdout)["devices"]}
     assert devices["GPU-0"]["health"] == "Unhealthy"
     assert devices["GPU-0"]["allocated_to"] == [{"namespace": "ml", "pod": "train-0", "container": "trainer"}]
 
 
 def test_command_path_overrides_do_not_leak_into_the_command(short_root: Path) -> None:
-    result = devctl(
+    result = run_devctl(
         "sim",
         "--root",
         str(short_root),
@@ -102,9 +90,9 @@ def test_command_path_overrides_do_not_leak_into_the_command(short_root: Path) -
         "sh",
         "-c",
         'echo "${DEVCTL_PLUGINS_DIR:-unset} $DEVCTL_ROOT"',
-        extra_env={"DEVCTL_PLUGINS_DIR": "/elsewhere"},
+        env={"DEVCTL_PLUGINS_DIR": "/elsewhere"},
     )
-    assert result.returncode == 0, result.stderr
+    assert result.exit_code == 0, result.stderr
     assert result.stdout.split() == ["unset", str(short_root)]
     assert short_root.is_dir()  # a root of the user's choosing stays
 
@@ -113,8 +101,8 @@ def test_restart_kubelet_from_another_shell(running_sim) -> None:
     proc, root = running_sim
     kubelet = root / "var/lib/kubelet/device-plugins/kubelet.sock"
     before = os.stat(kubelet)
-    result = devctl("--root", str(root), "sim", "restart-kubelet")
-    assert result.returncode == 0, result.stderr
+    result = run_devctl("--root", str(root), "sim", "restart-kubelet")
+    assert result.exit_code == 0, result.stderr
     assert result.stdout.strip() == (
         f"restarted the simulated kubelet at {root}; registered again: "
         "hardware-vendor.example/foo, intel.com/sriov_netdevice, nvidia.com/gpu"
@@ -123,8 +111,8 @@ def test_restart_kubelet_from_another_shell(running_sim) -> None:
     assert (after.st_ino, after.st_ctime_ns) != (before.st_ino, before.st_ctime_ns)
     assert sockets_under(root / "var/lib/kubelet/device-plugins") == SOCKETS
     # DEVCTL_ROOT addresses it just as well.
-    again = devctl("sim", "restart-kubelet", "--no-wait", extra_env={"DEVCTL_ROOT": str(root)})
-    assert again.returncode == 0, again.stderr
+    again = run_devctl("sim", "restart-kubelet", "--no-wait", env={"DEVCTL_ROOT": str(root)})
+    assert again.exit_code == 0, again.stderr
     assert again.stdout.strip() == f"restarted the simulated kubelet at {root}"
     assert proc.poll() is None
 
@@ -142,16 +130,16 @@ def test_a_signal_stops_the_sim_cleanly(running_sim, sig: signal.Signals) -> Non
 
 def test_a_second_sim_on_a_running_root_is_refused(running_sim) -> None:
     _, root = running_sim
-    result = devctl("sim", "--root", str(root), "--", "true")
-    assert result.returncode == 2
+    result = run_devctl("sim", "--root", str(root), "--", "true")
+    assert result.exit_code == 2
     assert (
         result.stderr.strip() == f"devctl: sim: a simulated node already runs at {root}; stop it or choose another root"
     )
 
 
 def test_restart_kubelet_without_a_sim_is_exit_3(short_root: Path) -> None:
-    result = devctl("--root", str(short_root), "sim", "restart-kubelet")
-    assert result.returncode == 3
+    result = run_devctl("--root", str(short_root), "sim", "restart-kubelet")
+    assert result.exit_code == 3
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"devctl: no simulated node runs at {short_root}")
 
@@ -159,11 +147,11 @@ def test_restart_kubelet_without_a_sim_is_exit_3(short_root: Path) -> None:
 def test_usage_errors_are_exit_2(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("pods:\n  - name: p\n    containers: [{name: c, requests: {nvidia.com/gpu: 1}}]\n")
-    result = devctl("sim", "--scenario", str(bad), "--", "true")
-    assert result.returncode == 2
+    result = run_devctl("sim", "--scenario", str(bad), "--", "true")
+    assert result.exit_code == 2
     assert result.stderr.strip() == (
         f"devctl: scenario: {bad}: pods[0].containers[0].requests.nvidia.com/gpu: "
         "no resource of the scenario is named 'nvidia.com/gpu'"
     )
-    nothing = devctl("sim", "--")
-    assert nothing.returncode == 2 and "nothing to run after --" in nothing.stderr
+    nothing = run_devctl("sim", "--")
+    assert nothing.exit_code == 2 and "nothing to run after --" in nothing.stderr

@@ -18,22 +18,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers import DEVCTL, devctl_env, run_devctl
 
 from devctl.sim.thread import SimHandle
 
-DEVCTL = [sys.executable, "-m", "devctl"]
 CONTRACT_KEYS = {"time", "resource", "socket", "event", "device", "from", "to", "devices", "healthy"}
 GPU = "nvidia.com/gpu"
-
-
-def env_for(root: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DEVCTL_")}
-    env["DEVCTL_ROOT"] = str(root)
-    return env
-
-
-def devctl(root: Path, *args: str, timeout: float = 20.0) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*DEVCTL, *args], env=env_for(root), capture_output=True, text=True, timeout=timeout)
 
 
 class Watch:
@@ -41,7 +31,7 @@ class Watch:
 
     def __init__(self, root: Path, *args: str):
         self.proc = subprocess.Popen(
-            [*DEVCTL, *args], env=env_for(root), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            [*DEVCTL, *args], env=devctl_env(root), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
         self.out: queue.Queue[tuple[float, str | None]] = queue.Queue()
         self.err: list[str] = []
@@ -116,8 +106,8 @@ def test_a_health_flip_by_plugin_set_health_appears_within_one_second(sim_node: 
     assert snap["socket"].endswith("/nvidia-gpu.sock")
     assert snap["time"].endswith("Z") and len(snap["time"]) == len("2026-01-02T03:04:05.678Z")
 
-    done = devctl(sim_node.root, "plugin", "set-health", GPU, "GPU-3", "unhealthy")
-    assert done.returncode == 0, done.stderr
+    done = run_devctl("plugin", "set-health", GPU, "GPU-3", "unhealthy", root=sim_node.root)
+    assert done.exit_code == 0, done.stderr
     sent = time.monotonic()
     at, flip = w.event(timeout=5.0)
     assert at - sent < 1.0
@@ -146,8 +136,8 @@ def test_a_kubelet_restart_disconnects_and_reconnects(sim_node: SimHandle, watch
 
 
 def test_an_unknown_resource_without_wait_is_exit_2_with_one_line(sim_node: SimHandle) -> None:
-    r = devctl(sim_node.root, "watch", "example.com/nothing", "-o", "json")
-    assert r.returncode == 2
+    r = run_devctl("watch", "example.com/nothing", "-o", "json", root=sim_node.root)
+    assert r.exit_code == 2
     assert r.stdout == ""
     assert r.stderr.strip().splitlines() == [
         "devctl: no plugin serves example.com/nothing (see `devctl plugins`; use --wait to wait for it)"
@@ -167,8 +157,8 @@ def test_wait_then_the_plugin_appears_gives_its_snapshot(sim_node: SimHandle, wa
 
 
 def test_once_prints_a_snapshot_per_plugin_and_exits(sim_node: SimHandle) -> None:
-    r = devctl(sim_node.root, "watch", "--once", "-o", "json")
-    assert r.returncode == 0, r.stderr
+    r = run_devctl("watch", "--once", "-o", "json", root=sim_node.root)
+    assert r.exit_code == 0, r.stderr
     events = [json.loads(line) for line in r.stdout.splitlines()]
     assert sorted((e["event"], e["resource"], e["devices"]) for e in events) == [
         ("snapshot", "hardware-vendor.example/foo", 2),
@@ -178,8 +168,8 @@ def test_once_prints_a_snapshot_per_plugin_and_exits(sim_node: SimHandle) -> Non
 
 
 def test_once_as_a_table(sim_node: SimHandle) -> None:
-    r = devctl(sim_node.root, "watch", GPU, "--once")
-    assert r.returncode == 0, r.stderr
+    r = run_devctl("watch", GPU, "--once", root=sim_node.root)
+    assert r.exit_code == 0, r.stderr
     header, line = r.stdout.splitlines()
     assert header.split() == ["TIME", "EVENT", "RESOURCE", "DEVICE", "CHANGE", "DEVICES"]
     clock, event, resource, *counts = line.split()
@@ -188,16 +178,16 @@ def test_once_as_a_table(sim_node: SimHandle) -> None:
 
 
 def test_count_ends_after_n_events(sim_node: SimHandle) -> None:
-    r = devctl(sim_node.root, "watch", "--count", "2", "-o", "json")
-    assert r.returncode == 0, r.stderr
+    r = run_devctl("watch", "--count", "2", "-o", "json", root=sim_node.root)
+    assert r.exit_code == 0, r.stderr
     assert [json.loads(line)["event"] for line in r.stdout.splitlines()] == ["snapshot", "snapshot"]
 
 
 def test_duration_ends_the_watch(sim_node: SimHandle) -> None:
     started = time.monotonic()
-    r = devctl(sim_node.root, "watch", GPU, "--duration", "1", "-o", "json")
+    r = run_devctl("watch", GPU, "--duration", "1", "-o", "json", root=sim_node.root)
     took = time.monotonic() - started
-    assert r.returncode == 0, r.stderr
+    assert r.exit_code == 0, r.stderr
     assert [json.loads(line)["event"] for line in r.stdout.splitlines()] == ["snapshot"]
     assert 1.0 <= took < 8.0
 
@@ -214,11 +204,11 @@ def test_sigint_exits_0_without_a_traceback(sim_node: SimHandle, watches) -> Non
 def test_record_writes_the_json_lines_while_printing_the_table(sim_node: SimHandle, short_root: Path) -> None:
     as_json = short_root / "json.jsonl"
     as_table = short_root / "table.jsonl"
-    r = devctl(sim_node.root, "watch", "--once", "-o", "json", "--record", str(as_json))
-    assert r.returncode == 0, r.stderr
+    r = run_devctl("watch", "--once", "-o", "json", "--record", str(as_json), root=sim_node.root)
+    assert r.exit_code == 0, r.stderr
     assert as_json.read_text() == r.stdout
-    t = devctl(sim_node.root, "watch", "--once", "--record", str(as_table))
-    assert t.returncode == 0, t.stderr
+    t = run_devctl("watch", "--once", "--record", str(as_table), root=sim_node.root)
+    assert t.exit_code == 0, t.stderr
     recorded = [json.loads(line) for line in as_table.read_text().splitlines()]
     rows = t.stdout.splitlines()[1:]
     assert len(recorded) == len(rows) == 3
@@ -229,13 +219,13 @@ def test_record_writes_the_json_lines_while_printing_the_table(sim_node: SimHand
 
 
 def test_record_to_an_unwritable_place_is_a_usage_error(short_root: Path) -> None:
-    r = devctl(short_root, "watch", "--once", "--record", "/nonexistent/dir/x.jsonl")
-    assert r.returncode == 2
+    r = run_devctl("watch", "--once", "--record", "/nonexistent/dir/x.jsonl", root=short_root)
+    assert r.exit_code == 2
     assert r.stderr.startswith("devctl: --record /nonexistent/dir/x.jsonl:")
 
 
 def test_output_other_than_table_or_json_is_refused(short_root: Path) -> None:
-    assert devctl(short_root, "watch", "--once", "-o", "yaml").returncode == 2
+    assert run_devctl("watch", "--once", "-o", "yaml", root=short_root).exit_code == 2
 
 
 def test_a_plugin_process_killed_and_started_again(short_root: Path, watches) -> None:
@@ -295,6 +285,6 @@ def test_a_malformed_plugin_on_the_node_does_not_stop_the_watch_of_the_others(si
 
 
 def test_a_snapshot_file_cannot_be_watched(short_root: Path) -> None:
-    r = devctl(short_root, "--from", str(short_root / "snap.json"), "watch")
-    assert r.returncode == 2
+    r = run_devctl("--from", str(short_root / "snap.json"), "watch", root=short_root)
+    assert r.exit_code == 2
     assert r.stderr.startswith("devctl: --from: watch follows live plugin streams")
