@@ -155,3 +155,10 @@ def test_usage_errors_are_exit_2(tmp_path: Path) -> None:
     )
     nothing = run_devctl("sim", "--")
     assert nothing.exit_code == 2 and "nothing to run after --" in nothing.stderr
+
+
+def test_the_command_finds_this_devctl_without_an_activated_venv() -> None:
+    """`devctl sim -- devctl ls` works from `.venv/bin/devctl` with a PATH that does not hold the venv."""
+    result = run_devctl("sim", "--", "sh", "-c", "devctl ls -q", env={"PATH": "/usr/bin:/bin"})
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.split() == ["hardware-vendor.example/foo", "intel.com/sriov_netdevice", "nvidia.com/gpu"]
