@@ -88,8 +88,26 @@ def _pick_probe(probes: list[PluginProbe]) -> PluginProbe | None:
     return sorted(serving or probes, key=lambda p: p.socket)[0]
 
 
+# The last snapshot's inventories: the TUI and `doctor` build several views of one
+# snapshot in turn, and this is the costly part of each (a node of 2,000 devices).
+_last: tuple[NodeSnapshot, dict[str, Inventory]] | None = None
+
+
 def inventories(snapshot: NodeSnapshot) -> dict[str, Inventory]:
-    """Each resource known from any source with its inventory; ``ls``, ``devices`` and ``topo`` count from it."""
+    """Each resource known from any source with its inventory; ``ls``, ``devices`` and ``topo`` count from it.
+
+    Built once per snapshot and shared by the views that ask: read it, never change it.
+    """
+    global _last
+    last = _last
+    if last is not None and last[0] is snapshot:
+        return last[1]
+    inv = _build(snapshot)
+    _last = (snapshot, inv)
+    return inv
+
+
+def _build(snapshot: NodeSnapshot) -> dict[str, Inventory]:
     inv: dict[str, Inventory] = {}
 
     def get(resource: str) -> Inventory:
