@@ -339,3 +339,7 @@ def test_sources_read():
     assert analyze.sources_read(stale_only) == {analyze.PLUGINS}  # the directory was read
     unlisted = snap(errors=(SourceError(analyze.PLUGINS_DIR_SOURCE, "/d: permission denied"),))
     assert analyze.sources_read(unlisted) == frozenset()
+    # A non-root user lists the directory but may open no socket in it: that read nothing.
+    denied = (PluginStatus.PERMISSION_DENIED, PluginStatus.TIMEOUT)
+    forbidden = snap(plugins=tuple(PluginProbe(f"/{s.value}.sock", s) for s in denied))
+    assert analyze.sources_read(forbidden) == frozenset()

@@ -624,6 +624,8 @@ def test_permission_denied_as_an_unprivileged_user(sim_node, background):
         pytest.skip("needs root to drop privileges")
     root, d = sim_node.root, sim_node.paths.plugins_dir
     os.chmod(root, 0o755)  # the directories are open; the kubelet's sockets and checkpoint are root's only
+    # Every source refuses: the sockets' names are listed, but nothing was read.
+    assert run_devctl("ls", "-o", "json", root=root, as_nobody=True).exit_code == 3
     background(open_plugin(d))
     p = run_devctl("plugins", "-o", "json", root=root, as_nobody=True)
     assert p.exit_code == 0, p.stderr

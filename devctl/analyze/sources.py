@@ -22,6 +22,11 @@ ALL_SOURCES = frozenset({POD_RESOURCES, PLUGINS, CHECKPOINT, TOPOLOGY, IDENTITIE
 PLUGINS_DIR_SOURCE = "plugins-dir"
 NO_SUCH_FILE = "no such file"
 
+# Sockets that told nothing: devctl may not open them, or they never answered.
+# A stale socket does tell something (its plugin is gone); these only say that
+# devctl could not look, so a directory of them is no answer.
+_UNANSWERED = frozenset({PluginStatus.PERMISSION_DENIED, PluginStatus.TIMEOUT})
+
 
 def sources_read(snapshot: NodeSnapshot) -> frozenset[str]:
     """The sources that gave something: the CLI exits 3 when none that a command shows did."""
@@ -29,7 +34,8 @@ def sources_read(snapshot: NodeSnapshot) -> frozenset[str]:
     if snapshot.pods is not None or snapshot.allocatable is not None:
         read.add(POD_RESOURCES)
     listed = not any(e.source == PLUGINS_DIR_SOURCE for e in snapshot.errors)
-    if any(p.status == PluginStatus.SERVING for p in snapshot.plugins) or (listed and snapshot.plugins):
+    answered = (p.status not in _UNANSWERED for p in snapshot.plugins)
+    if any(p.status == PluginStatus.SERVING for p in snapshot.plugins) or (listed and any(answered)):
         read.add(PLUGINS)
     if snapshot.checkpoint is not None:
         read.add(CHECKPOINT)
