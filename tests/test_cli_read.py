@@ -425,8 +425,7 @@ def test_edge_checkpoint(edge_node):
 def test_an_empty_root_is_exit_3_with_one_warning_per_source(short_root):
     r = devctl(short_root, "ls")
     assert r.exit_code == 3 and r.stdout == ""
-    assert sorted(r.stderr.splitlines()) == [
-        "No resources found.",
+    assert sorted(r.stderr.splitlines()) == [  # and no "No resources found.": nothing was asked successfully
         f"warning: checkpoint: {short_root}/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint: no such file",
         f"warning: plugins-dir: {short_root}/var/lib/kubelet/device-plugins: no such file",
         f"warning: pod-resources: {short_root}/var/lib/kubelet/pod-resources/kubelet.sock: no such socket",
@@ -474,8 +473,7 @@ def test_a_corrupt_checkpoint(default_node, tmp_path):
     args = ["--plugins-dir", str(tmp_path)]
     r = devctl(default_node.root, *args, "checkpoint")
     assert r.exit_code == 3 and r.stdout == ""
-    warning, nothing = r.stderr.splitlines()
-    assert nothing == "No resources found."
+    (warning,) = r.stderr.splitlines()
     assert warning.startswith(f"warning: checkpoint: {tmp_path}/kubelet_internal_checkpoint: ")
     ls = devctl(default_node.root, *args, "ls", "-o", "json")
     assert ls.exit_code == 0  # pod-resources still answers
@@ -642,5 +640,4 @@ def test_permission_denied_as_an_unprivileged_user(sim_node, background):
     assert pods.exit_code == 3
     assert pods.stderr.splitlines() == [
         f"warning: pod-resources: {sim_node.paths.pod_resources}: permission denied",
-        "No resources found.",
     ]

@@ -73,6 +73,7 @@ def emit(
     from devctl.render.style import use_color
 
     errors = errors_of(snapshot)
+    unread = not sources_read(snapshot) & set(shown)
     if output in (Output.json, Output.yaml):
         write_structured(output, body, errors)
     else:
@@ -83,8 +84,10 @@ def emit(
             text = table(table_style(output, no_headers))
             if text:
                 sys.stdout.write(text)
-            else:
+            elif not unread:
+                # Only a node that answered can be said to have nothing; when nothing
+                # answered, the warnings above are the whole story.
                 print("No resources found.", file=sys.stderr)
     sys.stdout.flush()
-    if not sources_read(snapshot) & set(shown):
+    if unread:
         raise typer.Exit(int(ExitCode.NO_SOURCE))
