@@ -107,8 +107,17 @@ def test_ls_table_filters_quiet_and_no_headers(default_node):
     assert devctl(default_node.root, "ls", "-q").stdout == f"{FOO}\n{NIC}\n{GPU}\n"
     wide = devctl(default_node.root, "ls", "-o", "wide").stdout.splitlines()
     assert wide[0].split()[-4:] == ["NUMA", "PRE-START", "PREFERRED", "SOCKET"]
-    none = devctl(default_node.root, "ls", "nope.io/x")
-    assert (none.exit_code, none.stdout, none.stderr) == (0, "", "No resources found.\n")
+
+
+def test_a_misspelt_resource_is_not_found_with_a_suggestion(default_node):
+    # As `kubectl get pod NAME` does: the rows found, one line per name not found, exit 1.
+    typo = devctl(default_node.root, "ls", "nvidia.com/gpus")
+    assert (typo.exit_code, typo.stdout) == (1, "")
+    assert typo.stderr == "devctl: resource nvidia.com/gpus not found (did you mean nvidia.com/gpu?)\n"
+    both = devctl(default_node.root, "devices", GPU, "nope.io/x", "-o", "json")
+    assert both.exit_code == 1
+    assert {d["resource"] for d in both.json["devices"]} == {GPU}  # stdout is still the whole JSON document
+    assert both.stderr == "devctl: resource nope.io/x not found\n"
 
 
 def test_devices_json(default_node):

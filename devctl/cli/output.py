@@ -9,7 +9,7 @@ here at module level: this module is on the start-up path of ``devctl --help``.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -66,8 +66,14 @@ def emit(
     *,
     no_headers: bool,
     quiet: bool,
+    not_found: Sequence[str] = (),
 ) -> None:
-    """Print one view in the chosen form, warnings on stderr; exit 3 when none of ``shown`` could be read."""
+    """Print one view in the chosen form, warnings on stderr; exit 3 when none of ``shown`` could be read.
+
+    ``not_found`` are lines for what the command line named and the node does
+    not have: printed after the view, then exit 1, as ``kubectl get`` does for
+    a name it cannot find.
+    """
     from devctl.analyze import errors_of, sources_read
     from devctl.render import table as tables
     from devctl.render.style import use_color
@@ -84,10 +90,14 @@ def emit(
             text = table(table_style(output, no_headers))
             if text:
                 sys.stdout.write(text)
-            elif not unread:
+            elif not unread and not not_found:
                 # Only a node that answered can be said to have nothing; when nothing
                 # answered, the warnings above are the whole story.
                 print("No resources found.", file=sys.stderr)
     sys.stdout.flush()
     if unread:
         raise typer.Exit(int(ExitCode.NO_SOURCE))
+    if not_found:
+        for line in not_found:
+            print(f"devctl: {line}", file=sys.stderr)
+        raise typer.Exit(int(ExitCode.FINDINGS))

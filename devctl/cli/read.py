@@ -23,6 +23,18 @@ ResourcesArg = Annotated[
 DEFAULT_NAMESPACE = "default"
 
 
+def _unknown_resources(asked: list[str] | None, known: set[str]) -> list[str]:
+    """A line for each resource named on the command line that the node does not know, with a likely spelling."""
+    import difflib
+
+    lines = []
+    for name in dict.fromkeys(asked or ()):
+        if name not in known:
+            close = difflib.get_close_matches(name, sorted(known), n=1)
+            lines.append(f"resource {name} not found" + (f" (did you mean {close[0]}?)" if close else ""))
+    return lines
+
+
 def ls(
     ctx: typer.Context,
     resources: ResourcesArg = None,
@@ -46,6 +58,7 @@ def ls(
         lambda: (r.name for r in rows),
         no_headers=no_headers,
         quiet=quiet,
+        not_found=_unknown_resources(resources, {r.name for r in analyze.resources_view(snap)}),
     )
 
 
@@ -72,6 +85,7 @@ def devices(
         lambda: (d.id for d in rows),
         no_headers=no_headers,
         quiet=quiet,
+        not_found=_unknown_resources(resources, {r.name for r in analyze.resources_view(snap)}),
     )
 
 
