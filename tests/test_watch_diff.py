@@ -116,9 +116,13 @@ def test_json_of_an_event_has_exactly_the_contract_keys() -> None:
         "devices": 8,
         "healthy": 7,
     }
+    # cli.md: a snapshot has no `device` (nor from/to): the keys are absent, not null.
     snapshot = event_object(WatchEvent(T, "nvidia.com/gpu", "/dp/nvidia.sock", "snapshot", devices=8, healthy=7))
-    assert set(snapshot) == CONTRACT_KEYS
-    assert snapshot["device"] is None
+    assert set(snapshot) == CONTRACT_KEYS - {"device", "from", "to"}
+    added = event_object(WatchEvent(T, "x.example/a", "/s", ADDED, "a-1", to="Healthy", devices=1, healthy=1))
+    assert set(added) == CONTRACT_KEYS - {"from"}
+    unnamed = event_object(WatchEvent(T, None, "/s", "snapshot", devices=0, healthy=0))
+    assert unnamed["resource"] is None  # applies, but no source names it
 
 
 def test_a_json_line_is_one_line() -> None:
@@ -129,7 +133,7 @@ def test_a_json_line_is_one_line() -> None:
 def test_kernel_events_extend_the_contract_keys() -> None:
     k = KernelEvent(T, "remove", "pci", "0000:3b:00.0", "/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0", "nvidia")
     obj = event_object(k)
-    assert set(obj) == CONTRACT_KEYS | {"subsystem", "devpath", "driver"}
+    assert set(obj) == {"time", "event", "device", "subsystem", "devpath", "driver"}
     assert (obj["event"], obj["device"], obj["subsystem"], obj["driver"]) == (
         "udev-remove",
         "0000:3b:00.0",

@@ -31,39 +31,41 @@ def clock_time(t: datetime) -> str:
 
 
 def event_object(item: WatchEvent | KernelEvent) -> dict[str, Any]:
-    """The JSON object of one event.
+    """The JSON object of one event: cli.md's keys, in its order, those that apply.
 
-    A device-plugin event has exactly cli.md's nine keys, ``null`` where a key
-    does not apply. A kernel event (``--udev``, an extension) has the same nine
-    keys, ``device`` being the kernel's device name, plus ``subsystem``,
-    ``devpath`` and ``driver``.
+    A key that does not apply to the event is absent, as cli.md says of
+    ``device`` in a ``snapshot``: ``device`` names a device only in
+    per-device events, ``from``/``to`` appear where the event has them.
+    ``resource`` is ``null`` when no source names the socket's resource (it
+    applies, but is not known). A kernel event (``--udev``, an extension) has
+    ``time``, ``event`` and ``device`` (the kernel's device name), plus
+    ``subsystem``, ``devpath`` and ``driver`` (``null`` when none is bound).
     """
     if isinstance(item, KernelEvent):
         return {
             "time": iso_time(item.time),
-            "resource": None,
-            "socket": None,
             "event": item.event,
             "device": item.name,
-            "from": None,
-            "to": None,
-            "devices": None,
-            "healthy": None,
             "subsystem": item.subsystem,
             "devpath": item.devpath,
             "driver": item.driver,
         }
-    return {
+    obj: dict[str, Any] = {
         "time": iso_time(item.time),
         "resource": item.resource,
         "socket": item.socket,
         "event": item.event,
-        "device": item.device,
-        "from": item.from_,
-        "to": item.to,
-        "devices": item.devices,
-        "healthy": item.healthy,
     }
+    for key, value in (
+        ("device", item.device),
+        ("from", item.from_),
+        ("to", item.to),
+        ("devices", item.devices),
+        ("healthy", item.healthy),
+    ):
+        if value is not None:
+            obj[key] = value
+    return obj
 
 
 def json_line(item: WatchEvent | KernelEvent) -> str:
