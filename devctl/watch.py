@@ -296,6 +296,7 @@ class _Follower:
         socket: str | None,
         fixed_socket: bool,
         wait: bool,
+        once: bool,
         timeout: float,
         backoff: Backoff,
     ):
@@ -305,6 +306,8 @@ class _Follower:
         self.socket = socket
         self.fixed_socket = fixed_socket  # --socket or a discovered socket: never re-resolved
         self.wait = wait
+        # ``--once`` without ``wait`` gives up after the first failure: no "retrying" then.
+        self.retries = wait or not once
         self.timeout = timeout
         self.backoff = backoff
         self.last: tuple[Device, ...] | None = None
@@ -391,14 +394,16 @@ class _Follower:
                 log.debug("watching %s failed", socket, exc_info=True)
                 reason = f"{type(e).__name__}: {e}"
             self._failed = not self.connected
+            # Most reasons start with the socket's path already: name the target once.
+            why = reason if reason.startswith(f"{self.name}:") else f"{self.name}: {reason}"
             if self.connected:
                 self.connected = False
                 self._event(DISCONNECTED, self.tally)
-                said = f"{self.name}: {reason}; reconnecting"
+                said = f"{why}; reconnecting"
                 self._notice(said)
                 if time.monotonic() - started >= STABLE_AFTER:
                     self.backoff.reset()
-            elif said != (message := f"{self.name}: {reason}; retrying"):
+            elif said != (message := f"{why}; retrying" if self.retries else why):
                 self._notice(message)
                 said = message
             if not self.wait:
@@ -535,6 +540,7 @@ async def watch(
             socket=socket,
             fixed_socket=fixed,
             wait=wait,
+            once=once,
             timeout=timeout,
             backoff=backoff(),
         )

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from badservers import stale_socket
 from helpers import DEVCTL, devctl_env, run_devctl
 
 from devctl.sim.thread import SimHandle
@@ -175,6 +176,18 @@ def test_once_as_a_table(sim_node: SimHandle) -> None:
     clock, event, resource, *counts = line.split()
     assert (event, resource, counts) == ("snapshot", GPU, ["8", "(7", "healthy)"])
     assert len(clock) == len("03:04:05.678") and clock[2] == ":" and clock[8] == "."
+
+
+def test_once_where_no_plugin_socket_answers_is_exit_3_with_one_line_each(short_root: Path) -> None:
+    plugins = short_root / "var/lib/kubelet/device-plugins"
+    plugins.mkdir(parents=True)
+    dead = stale_socket(str(plugins / "dead.sock"))
+    r = run_devctl("watch", "--once", "-o", "json", root=short_root)
+    assert (r.exit_code, r.stdout) == (3, "")
+    # The socket is named once, and --once does not promise a retry it will not make.
+    assert r.stderr.splitlines() == [f"devctl: {dead}: stale socket (nothing listens on it)"]
+    os.unlink(dead)
+    assert run_devctl("watch", "--once", root=short_root).exit_code == 0  # no plugins at all is an answer
 
 
 def test_count_ends_after_n_events(sim_node: SimHandle) -> None:

@@ -109,7 +109,7 @@ async def _follow(
     import asyncio
 
     from devctl.render.events import json_line, table_header, table_line
-    from devctl.watch import NoPluginsDir, Notice, UnknownTarget, watch
+    from devctl.watch import NoPluginsDir, Notice, UnknownTarget, plugin_sockets, watch
 
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -140,8 +140,11 @@ async def _follow(
                 printed += 1
                 if count is not None and printed >= count:
                     break
-        # --once that printed no snapshot at all could read no source.
-        return ExitCode.NO_SOURCE if once and printed == 0 and (resources or sockets) else ExitCode.OK
+        # --once that printed no snapshot at all could read no source; an empty
+        # plugins dir is an answer (no plugins), a dir of failing sockets is not.
+        if once and printed == 0 and (resources or sockets or plugin_sockets(paths.plugins_dir)):
+            return ExitCode.NO_SOURCE
+        return ExitCode.OK
 
     task = asyncio.ensure_future(consume())
     stopper = asyncio.ensure_future(stop.wait())
