@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 
 import yaml
 from test_analyze import GPU, cp_entry, gpu_node, holding
@@ -171,3 +172,13 @@ def test_json_puts_one_row_per_line():
     assert text.splitlines()[0:2] == ["{", '  "resources": [']
     assert text.splitlines()[2].startswith('    {"name": "nvidia.com/gpu", "socket": ')
     assert text.splitlines()[-2:] == ['  "errors": []', "}"]
+
+
+def test_columns_are_three_spaces_apart_as_kubectl_prints_them():
+    text = resources_table(analyze.resources_view(gpu_node()), PLAIN)
+    assert text.splitlines() == [
+        "NAME             STATUS    CAPACITY   ALLOCATABLE   ALLOCATED   FREE   UNHEALTHY",
+        "nvidia.com/gpu   serving   8          7             3           4      1",
+    ]
+    coloured = resources_table(analyze.resources_view(gpu_node()), TableStyle(color=True))
+    assert "\033[" in coloured and re.sub("\033\\[[0-9;]*m", "", coloured) == text  # colour takes no width

@@ -12,7 +12,7 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from tabulate import tabulate
+from tabulate import DataRow, TableFormat, tabulate
 
 from devctl.analyze import (
     CheckpointView,
@@ -26,6 +26,10 @@ from devctl.render.style import paint, word
 from devctl.units import format_bytes, format_cpulist
 
 NONE = "<none>"
+
+# kubectl's columns: left-aligned, three spaces between them, nothing else
+# (k8s.io/cli-runtime/pkg/printers/tabwriter.go: padding 3).
+_KUBECTL = TableFormat(None, None, None, None, DataRow("", "   ", ""), DataRow("", "   ", ""), 0, None)
 
 
 @dataclass(frozen=True)
@@ -42,17 +46,17 @@ def _cell(value: object) -> str:
 
 
 def grid(headers: Sequence[str], rows: Iterable[Sequence[object]], style: TableStyle) -> str:
-    """Rows under upper-case headers, three spaces apart as kubectl prints them; '' when there are none."""
+    """Rows under upper-case headers, three spaces apart as kubectl prints them; '' when there are none.
+
+    The header goes in as a row: tabulate pads a header by two more spaces than
+    its text, which would make the gaps uneven.
+    """
     body = [[_cell(v) for v in row] for row in rows]
     if not body:
         return ""
-    text = tabulate(
-        body,
-        headers=[h.upper() for h in headers] if style.headers else (),
-        tablefmt="plain",
-        disable_numparse=True,
-        stralign="left",
-    )
+    if style.headers:
+        body.insert(0, [h.upper() for h in headers])
+    text = tabulate(body, tablefmt=_KUBECTL, disable_numparse=True, stralign="left")
     return "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
 
 
