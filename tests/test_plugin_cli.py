@@ -45,6 +45,9 @@ async def test_serve_register_control_and_stop(short_root: Path, kubelet: FakeKu
         # THEN the kubelet's ListAndWatch stream gets it within a second
         await kubelet.wait_for(lambda: len(kubelet.lists[RESOURCE]) >= 2, timeout=1)
         assert kubelet.lists[RESOURCE][-1][1].health == UNHEALTHY
+        # and the health may be written as devctl devices prints it
+        code, out, _ = await devctl(short_root, "plugin", "set-health", RESOURCE, "gpu-1", "Healthy")
+        assert (code, out.strip()) == (0, f"{RESOURCE} gpu-1: Healthy")
         # and control errors have their exit codes
         assert (await devctl(short_root, "plugin", "remove", RESOURCE, "gpu-9"))[0] == 2
         code, _, err = await devctl(short_root, "plugin", "add", "example.com/none", "x-0@1")

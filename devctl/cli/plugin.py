@@ -204,7 +204,8 @@ def set_health(
     ctx: typer.Context,
     resource: Annotated[str, typer.Argument(help="The resource a running `devctl plugin serve` serves.")],
     device_id: Annotated[str, typer.Argument(metavar="ID", help="The device to change.")],
-    health: Annotated[Health, typer.Argument(help="healthy or unhealthy.")],
+    # Case-insensitive: a person pastes "Unhealthy" as devctl devices and the kubelet spell it.
+    health: Annotated[Health, typer.Argument(help="healthy or unhealthy.", case_sensitive=False)],
 ) -> None:
     """Mark a device healthy or unhealthy; every open ListAndWatch stream sees it at once."""
     _control(ctx, resource, {"op": "set-health", "id": device_id, "health": health.value})
@@ -216,7 +217,7 @@ def add(
     ctx: typer.Context,
     resource: Annotated[str, typer.Argument(help="The resource a running `devctl plugin serve` serves.")],
     device: Annotated[str, typer.Argument(metavar="ID[@NUMA]", help="The new device, e.g. gpu-8@1 or gpu-8@0+1.")],
-    health: Annotated[Health, typer.Option("--health", help="Its health.")] = Health.healthy,
+    health: Annotated[Health, typer.Option("--health", help="Its health.", case_sensitive=False)] = Health.healthy,
 ) -> None:
     """Add a device to a running plugin."""
     from devctl.plugin.spec import SpecError, parse_device
