@@ -182,3 +182,9 @@ def test_columns_are_three_spaces_apart_as_kubectl_prints_them():
     ]
     coloured = resources_table(analyze.resources_view(gpu_node()), TableStyle(color=True))
     assert "\033[" in coloured and re.sub("\033\\[[0-9;]*m", "", coloured) == text  # colour takes no width
+
+
+def test_a_list_of_numbers_stays_on_one_line_in_json():
+    text = structured.to_json(structured.document(analyze.topology_view(gpu_node())))
+    assert '  "shared_pool": [4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 21,' in text
+    assert json.loads(text)["shared_pool"][:2] == [4, 5]

@@ -51,7 +51,9 @@ def document(body: Any, errors: Iterable[SourceError] | None = None) -> dict[str
 
 
 def to_json(doc: dict[str, Any]) -> str:
-    """A plain document as JSON: one top-level key per line, and one row per line in its lists.
+    """A plain document as JSON: one top-level key per line, and one row per line in its lists of rows.
+
+    A list of plain values (``topo``'s ``shared_pool``, a CPU list) stays on its key's line.
 
     Rows on their own lines read and grep well and keep json's C encoder in use
     (``indent`` falls back to the pure-Python one, several times slower on a
@@ -60,7 +62,7 @@ def to_json(doc: dict[str, Any]) -> str:
     dumps = json.JSONEncoder(ensure_ascii=False).encode
     parts = []
     for key, value in doc.items():
-        if isinstance(value, list) and value:
+        if isinstance(value, list) and value and isinstance(value[0], dict):
             rows = ",\n    ".join(dumps(v) for v in value)
             parts.append(f"  {dumps(key)}: [\n    {rows}\n  ]")
         else:
