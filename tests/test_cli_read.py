@@ -446,6 +446,18 @@ def test_an_empty_root_is_exit_3_with_one_warning_per_source(short_root):
     assert doc == {"pods": [], "errors": [doc["errors"][0]]} and doc["errors"][0]["source"] == "pod-resources"
 
 
+def test_an_output_that_cannot_encode_a_name_gets_an_escape_not_a_traceback(default_node, tmp_path):
+    snap = tmp_path / "node.json"
+    assert devctl(default_node.root, "snapshot", "-f", str(snap)).exit_code == 0
+    snap.write_text(snap.read_text().replace('"train-0"', '"tr\u00e4in-0"').replace('"train-1"', '"\U0001f680-1"'))
+    ascii_only = {"PYTHONIOENCODING": "ascii"}  # a pipe or terminal that is not UTF-8
+    table = run_devctl("--from", str(snap), "pods", "-n", "ml", env=ascii_only)
+    assert (table.exit_code, table.stderr) == (0, "")
+    assert "tr\\u00e4in-0" in table.stdout
+    doc = run_devctl("--from", str(snap), "pods", "-n", "ml", "-o", "json", env=ascii_only)
+    assert doc.exit_code == 0 and {p["name"] for p in doc.json["pods"]} == {"tr\u00e4in-0", "\U0001f680-1"}
+
+
 def test_usage_errors_are_exit_2(default_node):
     assert devctl(default_node.root, "ls", "-o", "bogus").exit_code == 2
     assert devctl(default_node.root, "get").exit_code == 2

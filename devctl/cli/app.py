@@ -9,7 +9,7 @@ import typer
 
 from devctl import __version__
 from devctl.cli import call, completion, doctor, plugin, read, sim, tui, watch
-from devctl.cli.common import ExitCode, GlobalOptions, setup_logging
+from devctl.cli.common import ExitCode, GlobalOptions, escape_unencodable, setup_logging
 from devctl.cli.lazy import LazyGroup, commands
 
 app = typer.Typer(
@@ -87,6 +87,7 @@ for _group in (read, doctor, call, watch, plugin, sim, tui, completion):
 
 def main() -> None:
     completion.enable_runtime_completion()
+    escape_unencodable()
     try:
         app(prog_name="devctl")
     except KeyboardInterrupt:

@@ -92,6 +92,37 @@ def fail(message: str, code: ExitCode = ExitCode.USAGE) -> NoReturn:
     raise typer.Exit(int(code))
 
 
+def _json_escape(error: UnicodeError) -> tuple[str, int]:
+    """The characters a stream cannot encode as JSON's ``\\uXXXX`` escapes (surrogate pairs above U+FFFF)."""
+    if not isinstance(error, UnicodeEncodeError):
+        raise error
+    out = []
+    for char in error.object[error.start : error.end]:
+        n = ord(char)
+        if n > 0xFFFF:
+            n -= 0x10000
+            out.append(f"\\u{0xD800 + (n >> 10):04x}\\u{0xDC00 + (n & 0x3FF):04x}")
+        else:
+            out.append(f"\\u{n:04x}")
+    return "".join(out), error.end
+
+
+def escape_unencodable() -> None:
+    """Write what stdout and stderr cannot encode as ``\\uXXXX`` instead of failing with a traceback.
+
+    A pipe or terminal that is not UTF-8 (``PYTHONIOENCODING=ascii``, a Latin-1
+    locale) meets a device ID, a pod name or the watch table's arrow; inside a
+    JSON string the escape is still valid JSON, so ``-o json`` stays parseable.
+    """
+    import codecs
+
+    codecs.register_error("devctl-json-escape", _json_escape)
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="devctl-json-escape")
+
+
 def setup_logging(verbose: bool) -> None:
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.WARNING,
