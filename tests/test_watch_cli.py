@@ -190,6 +190,15 @@ def test_once_where_no_plugin_socket_answers_is_exit_3_with_one_line_each(short_
     assert run_devctl("watch", "--once", root=short_root).exit_code == 0  # no plugins at all is an answer
 
 
+def test_once_as_a_table_lines_up_a_long_resource_name(sim_node: SimHandle) -> None:
+    foo = "hardware-vendor.example/foo"  # longer than the resource column's minimum
+    r = run_devctl("watch", foo, GPU, "--once", root=sim_node.root)
+    assert r.exit_code == 0, r.stderr
+    header, *rows = r.stdout.splitlines()
+    assert len(rows) == 2
+    assert {row.index(" (") - len(row.split()[-3]) for row in rows} == {header.index("DEVICES")}
+
+
 def test_count_ends_after_n_events(sim_node: SimHandle) -> None:
     r = run_devctl("watch", "--count", "2", "-o", "json", root=sim_node.root)
     assert r.exit_code == 0, r.stderr

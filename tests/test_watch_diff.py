@@ -10,7 +10,7 @@ import pytest
 
 from devctl.model import Device
 from devctl.node.udev import KernelEvent
-from devctl.render.events import clock_time, event_object, iso_time, json_line, table_header, table_line
+from devctl.render.events import EventTable, clock_time, event_object, iso_time, json_line
 from devctl.watch import ADDED, HEALTH, REMOVED, TOPOLOGY, Backoff, Change, WatchEvent, counts, diff
 
 CONTRACT_KEYS = {"time", "resource", "socket", "event", "device", "from", "to", "devices", "healthy"}
@@ -144,7 +144,9 @@ def test_kernel_events_extend_the_contract_keys() -> None:
 
 def test_table_line_shows_time_event_resource_device_change_and_counts() -> None:
     e = WatchEvent(T, "nvidia.com/gpu", "/dp/nvidia.sock", HEALTH, "GPU-1", "Healthy", "Unhealthy", 8, 7)
-    line = table_line(e)
+    table = EventTable()
+    header = table.header()
+    line = table.line(e)
     assert line.split() == [
         "03:04:05.678",
         "health",
@@ -155,20 +157,31 @@ def test_table_line_shows_time_event_resource_device_change_and_counts() -> None
         "(7",
         "healthy)",
     ]
-    assert table_header().split() == ["TIME", "EVENT", "RESOURCE", "DEVICE", "CHANGE", "DEVICES"]
+    assert header.split() == ["TIME", "EVENT", "RESOURCE", "DEVICE", "CHANGE", "DEVICES"]
     # Columns line up with the header.
-    assert line.index("nvidia.com/gpu") == table_header().index("RESOURCE")
-    assert line.index("Healthy→") == table_header().index("CHANGE")
+    assert line.index("nvidia.com/gpu") == header.index("RESOURCE")
+    assert line.index("Healthy→") == header.index("CHANGE")
+
+
+def test_table_columns_widen_for_long_values_and_stay_wide() -> None:
+    long_name, uuid = "hardware-vendor.example/foo", "GPU-8f3a9c1e-5b7d-4e2f-a1c3-9d8e7f6a5b4c"
+    table = EventTable([long_name])  # a resource named up front: the header is already wide enough
+    header = table.header()
+    first = table.line(WatchEvent(T, long_name, "/s", "snapshot", devices=2, healthy=2))
+    assert first.index("2 (2 healthy)") == header.index("DEVICES")
+    wide = table.line(WatchEvent(T, "nvidia.com/gpu", "/g", HEALTH, uuid, "Healthy", "Unhealthy", 8, 7))
+    after = table.line(WatchEvent(T, "nvidia.com/gpu", "/g", HEALTH, "GPU-1", "Healthy", "Unhealthy", 8, 6))
+    assert after.index("Healthy→") == wide.index("Healthy→")  # lines after a long device ID line up with it
 
 
 def test_table_names_an_unknown_resource_by_its_socket() -> None:
     e = WatchEvent(T, None, "/var/lib/kubelet/device-plugins/vendor.sock", "snapshot", devices=2, healthy=2)
-    assert "(vendor.sock)" in table_line(e)
+    assert "(vendor.sock)" in EventTable().line(e)
 
 
 def test_table_line_of_a_kernel_event() -> None:
     k = KernelEvent(T, "unbind", "pci", "0000:3b:00.0", "/devices/x/0000:3b:00.0", "nvidia")
-    assert table_line(k).split() == ["03:04:05.678", "udev-unbind", "pci", "0000:3b:00.0", "driver", "nvidia"]
+    assert EventTable().line(k).split() == ["03:04:05.678", "udev-unbind", "pci", "0000:3b:00.0", "driver", "nvidia"]
 
 
 def test_a_device_listed_twice_counts_once_its_last_entry_winning() -> None:

@@ -108,7 +108,7 @@ async def _follow(
     """Print events until ``count``, ``duration``, ``once``, SIGINT or SIGTERM ends the watch."""
     import asyncio
 
-    from devctl.render.events import json_line, table_header, table_line
+    from devctl.render.events import EventTable, json_line
     from devctl.watch import NoPluginsDir, Notice, UnknownTarget, plugin_sockets, watch
 
     loop = asyncio.get_running_loop()
@@ -118,6 +118,7 @@ async def _follow(
     out = sys.stdout
     printed = 0
     header = not json_output
+    table = EventTable(resources)
 
     async def consume() -> ExitCode:
         nonlocal printed, header
@@ -129,10 +130,10 @@ async def _follow(
                     print(f"devctl: {item.message}", file=sys.stderr, flush=True)
                     continue
                 if header:
-                    out.write(table_header() + "\n")
+                    out.write(table.header() + "\n")
                     header = False
                 line = json_line(item)
-                out.write((line if json_output else table_line(item)) + "\n")
+                out.write((line if json_output else table.line(item)) + "\n")
                 out.flush()
                 if record is not None:
                     record.write(line + "\n")

@@ -1,13 +1,15 @@
 """Watch events as lines: a table for people, JSON lines for scripts.
 
 A watch prints as events happen, so a table cannot be laid out after the
-fact (tabulate needs every row): columns have fixed minimum widths, and a
-longer value just pushes the rest of its line, as ``kubectl get -w`` does.
+fact (tabulate needs every row): columns start at minimum widths (the
+resource column as wide as the resources named up front), and a longer value
+widens its column for good, so the lines after it line up again.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from datetime import datetime, timezone
 from typing import Any
 
@@ -16,6 +18,9 @@ from devctl.watch import WatchEvent
 
 # (header, minimum width); the last column is not padded.
 COLUMNS = (("TIME", 12), ("EVENT", 12), ("RESOURCE", 24), ("DEVICE", 18), ("CHANGE", 24), ("DEVICES", 0))
+_RESOURCE = 2  # the index of RESOURCE in COLUMNS
+# Between columns, as kubectl and devctl's other tables print them.
+_GAP = "   "
 
 
 def iso_time(t: datetime) -> str:
@@ -73,13 +78,29 @@ def json_line(item: WatchEvent | KernelEvent) -> str:
     return json.dumps(event_object(item))
 
 
-def _row(cells: tuple[str, ...]) -> str:
-    parts = [cell.ljust(width) for cell, (_, width) in zip(cells[:-1], COLUMNS[:-1], strict=True)]
-    return "  ".join([*parts, cells[-1]]).rstrip()
+class EventTable:
+    """One watch's table: its header, then a row per event, columns widening as values need.
 
+    Widths only grow, so a long resource name or device ID misaligns at most
+    the lines printed before it.
+    """
 
-def table_header() -> str:
-    return _row(tuple(name for name, _ in COLUMNS))
+    def __init__(self, resources: Iterable[str] = ()) -> None:
+        self._widths = [width for _, width in COLUMNS[:-1]]
+        self._widths[_RESOURCE] = max([self._widths[_RESOURCE], *(len(r) for r in resources)])
+
+    def header(self) -> str:
+        return self._row(tuple(name for name, _ in COLUMNS))
+
+    def line(self, item: WatchEvent | KernelEvent) -> str:
+        """One event as a table row: time, event, resource, device, from→to, counts."""
+        return self._row(_cells(item))
+
+    def _row(self, cells: tuple[str, ...]) -> str:
+        padded = cells[:-1]  # the last column is not padded
+        self._widths = [max(width, len(cell)) for width, cell in zip(self._widths, padded, strict=True)]
+        parts = [cell.ljust(width) for cell, width in zip(padded, self._widths, strict=True)]
+        return _GAP.join([*parts, cells[-1]]).rstrip()
 
 
 def _change(item: WatchEvent) -> str:
@@ -90,12 +111,11 @@ def _change(item: WatchEvent) -> str:
     return item.from_ or ""
 
 
-def table_line(item: WatchEvent | KernelEvent) -> str:
-    """One event as a table row: time, event, resource, device, from→to, counts."""
+def _cells(item: WatchEvent | KernelEvent) -> tuple[str, ...]:
     if isinstance(item, KernelEvent):
         driver = f"driver {item.driver}" if item.driver else ""
-        return _row((clock_time(item.time), item.event, item.subsystem, item.name, driver, ""))
+        return (clock_time(item.time), item.event, item.subsystem, item.name, driver, "")
     # A socket whose resource no source names is shown by its socket file.
     resource = item.resource or (f"({item.socket.rsplit('/', 1)[-1]})" if item.socket else "-")
     total = "" if item.devices is None else f"{item.devices} ({item.healthy} healthy)"
-    return _row((clock_time(item.time), item.event, resource, item.device or "", _change(item), total))
+    return (clock_time(item.time), item.event, resource, item.device or "", _change(item), total)
