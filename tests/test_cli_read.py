@@ -195,9 +195,13 @@ def test_get_is_one_element_of_pods(default_node):
     pods = {p["name"]: p for p in devctl(root, "pods", "-o", "json").json["pods"]}
     assert got.json == pods["train-0"]
     assert devctl(root, "get", "train-0", "-n", "ml", "-q").stdout == "ml/train-0\n"
-    missing = devctl(root, "get", "train-0")  # the default namespace
+    missing = devctl(root, "get", "train-0")  # the default namespace: says where it does run
     assert (missing.exit_code, missing.stdout) == (1, "")
-    assert missing.stderr == "devctl: pod train-0 in namespace default not found\n"
+    assert missing.stderr == (
+        "devctl: pod train-0 in namespace default not found (it runs in namespace ml: devctl get train-0 -n ml)\n"
+    )
+    nowhere = devctl(root, "get", "train-9", "-n", "ml")
+    assert (nowhere.exit_code, nowhere.stderr) == (1, "devctl: pod train-9 in namespace ml not found\n")
 
 
 def test_topo_json(default_node):

@@ -9,12 +9,15 @@ stays fast.
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from devctl.cli.common import ExitCode, Output, fail, options, run
 from devctl.cli.output import NoHeadersOpt, OutputOpt, QuietOpt, emit, node_snapshot, table_style, write_structured
+
+if TYPE_CHECKING:
+    from devctl.model import NodeSnapshot
 
 ResourcesArg = Annotated[
     list[str] | None, typer.Argument(help="Only these resources, e.g. nvidia.com/gpu.", show_default=False)
@@ -33,6 +36,17 @@ def _unknown_resources(asked: list[str] | None, known: set[str]) -> list[str]:
             close = difflib.get_close_matches(name, sorted(known), n=1)
             lines.append(f"resource {name} not found" + (f" (did you mean {close[0]}?)" if close else ""))
     return lines
+
+
+def _pod_not_found(pod: str, namespace: str, snapshot: NodeSnapshot) -> str:
+    """``get``'s one line for a pod not found, naming the namespaces where a pod of that name runs."""
+    elsewhere = sorted({p.namespace for p in snapshot.pods or () if p.name == pod} - {namespace})
+    message = f"pod {pod} in namespace {namespace} not found"
+    if len(elsewhere) == 1:
+        return f"{message} (it runs in namespace {elsewhere[0]}: devctl get {pod} -n {elsewhere[0]})"
+    if elsewhere:
+        return f"{message} (pods of that name run in namespaces {', '.join(elsewhere)})"
+    return message
 
 
 def ls(
@@ -127,25 +141,28 @@ def get(
 ) -> None:
     """One pod's allocations, by pod-resources Get (List where Get is disabled). Exit 1 when there is no such pod."""
     from devctl import analyze
-    from devctl.collect import SnapshotError, get_pod, load_snapshot
+    from devctl.collect import SnapshotError, collect, get_pod, load_snapshot
     from devctl.node.podresources import PodNotFound
     from devctl.node.rpc import RpcFailure
     from devctl.render.table import pods_table
 
     opts = options(ctx)
-    not_found = f"pod {pod} in namespace {namespace} not found"
     if opts.from_file:
         try:
-            found = analyze.find_pod(load_snapshot(opts.from_file), pod, namespace)
+            snap = load_snapshot(opts.from_file)
         except SnapshotError as e:
             fail(f"--from {e}", ExitCode.NO_SOURCE)
+        found = analyze.find_pod(snap, pod, namespace)
         if found is None:
-            fail(not_found, ExitCode.FINDINGS)
+            fail(_pod_not_found(pod, namespace, snap), ExitCode.FINDINGS)
     else:
         try:
             found = analyze.pod_view(run(get_pod(opts.paths(), opts.timeout, pod, namespace)))
         except PodNotFound:
-            fail(not_found, ExitCode.FINDINGS)
+            # One List more, to say where a pod of that name does run (kubectl's habit of
+            # a default namespace makes `-n` the usual thing to forget).
+            snap = run(collect(opts.paths(), opts.timeout, want={analyze.POD_RESOURCES}))
+            fail(_pod_not_found(pod, namespace, snap), ExitCode.FINDINGS)
         except RpcFailure as e:
             fail(e.message, ExitCode.NO_SOURCE)
     if output in (Output.json, Output.yaml):
