@@ -7,13 +7,14 @@ own ``rpc_log`` says which RPCs really reached them.
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
 import pytest
 import yaml
 from badservers import hung_server, malformed_plugin, stale_socket
-from helpers import devctl, invoke
+from helpers import devctl, invoke, run_devctl
 
 from devctl.sim.thread import SimHandle
 
@@ -205,6 +206,23 @@ def test_a_resource_nothing_serves_is_exit_3(sim_node: SimHandle):
     d = sim_node.paths.plugins_dir
     assert r.stderr.splitlines() == [
         f"devctl: no serving socket in {d} is known to serve nope.example/x (see devctl plugins)"
+    ]
+    typo = devctl(sim_node.root, "call", "nvidia.com/gpus", "list")
+    assert (typo.exit_code, typo.stderr.splitlines()) == (
+        3,
+        [f"devctl: no serving socket in {d} is known to serve nvidia.com/gpus (did you mean {GPU}?)"],
+    )
+
+
+def test_a_resource_behind_sockets_devctl_may_not_open_says_so(sim_node: SimHandle):
+    if os.geteuid() != 0:
+        pytest.skip("needs root to drop privileges")
+    os.chmod(sim_node.root, 0o755)  # the directories are open; the plugins' sockets are root's only
+    r = run_devctl("call", GPU, "list", root=sim_node.root, as_nobody=True)
+    assert (r.exit_code, r.stdout) == (3, "")
+    assert r.stderr.splitlines() == [
+        f"devctl: no serving socket in {sim_node.paths.plugins_dir} is known to serve {GPU} "
+        "(3 socket(s) there refused devctl: permission denied; run as root)"
     ]
 
 

@@ -179,19 +179,33 @@ class CallResult:
 
 
 async def _socket_of(paths: NodePaths, timeout: float, resource: str) -> str:
-    """The socket that serves ``resource``, as ``devctl ls`` shows it (the first by path when several do)."""
+    """The socket that serves ``resource``, as ``devctl ls`` shows it (the first by path when several do).
+
+    When none does, the error says why a person may not see it: sockets devctl
+    may not open (not root), or a resource name that is almost one served.
+    """
+    import difflib
+
+    from devctl.analyze import CHECKPOINT, PLUGINS, POD_RESOURCES
+    from devctl.collect import collect
     from devctl.model import PluginStatus
     from devctl.node.rpc import RpcFailure
-    from devctl.watch import resolve_plugins
 
-    served = await resolve_plugins(paths, timeout)
-    sockets = sorted(s for s, r in served.items() if r == resource)
-    if not sockets:
-        raise RpcFailure(
-            PluginStatus.NO_PLUGIN,
-            f"no serving socket in {paths.plugins_dir} is known to serve {resource} (see devctl plugins)",
-        )
-    return sockets[0]
+    snapshot = await collect(paths, timeout, want={PLUGINS, POD_RESOURCES, CHECKPOINT})
+    serving = [p for p in snapshot.plugins if p.status == PluginStatus.SERVING]
+    sockets = sorted(p.socket for p in serving if p.resource == resource)
+    if sockets:
+        return sockets[0]
+    message = f"no serving socket in {paths.plugins_dir} is known to serve {resource}"
+    denied = sum(p.status == PluginStatus.PERMISSION_DENIED for p in snapshot.plugins)
+    close = difflib.get_close_matches(resource, sorted({p.resource for p in serving if p.resource}), n=1)
+    if denied:
+        message += f" ({denied} socket(s) there refused devctl: permission denied; run as root)"
+    elif close:
+        message += f" (did you mean {close[0]}?)"
+    else:
+        message += " (see devctl plugins)"
+    raise RpcFailure(PluginStatus.NO_PLUGIN, message)
 
 
 async def _reply(client: DevicePluginClient, request: Request) -> Any:
