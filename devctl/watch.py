@@ -505,6 +505,25 @@ def _check_targets(paths: NodePaths, sockets: Sequence[str], whole_node: bool) -
         raise NoPluginsDir(f"{paths.plugins_dir}: no such directory (use --wait to wait for plugins)")
 
 
+def _not_served(paths: NodePaths, unknown: Sequence[str], served: set[str | None]) -> str:
+    """Why named resources cannot be watched, with what a person most likely needs to hear.
+
+    Connecting to a unix socket needs write permission on it: a user who lacks
+    it sees no plugin serve anything, which is not the same as none serving.
+    """
+    import difflib
+
+    denied = [s for s in plugin_sockets(paths.plugins_dir) if not os.access(s, os.W_OK)]
+    close = difflib.get_close_matches(unknown[0], sorted(r for r in served if r), n=1)
+    if denied:
+        hint = f"{len(denied)} plugin socket(s) refuse devctl: permission denied; run as root"
+    elif close:
+        hint = f"did you mean {close[0]}? see `devctl plugins`"
+    else:
+        hint = "see `devctl plugins`; use --wait to wait for it"
+    return f"no plugin serves {', '.join(unknown)} ({hint})"
+
+
 async def watch(
     paths: NodePaths,
     resources: Sequence[str] = (),
@@ -555,9 +574,7 @@ async def watch(
             served = set((await resolver()).values())
             unknown = [r for r in resources if r not in served]
             if unknown:
-                raise UnknownTarget(
-                    f"no plugin serves {', '.join(unknown)} (see `devctl plugins`; use --wait to wait for it)"
-                )
+                raise UnknownTarget(_not_served(paths, unknown, served))
 
     try:
         for r in dict.fromkeys(resources):

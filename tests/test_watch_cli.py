@@ -143,6 +143,22 @@ def test_an_unknown_resource_without_wait_is_exit_2_with_one_line(sim_node: SimH
     assert r.stderr.strip().splitlines() == [
         "devctl: no plugin serves example.com/nothing (see `devctl plugins`; use --wait to wait for it)"
     ]
+    typo = run_devctl("watch", "nvidia.com/gpus", root=sim_node.root)
+    assert (typo.exit_code, typo.stderr.splitlines()) == (
+        2,
+        [f"devctl: no plugin serves nvidia.com/gpus (did you mean {GPU}? see `devctl plugins`)"],
+    )
+
+
+def test_a_user_who_may_not_open_the_sockets_is_told_so(sim_node: SimHandle) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root to drop privileges")
+    os.chmod(sim_node.root, 0o755)  # the directories are open; the plugins' sockets are root's only
+    r = run_devctl("watch", GPU, "--once", root=sim_node.root, as_nobody=True)
+    assert (r.exit_code, r.stdout) == (2, "")
+    assert r.stderr.splitlines() == [
+        f"devctl: no plugin serves {GPU} (3 plugin socket(s) refuse devctl: permission denied; run as root)"
+    ]
 
 
 def test_wait_then_the_plugin_appears_gives_its_snapshot(sim_node: SimHandle, watches) -> None:
