@@ -266,6 +266,11 @@ def test_output_other_than_table_or_json_is_refused(short_root: Path) -> None:
     assert run_devctl("watch", "--once", "-o", "yaml", root=short_root).exit_code == 2
 
 
+def test_a_duration_that_is_not_a_number_is_refused(short_root: Path) -> None:
+    r = run_devctl("watch", "--duration", "nan", root=short_root)
+    assert (r.exit_code, r.stderr) == (2, "devctl: --duration: not a number of seconds\n")
+
+
 def test_a_plugin_process_killed_and_started_again(short_root: Path, watches) -> None:
     plugins = short_root / "var/lib/kubelet/device-plugins"
     plugins.mkdir(parents=True)

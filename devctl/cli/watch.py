@@ -61,6 +61,8 @@ def watch(
     opts = options(ctx)
     if opts.from_file:
         fail("--from: watch follows live plugin streams; a snapshot file has none (try `devctl --from FILE ls`)")
+    if duration is not None and duration != duration:  # NaN passes typer's min=0 and would end the watch at once
+        fail("--duration: not a number of seconds")
     paths = opts.paths()
     sockets = [socket_path(s, paths.plugins_dir) for s in socket or ()]
     try:
