@@ -37,3 +37,11 @@ def test_group_and_command_help_still_work():
 def test_unknown_command_is_a_usage_error():
     result = CliRunner().invoke(app, ["lss"], prog_name="devctl")
     assert result.exit_code == 2
+
+
+def test_a_timeout_must_be_a_deadline():
+    # Every RPC has a deadline: no NaN, no infinity, none gRPC cannot keep.
+    for value in ("nan", "inf", "1e10", "0"):
+        result = CliRunner().invoke(app, ["--timeout", value, "ls"], prog_name="devctl")
+        assert result.exit_code == 2, value
+        assert "Invalid value for '--timeout'" in result.output

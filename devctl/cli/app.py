@@ -30,6 +30,17 @@ def _version(value: bool) -> None:
         raise typer.Exit(int(ExitCode.OK))
 
 
+# gRPC takes no deadline much beyond this (1e10 s fails every call at once), and
+# inf or NaN would be none at all: every RPC has a deadline.
+MAX_TIMEOUT = 86400.0
+
+
+def _finite(value: float) -> float:
+    if value != value:  # NaN passes min and max: every comparison with it is false
+        raise typer.BadParameter("not a number of seconds")
+    return value
+
+
 @app.callback()
 def main_options(
     ctx: typer.Context,
@@ -57,7 +68,14 @@ def main_options(
         str | None, typer.Option(envvar="DEVCTL_POD_LOGS", help="Per-pod log dirs [<root>/var/log/pods].")
     ] = None,
     timeout: Annotated[
-        float, typer.Option(envvar="DEVCTL_TIMEOUT", min=0.01, help="Deadline of each RPC, in seconds.")
+        float,
+        typer.Option(
+            envvar="DEVCTL_TIMEOUT",
+            min=0.01,
+            max=MAX_TIMEOUT,
+            callback=_finite,
+            help="Deadline of each RPC, in seconds.",
+        ),
     ] = 5.0,
     from_file: Annotated[
         str | None, typer.Option("--from", help="Read a snapshot file instead of the live node.")
