@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import shutil
+import signal
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
@@ -20,6 +21,16 @@ if TYPE_CHECKING:
 
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared"
 TESTDATA = SHARED / "testdata"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """End the run on SIGTERM as on Ctrl-C, so fixtures still stop their nodes and remove their roots.
+
+    A cancelled CI job or `timeout` sends SIGTERM (to the controller and to each
+    xdist worker), which would otherwise kill the process on the spot and leave
+    its /tmp/dc* roots behind.
+    """
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
 
 
 @pytest.fixture
