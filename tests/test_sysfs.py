@@ -1,4 +1,4 @@
-"""Host topology: the simulator's sysfs tree read back, the kernel's quirks, and the real /sys read-only."""
+"""Host topology: the simulator's sysfs tree read back, the kernel's quirks, and udev's names for /sys alone."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from namespaces import in_mount_namespace
 
 from devctl.model import HostTopology, Hugepages, NumaNode, PciDevice
 from devctl.node.sysfs import (
@@ -237,18 +238,62 @@ def test_lookups_on_a_topology() -> None:
     assert 32 not in cpu_node
 
 
-def test_real_sys_reads_without_crashing() -> None:
-    # Read-only: whatever this machine is (NUMA or not, with or without udev), nothing is written.
-    if not os.path.isdir("/sys/devices"):
-        pytest.skip("no sysfs mounted here")
-    with_udev = read_topology("/sys")
-    plain = read_topology("/sys", use_udev=False)
+# The names udevd's hwdb import would file for the GPU.
+UDEV_NAMES = {GPU.address: ("NVIDIA Corporation", "GA100 [A100 PCIe 80GB]")}
 
-    # udev adds names, nothing else
-    unnamed = tuple(dataclasses.replace(d, vendor_name=None, device_name=None) for d in with_udev.pci_devices)
-    assert unnamed == plain.pci_devices
-    assert with_udev.numa_nodes == plain.numa_nodes
-    assert [d.address for d in plain.pci_devices] == sorted(os.listdir("/sys/bus/pci/devices"))
-    assert all(normalize_pci_address(d.address) == d.address for d in plain.pci_devices)
-    assert plain.numa_nodes, "every Linux host has at least one online CPU"
-    assert len({c for n in plain.numa_nodes for c in n.cpus}) == len(numa_of_cpus(plain))
+READ_AS_THE_HOST = """
+import json, shutil, sys
+from devctl.node.sysfs import read_topology
+from devctl.serial import to_plain
+
+named = read_topology("/sys")
+simulated = read_topology(sys.argv[1])  # the same tree at its own path
+shutil.rmtree("/run/udev/data")  # a container without udev's database
+print(json.dumps([to_plain(t) for t in (named, simulated, read_topology("/sys"))]))
+"""
+
+
+def write_udev_view(sysfs: Path, run: Path) -> None:
+    """Make ``sysfs`` enumerable by libudev and give udev's database under ``run`` the names of UDEV_NAMES.
+
+    libudev takes a device only with the ``uevent`` file and ``subsystem`` link the
+    kernel writes beside it, and reads its properties from ``/run/udev/data/+pci:ADDRESS``
+    (systemd src/libsystemd/sd-device/sd-device.c).
+    """
+    for device in (BRIDGE, GPU, NIC):
+        path = (sysfs / "bus/pci/devices" / device.address).resolve()
+        (path / "uevent").write_text(f"PCI_SLOT_NAME={device.address}\n")
+        (path / "subsystem").symlink_to(os.path.relpath(sysfs / "bus/pci", path))
+    data = run / "udev/data"
+    data.mkdir(parents=True)
+    for address, (vendor, model) in UDEV_NAMES.items():
+        (data / f"+pci:{address}").write_text(f"E:ID_VENDOR_FROM_DATABASE={vendor}\nE:ID_MODEL_FROM_DATABASE={model}\n")
+
+
+def test_the_real_sys_alone_gets_udev_names_and_nothing_else(short_root: Path) -> None:
+    # GIVEN a host whose /sys (in a private mount namespace: the test's own tree) udev knows the GPU's names for
+    sysfs, run = short_root / "sys", short_root / "run"
+    write_topology(sysfs, NODES, [NIC, GPU, BRIDGE])
+    write_udev_view(sysfs, run)
+
+    # WHEN devctl reads /sys, the same tree elsewhere, and /sys once udev's database is gone
+    named, simulated, without_udev = (
+        from_plain(HostTopology, t)
+        for t in in_mount_namespace(
+            READ_AS_THE_HOST,
+            {"/sys": sysfs, "/run": run},
+            str(sysfs),
+            # libudev checks that a device's path is on a real sysfs; systemd's documented switch for
+            # test trees (docs/ENVIRONMENT.md) turns that check off.
+            env={"SYSTEMD_DEVICE_VERIFY_SYSFS": "0"},
+        )
+    )
+
+    # THEN udev adds the GPU's names to /sys and changes nothing else; a simulated root gets none
+    vendor, model = UDEV_NAMES[GPU.address]
+    plain = HostTopology(numa_nodes=NODES, pci_devices=(BRIDGE, GPU, NIC))
+    named_gpu = dataclasses.replace(GPU, vendor_name=vendor, device_name=model)
+    assert named == HostTopology(numa_nodes=NODES, pci_devices=(BRIDGE, named_gpu, NIC))
+    assert simulated == plain
+    # AND without udev's database the names are left out, nothing fails
+    assert without_udev == plain
