@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from devctl.node.paths import detect_root, resolve_paths
+from pathlib import Path
+
+from namespaces import in_mount_namespace
+
+from devctl.node.paths import resolve_paths
 
 
 def test_defaults_follow_root():
@@ -49,13 +53,27 @@ def test_environment_is_used_and_flags_win():
     assert flagged.sysfs == "/e/sys2"  # the environment still fills what the flags leave out
 
 
-def test_host_mount_detected_only_when_it_alone_has_a_kubelet(tmp_path):
-    host = tmp_path / "host"
-    assert detect_root(str(host)) == "/"
-    (host / "var/lib/kubelet").mkdir(parents=True)
-    # This machine has no /var/lib/kubelet (CI never touches the real one), so the mount wins.
-    from pathlib import Path
+DETECT = """
+import json, os, sys
+from devctl.node.paths import detect_root, resolve_paths
 
-    expected = "/" if Path("/var/lib/kubelet").is_dir() else str(host)
-    assert detect_root(str(host)) == expected
-    assert resolve_paths(env={}, host_mount=str(host)).root == expected
+host = sys.argv[1]
+answers = {"no kubelet anywhere": detect_root(host)}
+os.makedirs(os.path.join(host, "var/lib/kubelet"))
+answers["only the mount has one"] = [detect_root(host), resolve_paths(env={}, host_mount=host).root]
+os.makedirs("/var/lib/kubelet")
+answers["both have one"] = [detect_root(host), resolve_paths(env={}, host_mount=host).root]
+print(json.dumps(answers))
+"""
+
+
+def test_host_mount_detected_only_when_it_alone_has_a_kubelet(short_root: Path) -> None:
+    # In a private mount namespace with an empty /var/lib: neither this machine's kubelet (if it has one) nor
+    # its absence decides the answer, and the test's own /var/lib/kubelet reaches nothing real.
+    host = short_root / "host"
+    answers = in_mount_namespace(DETECT, {"/var/lib": None}, str(host))
+    assert answers == {
+        "no kubelet anywhere": "/",
+        "only the mount has one": [str(host), str(host)],  # a debug pod: the node is under /host
+        "both have one": ["/", "/"],  # a node of its own: its own kubelet wins
+    }
