@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -58,12 +57,11 @@ async def test_external_plugin_health_and_kubelet_restart(node: SimNode) -> None
         assert code == 0, err
         dm = node.device_manager
         await dm.wait_until(lambda: (s := dm.resource(NEW)) is not None and s.allocatable == 1, 1)
-        # WHEN the kubelet restarts THEN the plugin serves and registers again within 5 s
-        started = time.monotonic()
+        # WHEN the kubelet restarts THEN the plugin serves and registers again within 5 s of kubelet.sock
+        # coming back (restart_kubelet returns once it has: its own stop and start are not the plugin's time)
         await node.restart_kubelet()
         dm = node.device_manager
         await dm.wait_until(lambda: dm.connected(NEW), 5)
-        print(f"re-registered {time.monotonic() - started:.2f}s after the kubelet restart")
         state = dm.resource(NEW)
         assert state is not None and (state.capacity, state.allocatable) == (2, 1)
     finally:
