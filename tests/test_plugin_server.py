@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import stat
 from collections.abc import AsyncIterator
@@ -15,7 +16,7 @@ from test_plugin_fakes import FakeKubelet
 from devctl.model import HEALTHY, UNHEALTHY, Allocation, Device, DeviceNode, Mount, PluginOptions
 from devctl.node.deviceplugin import DevicePluginClient
 from devctl.node.rpc import RpcFailure
-from devctl.plugin.server import DeviceError, DevicePluginServer, ServeError
+from devctl.plugin.server import WATCH_INTERVAL, DeviceError, DevicePluginServer, ServeError
 from devctl.plugin.spec import PluginSpec
 
 SPEC = PluginSpec(
@@ -97,9 +98,9 @@ async def test_add_and_remove_are_streamed(plugin: DevicePluginServer) -> None:
         try:
             await asyncio.wait_for(anext(stream), 2)
             plugin.add(Device("gpu-3", numa_nodes=(1,)))
-            assert [d.id for d in await asyncio.wait_for(anext(stream), 1)] == ["gpu-0", "gpu-1", "gpu-2", "gpu-3"]
+            assert [d.id for d in await asyncio.wait_for(anext(stream), 5)] == ["gpu-0", "gpu-1", "gpu-2", "gpu-3"]
             plugin.remove("gpu-0")
-            assert [d.id for d in await asyncio.wait_for(anext(stream), 1)] == ["gpu-1", "gpu-2", "gpu-3"]
+            assert [d.id for d in await asyncio.wait_for(anext(stream), 5)] == ["gpu-1", "gpu-2", "gpu-3"]
         finally:
             await stream.aclose()
     with pytest.raises(DeviceError, match="no device 'nope'"):
@@ -166,16 +167,37 @@ async def test_registers_again_after_kubelet_restart(kubelet: FakeKubelet, plugi
         assert [d.id for d in await asyncio.wait_for(client.first_list(), 3)] == ["gpu-0", "gpu-1", "gpu-2"]
 
 
+class Heard(logging.Handler):
+    """Sets ``event`` when a record containing ``text`` is logged: a wait on a log line, not on the clock."""
+
+    def __init__(self, text: str):
+        super().__init__()
+        self.text = text
+        self.event = asyncio.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.text in record.getMessage():
+            self.event.set()
+
+
 async def test_registration_is_retried_until_a_kubelet_appears(short_root: Path) -> None:
     kubelet = FakeKubelet(short_root)
-    async with DevicePluginServer(SPEC, str(short_root)) as server:
-        await asyncio.sleep(0.3)  # a few failed attempts: logged, not fatal
-        assert server.registrations == 0
-        await kubelet.start()
-        try:
-            await server.wait_registered(timeout=5)
-        finally:
-            await kubelet.stop()
+    log = logging.getLogger("tests.plugin.no-kubelet")
+    heard = Heard("no kubelet at")
+    log.addHandler(heard)
+    try:
+        async with DevicePluginServer(SPEC, str(short_root), log=log) as server:
+            # GIVEN no kubelet yet: the plugin says so, and serves on
+            await asyncio.wait_for(heard.event.wait(), 5)
+            assert server.registrations == 0
+            # WHEN a kubelet appears THEN the plugin registers with it
+            await kubelet.start()
+            try:
+                await server.wait_registered(timeout=5)
+            finally:
+                await kubelet.stop()
+    finally:
+        log.removeHandler(heard)
 
 
 async def test_stop_ends_streams_and_removes_socket(short_root: Path) -> None:
@@ -200,7 +222,7 @@ async def test_refuses_a_socket_that_is_live(short_root: Path) -> None:
 async def test_a_chmod_of_its_socket_is_not_a_kubelet_restart(kubelet: FakeKubelet, plugin: DevicePluginServer) -> None:
     # GIVEN a registered plugin; WHEN an operator opens up its socket's mode
     os.chmod(plugin.socket_path, 0o666)
-    await asyncio.sleep(0.6)  # several turns of the directory watcher
+    await asyncio.sleep(4 * WATCH_INTERVAL)  # several turns of the directory watcher
     # THEN it neither serves anew (which would reset the mode) nor registers again
     assert len(kubelet.registrations) == 1
     assert stat.S_IMODE(os.stat(plugin.socket_path).st_mode) == 0o666
