@@ -189,8 +189,8 @@ def test_once_as_a_table(sim_node: SimHandle) -> None:
     assert r.exit_code == 0, r.stderr
     header, line = r.stdout.splitlines()
     assert header.split() == ["TIME", "EVENT", "RESOURCE", "DEVICE", "CHANGE", "DEVICES"]
-    clock, event, resource, *counts = line.split()
-    assert (event, resource, counts) == ("snapshot", GPU, ["8", "(7", "healthy)"])
+    clock, event, resource, device, change, *counts = line.split()
+    assert (event, resource, device, change, counts) == ("snapshot", GPU, "<none>", "<none>", ["8", "(7", "healthy)"])
     assert len(clock) == len("03:04:05.678") and clock[2] == ":" and clock[8] == "."
 
 

@@ -181,7 +181,8 @@ def test_table_names_an_unknown_resource_by_its_socket() -> None:
 
 def test_table_line_of_a_kernel_event() -> None:
     k = KernelEvent(T, "unbind", "pci", "0000:3b:00.0", "/devices/x/0000:3b:00.0", "nvidia")
-    assert EventTable().line(k).split() == ["03:04:05.678", "udev-unbind", "pci", "0000:3b:00.0", "driver", "nvidia"]
+    row = EventTable().line(k).split()
+    assert row == ["03:04:05.678", "udev-unbind", "pci", "0000:3b:00.0", "driver", "nvidia", "<none>"]
 
 
 def test_a_device_listed_twice_counts_once_its_last_entry_winning() -> None:

@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from devctl.node.udev import KernelEvent
+from devctl.render.style import NONE
 from devctl.watch import WatchEvent
 
 # (header, minimum width); the last column is not padded.
@@ -93,8 +94,8 @@ class EventTable:
         return self._row(tuple(name for name, _ in COLUMNS))
 
     def line(self, item: WatchEvent | KernelEvent) -> str:
-        """One event as a table row: time, event, resource, device, from→to, counts."""
-        return self._row(_cells(item))
+        """One event as a table row: time, event, resource, device, from→to, counts; ``<none>`` where empty."""
+        return self._row(tuple(cell or NONE for cell in _cells(item)))
 
     def _row(self, cells: tuple[str, ...]) -> str:
         padded = cells[:-1]  # the last column is not padded
@@ -116,6 +117,6 @@ def _cells(item: WatchEvent | KernelEvent) -> tuple[str, ...]:
         driver = f"driver {item.driver}" if item.driver else ""
         return (clock_time(item.time), item.event, item.subsystem, item.name, driver, "")
     # A socket whose resource no source names is shown by its socket file.
-    resource = item.resource or (f"({item.socket.rsplit('/', 1)[-1]})" if item.socket else "-")
+    resource = item.resource or (f"({item.socket.rsplit('/', 1)[-1]})" if item.socket else "")
     total = "" if item.devices is None else f"{item.devices} ({item.healthy} healthy)"
     return (clock_time(item.time), item.event, resource, item.device or "", _change(item), total)

@@ -10,6 +10,9 @@ import os
 from collections.abc import Mapping
 from typing import TextIO
 
+# An empty table cell, as kubectl prints it.
+NONE = "<none>"
+
 _CODES = {"red": "31", "green": "32", "yellow": "33", "dim": "2", "bold": "1"}
 
 # Words of the views and the colour that makes them stand out.

@@ -22,10 +22,8 @@ from devctl.analyze import (
     TopologyView,
 )
 from devctl.model import ContainerMemory, ContainerResources, Finding, PluginOptions, PodResources, SourceError
-from devctl.render.style import paint, word
+from devctl.render.style import NONE, paint, word
 from devctl.units import format_bytes, format_cpulist
-
-NONE = "<none>"
 
 # kubectl's columns: left-aligned, three spaces between them, nothing else
 # (k8s.io/cli-runtime/pkg/printers/tabwriter.go: padding 3).
