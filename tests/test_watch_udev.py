@@ -111,16 +111,19 @@ async def main():
     spec = PluginSpec(resource="example.com/gpu", devices=counted_devices("example.com/gpu", 2), socket="g.sock")
     async with DevicePluginServer(spec, {plugins!r}, register=False) as plugin:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "devctl", "watch", "--udev", "--socket", plugin.socket_path,
+            sys.executable, "-m", "devctl", "--root", {root!r}, "watch", "--udev", "--socket", plugin.socket_path,
             "-o", "json", "--count", "{count}", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        # The snapshot: by now the monitor listens (watch opens it with the streams, before any reply comes).
         lines = [await asyncio.wait_for(proc.stdout.readline(), 20)]
-        await asyncio.sleep(0.3)  # the monitor is subscribed before the first line; leave it a moment
         # A device of a subsystem nobody watches: the kernel-side filter drops it.
         send_udev_event({{"ACTION": "add", "DEVPATH": "/devices/virtual/input/input9", "SUBSYSTEM": "input",
                          "SEQNUM": "1"}})
         send_udev_event({{"ACTION": "remove", "DEVPATH": "/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0",
                          "SUBSYSTEM": "pci", "DRIVER": "nvidia", "SEQNUM": "2"}})
-        await asyncio.sleep(0.3)
+        if {udevd}:
+            lines.append(await asyncio.wait_for(proc.stdout.readline(), 20))  # the event, before the flip
+        else:
+            await asyncio.sleep(0.3)  # time for an event that must not come
         plugin.set_health("gpu-1", "Unhealthy")
         out, err = await asyncio.wait_for(proc.communicate(), 20)
     lines += out.splitlines()
@@ -167,12 +170,14 @@ def _in_namespaces(script: Path, udevd_running: bool) -> dict:
 @pytest.mark.skipif(os.geteuid() != 0, reason="namespaces and netlink multicast need root")
 @pytest.mark.parametrize("udevd", [True, False], ids=["udevd", "no-udevd"])
 def test_a_kernel_device_event_joins_the_plugin_timeline(short_root: Path, udevd: bool) -> None:
-    plugins = short_root / "dp"
-    plugins.mkdir()
+    plugins = short_root / "var/lib/kubelet/device-plugins"
+    plugins.mkdir(parents=True)
     script = short_root / "child.py"
     # Without udevd, libudev would hear nothing: watch reads the kernel's own events instead and says so,
     # once. Only the kernel sends on that group, so there the udevd-style message is not seen.
-    script.write_text(textwrap.dedent(CHILD.format(tests=str(TESTS), plugins=str(plugins), count=3 if udevd else 2)))
+    count = 3 if udevd else 2
+    child = CHILD.format(tests=str(TESTS), root=str(short_root), plugins=str(plugins), count=count, udevd=udevd)
+    script.write_text(textwrap.dedent(child))
     result = _in_namespaces(script, udevd)
     assert result["rc"] == 0, result["stderr"]
     events = [json.loads(line) for line in result["lines"]]
