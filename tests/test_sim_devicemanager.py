@@ -181,7 +181,7 @@ async def test_stream_end_keeps_capacity_drops_allocatable_then_the_resource(nod
     node = await node_factory(scenario([pod("a", {NIC: 1})]), grace_period=0.5)
     dm = node.device_manager
     await node.plugins[NIC].stop()  # the plugin exits
-    await dm.wait_until(lambda: not dm.connected(NIC), 1.0)
+    await dm.wait_until(lambda: not dm.connected(NIC), WAIT)
     state = dm.resource(NIC)
     assert state is not None and (state.capacity, state.allocatable) == (2, 0)
     assert not [d for d in (await allocatable(node)).devices if d.resource == NIC]
