@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from namespaces import in_mount_namespace
 
 from devctl.model import UNHEALTHY
 from devctl.node.checkpoint import read_checkpoint
@@ -164,9 +165,33 @@ async def test_a_second_node_on_the_same_root_is_refused(node: SimNode) -> None:
         await SimNode(node.root, default_scenario()).start()
 
 
+# Should the guard ever fail, the node would be laid out over /, and the kubelet's start would empty
+# /var/lib/kubelet/device-plugins: so the child runs where those paths are empty tmpfs, never this machine's.
+OVER_THE_REAL_ROOT = """
+import asyncio, json
+from pathlib import Path
+from devctl.sim.node import SimError, SimNode
+from devctl.sim.scenario import default_scenario
+
+async def main():
+    node = SimNode(Path("/"), default_scenario())
+    try:
+        await node.start()
+    except SimError as e:
+        return str(e)
+    await node.stop()
+    return "started"
+
+print(json.dumps(asyncio.run(main())))
+"""
+
+
+def test_the_real_root_is_refused() -> None:
+    said = in_mount_namespace(OVER_THE_REAL_ROOT, dict.fromkeys(["/var/lib", "/var/log", "/run", "/sys"]))
+    assert said.startswith("refusing to simulate a node over the real /")
+
+
 async def test_roots_that_are_not_ours_are_refused(short_root: Path) -> None:
-    with pytest.raises(SimError, match="refusing to simulate a node over the real /"):
-        await SimNode(Path("/"), default_scenario()).start()
     foreign = short_root / "host"
     (foreign / "var/lib/kubelet/pods").mkdir(parents=True)
     with pytest.raises(SimError, match="did not make"):
