@@ -296,6 +296,23 @@ def test_snapshot_and_from_give_the_same_answers(default_node, tmp_path):
         assert offline_doc == live, command
 
 
+def test_from_a_snapshot_of_a_broken_node_answers_as_the_node_did(short_root, tmp_path):
+    # Warnings, errors and exit codes too: each command names the failures of the sources it reads.
+    snap = tmp_path / "broken.json"
+    assert devctl(short_root, "snapshot", "-f", str(snap)).exit_code == 3
+
+    def answer(r):  # the sources are read concurrently: their errors may come in any order
+        doc = json.loads(r.stdout) if r.stdout else None
+        if doc:
+            doc["errors"] = sorted(doc["errors"], key=lambda e: (e["source"], e["message"]))
+        return r.exit_code, doc, r.stderr
+
+    for command in [*COMMANDS, ["get", "x"]]:
+        live = devctl(short_root, *command, "-o", "json")
+        offline = invoke("--from", str(snap), *command, "-o", "json")
+        assert answer(offline) == answer(live), command
+
+
 def test_a_bad_snapshot_file_is_one_line_and_exit_3(tmp_path):
     path = tmp_path / "x.json"
     path.write_text("{")

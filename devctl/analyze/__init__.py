@@ -28,6 +28,7 @@ from devctl.analyze.sources import (
     POD_RESOURCES,
     TOPOLOGY,
     errors_of,
+    only_sources,
     sources_read,
 )
 from devctl.analyze.topology import NO_NUMA, AlignmentRow, DeviceCount, NumaRow, TopologyView, topology_view
@@ -63,6 +64,7 @@ __all__ = [
     "errors_of",
     "find_pod",
     "merge_devices",
+    "only_sources",
     "plugins_view",
     "pod_view",
     "pods_view",

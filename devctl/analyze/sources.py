@@ -6,6 +6,8 @@ for the ones it shows, so that the CLI can exit 3 when none of them answered.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from devctl.model import NodeSnapshot, PluginStatus, SourceError
 
 # Names of the sources ``collect`` reads; a command asks for the ones it needs.
@@ -49,3 +51,29 @@ def sources_read(snapshot: NodeSnapshot) -> frozenset[str]:
 def errors_of(snapshot: NodeSnapshot) -> tuple[SourceError, ...]:
     """The snapshot's source errors, each once, in the order they were found."""
     return tuple(dict.fromkeys(snapshot.errors))
+
+
+# The source behind each ``SourceError.source`` name that ``collect`` gives (a
+# reader that fails outright is named by its source; a pod-identity directory
+# by its path, hence the default).
+_ERROR_SOURCES = {
+    POD_RESOURCES: POD_RESOURCES,
+    PLUGINS: PLUGINS,
+    "plugin": PLUGINS,
+    "registry": PLUGINS,
+    PLUGINS_DIR_SOURCE: PLUGINS,
+    CHECKPOINT: CHECKPOINT,
+    TOPOLOGY: TOPOLOGY,
+    "sysfs": TOPOLOGY,
+    IDENTITIES: IDENTITIES,
+}
+
+
+def only_sources(snapshot: NodeSnapshot, sources: set[str] | frozenset[str]) -> NodeSnapshot:
+    """The snapshot with the errors of ``sources`` only: what a live read of just those would have met.
+
+    A ``--from`` file holds every source; a command that reads a few on the
+    live node must warn about those few, as it would there.
+    """
+    errors = tuple(e for e in snapshot.errors if _ERROR_SOURCES.get(e.source, IDENTITIES) in sources)
+    return snapshot if errors == snapshot.errors else replace(snapshot, errors=errors)

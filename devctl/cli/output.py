@@ -28,13 +28,14 @@ QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Names only, one p
 
 
 def node_snapshot(ctx: typer.Context, want: Iterable[str]) -> NodeSnapshot:
-    """The live node's sources in ``want``, or the whole ``--from`` snapshot."""
+    """The live node's sources in ``want``, or the ``--from`` snapshot with the errors of those sources."""
+    from devctl.analyze import only_sources
     from devctl.collect import SnapshotError, collect, load_snapshot
 
     opts = options(ctx)
     if opts.from_file:
         try:
-            return load_snapshot(opts.from_file)
+            return only_sources(load_snapshot(opts.from_file), set(want))
         except SnapshotError as e:
             fail(f"--from {e}", ExitCode.NO_SOURCE)
     return run(collect(opts.paths(), opts.timeout, want=set(want)))

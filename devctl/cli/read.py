@@ -152,6 +152,9 @@ def get(
             snap = load_snapshot(opts.from_file)
         except SnapshotError as e:
             fail(f"--from {e}", ExitCode.NO_SOURCE)
+        if snap.pods is None:  # pod-resources could not be read on the node: exit 3 with why, as it was there
+            reasons = [e.message for e in snap.errors if e.source == analyze.POD_RESOURCES]
+            fail(reasons[0] if reasons else "the snapshot holds no pod-resources", ExitCode.NO_SOURCE)
         found = analyze.find_pod(snap, pod, namespace)
         if found is None:
             fail(_pod_not_found(pod, namespace, snap), ExitCode.FINDINGS)
