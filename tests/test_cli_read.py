@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 from badservers import huge_pod_resources, hung_server, stale_socket
-from helpers import devctl, invoke, run_devctl
+from helpers import DEVCTL, devctl, invoke, run_devctl
 
 from devctl.model import Device
 from devctl.node.checkpoint import fnv1a32, render_spew
@@ -311,6 +311,17 @@ def test_from_a_snapshot_of_a_broken_node_answers_as_the_node_did(short_root, tm
         live = devctl(short_root, *command, "-o", "json")
         offline = invoke("--from", str(snap), *command, "-o", "json")
         assert answer(offline) == answer(live), command
+
+
+def test_a_reader_that_goes_away_is_a_normal_end(default_node, tmp_path):
+    # `devctl snapshot | head -1`: exit 0 and no noise, as watch does, not 1 (findings).
+    snap = tmp_path / "node.json"
+    assert devctl(default_node.root, "snapshot", "-f", str(snap)).exit_code == 0
+    proc = subprocess.Popen([*DEVCTL, "--from", str(snap), "snapshot"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # before it writes a byte
+    assert proc.wait(timeout=30) == 0
+    assert proc.stderr.read() == b""
 
 
 def test_a_bad_snapshot_file_is_one_line_and_exit_3(tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Annotated
 
@@ -12,8 +13,23 @@ from devctl.cli import call, completion, doctor, plugin, read, sim, tui, watch
 from devctl.cli.common import ExitCode, GlobalOptions, escape_unencodable, setup_logging
 from devctl.cli.lazy import LazyGroup, commands
 
+
+class DevctlGroup(LazyGroup):
+    """The root group: a reader that goes away is a normal end, as it is for ``devctl watch``."""
+
+    def invoke(self, ctx: typer.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            # `devctl devices | head`: click would exit 1, which devctl's contract
+            # reserves for findings. Stop quietly with 0; the devnull stdout keeps
+            # the interpreter's last flush from failing again.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise typer.Exit(int(ExitCode.OK)) from None
+
+
 app = typer.Typer(
-    cls=LazyGroup,
+    cls=DevctlGroup,
     name="devctl",
     help="Inspect Kubernetes device plugins, pod resources and NUMA topology on this node.",
     no_args_is_help=True,
