@@ -200,6 +200,16 @@ async def test_a_missing_socket_is_named_missing(sock: str):
     assert info.value.message == f"{sock}: no such socket"
 
 
+@pytest.mark.parametrize("make, kind", [(lambda p: open(p, "w").close(), "a regular file"), (os.mkdir, "a directory")])
+async def test_a_path_that_is_not_a_socket_says_so(sock: str, make, kind: str):
+    # e.g. --pod-resources /tmp, or --socket /etc/passwd: not "stale", which would send a person hunting a dead plugin
+    make(sock)
+    with pytest.raises(RpcFailure) as info:
+        await check_socket(sock, TIMEOUT)
+    assert info.value.status == PluginStatus.UNREACHABLE
+    assert info.value.message == f"{sock}: not a socket ({kind})"
+
+
 # Runs as root, then drops to nobody before it touches the socket.
 AS_NOBODY = """
 import asyncio, json, os, sys

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import errno
 import os
+import stat
 from typing import TypeVar
 
 import grpc
@@ -45,6 +46,19 @@ def channel(socket_path: str) -> grpc.aio.Channel:
     return grpc.aio.insecure_channel(f"unix:{os.path.abspath(socket_path)}", options=CHANNEL_OPTIONS)
 
 
+def _kind(path: str) -> str:
+    """What sits at ``path``: socket, directory, regular file, other file, or missing."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return "missing"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    return "a regular file" if stat.S_ISREG(mode) else "another kind of file"
+
+
 async def check_socket(socket_path: str, timeout: float) -> None:
     """Connect once at the socket level, to tell a missing, stale or forbidden socket apart.
 
@@ -57,6 +71,10 @@ async def check_socket(socket_path: str, timeout: float) -> None:
     except PermissionError:
         raise RpcFailure(PluginStatus.PERMISSION_DENIED, f"{socket_path}: permission denied") from None
     except ConnectionRefusedError:
+        # Linux refuses a connect to a regular file the same way as to a dead socket.
+        kind = _kind(socket_path)
+        if kind not in ("socket", "missing"):
+            raise RpcFailure(PluginStatus.UNREACHABLE, f"{socket_path}: not a socket ({kind})") from None
         raise RpcFailure(PluginStatus.STALE, f"{socket_path}: stale socket (nothing listens on it)") from None
     except asyncio.TimeoutError:
         raise RpcFailure(PluginStatus.TIMEOUT, f"{socket_path}: connect timed out after {timeout:g}s") from None
