@@ -19,9 +19,6 @@ from helpers import BOUND
 if TYPE_CHECKING:
     from devctl.sim.thread import SimHandle
 
-SHARED = Path(__file__).resolve().parent.parent.parent / "shared"
-TESTDATA = SHARED / "testdata"
-
 
 def pytest_configure(config: pytest.Config) -> None:
     """End the run on SIGTERM as on Ctrl-C, so fixtures still stop their nodes and remove their roots.

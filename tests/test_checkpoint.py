@@ -21,7 +21,7 @@ from devctl.node.checkpoint import (
 )
 from devctl.node.convert import allocation_to_pb
 
-VECTORS = Path(__file__).resolve().parent.parent.parent / "shared" / "testdata" / "checkpoints"
+VECTORS = Path(__file__).resolve().parent / "testdata" / "checkpoints"
 CHECKSUMS = {
     "single-gpu-no-pods.json": 3952659280,
     "tegra-one-pod.json": 3660592824,

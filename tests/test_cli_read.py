@@ -540,7 +540,7 @@ def test_a_corrupt_checkpoint(default_node, tmp_path):
     }
 
 
-VECTORS = Path(__file__).resolve().parent.parent.parent / "shared" / "testdata" / "checkpoints"
+VECTORS = Path(__file__).resolve().parent / "testdata" / "checkpoints"
 
 
 @pytest.mark.parametrize(
