@@ -256,7 +256,8 @@ async def test_v1alpha1_only_kubelet(node):
 
 async def test_a_reply_above_4_mib(node):
     async with huge_pod_resources(node.pod_resources, pods=5000):
-        snap = await bounded(collect(node, 5.0, want={analyze.POD_RESOURCES}), 30)
+        # The size is tested, not the deadline: decoding 5,000 pods takes seconds on a loaded CI.
+        snap = await bounded(collect(node, 30.0, want={analyze.POD_RESOURCES}), 40)
     assert len(snap.pods) == 5000 and snap.errors == ()
 
 
