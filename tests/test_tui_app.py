@@ -49,6 +49,26 @@ def cells(app: DevctlApp, name: str, key: str) -> tuple[str, ...]:
     return row.cells
 
 
+async def open_devices(pilot, app: DevctlApp, resource: str = GPU) -> None:
+    """From the resources view, arrow down to ``resource`` and press Enter, as a person does.
+
+    The cursor's row is checked before each arrow: on a busy machine a fixed
+    "down, down" could start before every row is on screen and land elsewhere.
+    """
+    resources = table(app, "resources")
+    await until(pilot, lambda: resource in [r.key for r in resources.rows], f"the {resource} row")
+    for _ in range(20):
+        if resources.cursor_key == resource:
+            break
+        before = resources.cursor_key
+        await pilot.press("down")
+        with contextlib.suppress(AssertionError):  # a key that did not arrive is pressed again
+            await until(pilot, lambda before=before: resources.cursor_key != before, "the cursor to move", 1.0)
+    assert resources.cursor_key == resource
+    await pilot.press("enter")
+    await until(pilot, lambda: app.screen.active == "devices", "the devices view")
+
+
 async def test_overview_shows_each_resource_with_its_counts(sim: SimNode) -> None:  # noqa: F811
     # GIVEN the default scenario WHEN the app opens THEN the first view has one row per resource.
     app = demo_app(sim)
@@ -85,7 +105,7 @@ async def test_enter_on_a_resource_lists_its_devices_and_brackets_step_through(s
     app = demo_app(sim)
     async with app.run_test(size=(100, 30)) as pilot:
         await until_view(pilot)
-        await pilot.press("down", "down", "enter")
+        await open_devices(pilot, app)
         assert app.screen.active == "devices"
         assert [r.key for r in table(app, "devices").rows] == [f"GPU-{i}" for i in range(8)]
         # DEVICE HEALTH NUMA STATE HELD BY
@@ -165,7 +185,8 @@ async def test_filter_narrows_the_rows_and_escape_clears_it(sim: SimNode) -> Non
     app = demo_app(sim)
     async with app.run_test(size=(100, 30)) as pilot:
         await until_view(pilot)
-        await pilot.press("down", "down", "enter", "slash")
+        await open_devices(pilot, app)
+        await pilot.press("slash")
         await pilot.press(*"unhealthy")
         assert [r.key for r in table(app, "devices").rows] == ["GPU-5"]
         await pilot.press("enter")
@@ -196,7 +217,7 @@ async def test_flipping_health_reaches_the_kubelet_and_comes_back_live(sim: SimN
     app = demo_app(sim)
     async with app.run_test(size=(100, 30)) as pilot:
         await until_view(pilot)
-        await pilot.press("down", "down", "enter")
+        await open_devices(pilot, app)
         table(app, "devices").move_to_key("GPU-7")
         # WHEN h is pressed
         await pilot.press("h")
@@ -219,7 +240,7 @@ async def test_add_and_remove_a_device_from_the_keyboard(sim: SimNode) -> None: 
     app = demo_app(sim)
     async with app.run_test(size=(100, 30)) as pilot:
         await until_view(pilot)
-        await pilot.press("down", "down", "enter")
+        await open_devices(pilot, app)
         table(app, "devices").move_to_key("GPU-7")
         await pilot.press("a")
         await until(pilot, lambda: "GPU-8" in [r.key for r in table(app, "devices").rows], "GPU-8 added")
@@ -237,7 +258,7 @@ async def test_control_keys_only_where_a_plugin_runs_in_this_process(sim: SimNod
     app = demo_app(sim, controls=False)
     async with app.run_test(size=(100, 30)) as pilot:
         await until_view(pilot)
-        await pilot.press("down", "down", "enter")
+        await open_devices(pilot, app)
         table(app, "devices").move_to_key("GPU-7")
         assert "h health" not in screen_text(app).splitlines()[-1]
         await pilot.press("h", "x")
