@@ -14,7 +14,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -116,3 +116,40 @@ async def run_devctl_async(
         raise
     assert proc.returncode is not None
     return Result(proc.returncode, out.decode(), err.decode())
+
+
+NOBODY = 65534
+
+
+def call_as_nobody(fn: Callable[[], Any]) -> Any:
+    """``fn()`` in a forked child that has dropped to uid 65534; its JSON-able result, or its exception as text.
+
+    Root reads any file whatever its mode (and CI runs as root), so a permission
+    test must drop privileges. A fork, not a new interpreter: the child keeps the
+    imported modules and needs no access to wherever the interpreter is installed.
+    """
+
+    def outcome() -> dict[str, Any]:
+        try:
+            return {"value": fn()}
+        except Exception as err:
+            return {"error": f"{type(err).__name__}: {err}"}
+
+    if os.geteuid() != 0:
+        return outcome()
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never return into pytest
+        try:
+            os.close(read_end)
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            os.write(write_end, json.dumps(outcome()).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        out = pipe.read()
+    os.waitpid(pid, 0)
+    return json.loads(out)

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
+from helpers import call_as_nobody
 
 from devctl.model import Allocation, DeviceNode, Mount
 from devctl.node.checkpoint import (
@@ -459,35 +460,16 @@ def test_keys_match_fields_ignoring_case_as_go_does(tmp_path: Path) -> None:
 
 
 def reason_as_nobody(path: str) -> str:
-    """The CheckpointError reason of reading ``path`` in a forked child that has dropped to uid 65534.
+    """The CheckpointError reason of reading ``path`` as user 65534."""
 
-    A fork, not a new interpreter: the child keeps the imported modules, so it
-    needs no access to wherever the interpreter is installed.
-    """
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        status = 1
+    def reason() -> str:
         try:
-            os.close(read_end)
-            if os.geteuid() == 0:
-                os.setgroups([])
-                os.setgid(65534)
-                os.setuid(65534)
-            try:
-                read_checkpoint(path)
-                os.write(write_end, b"read without error")
-            except CheckpointError as err:
-                os.write(write_end, err.reason.encode())
-            status = 0
-        finally:
-            os._exit(status)
-    os.close(write_end)
-    with os.fdopen(read_end) as pipe:
-        said = pipe.read()
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
-    return said
+            read_checkpoint(path)
+        except CheckpointError as err:
+            return err.reason
+        return "read without error"
+
+    return call_as_nobody(reason)["value"]
 
 
 def test_permission_denied(short_root: Path) -> None:

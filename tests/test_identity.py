@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
+
+from helpers import call_as_nobody
 
 from devctl.model import PodIdentity, SourceError
 from devctl.node.identity import read_pod_identities
@@ -94,33 +95,13 @@ def test_a_file_where_a_directory_should_be_is_a_source_error(tmp_path: Path) ->
 
 
 def read_as_nobody(pod_logs: str, kubelet_dir: str) -> tuple[list, list]:
-    """read_pod_identities in a forked child that has dropped to uid 65534, its answer as plain lists.
+    """read_pod_identities as user 65534, its answer as plain lists."""
 
-    A fork, not a new interpreter: the child keeps the imported modules, so it
-    needs no access to wherever the interpreter is installed.
-    """
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        status = 1
-        try:
-            os.close(read_end)
-            if os.geteuid() == 0:
-                os.setgroups([])
-                os.setgid(65534)
-                os.setuid(65534)
-            identities, errors = read_pod_identities(pod_logs, kubelet_dir)
-            answer = [[[p.uid, p.namespace, p.name] for p in identities], [[e.source, e.message] for e in errors]]
-            os.write(write_end, json.dumps(answer).encode())
-            status = 0
-        finally:
-            os._exit(status)
-    os.close(write_end)
-    with os.fdopen(read_end) as pipe:
-        said = pipe.read()
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
-    identities, errors = json.loads(said)
+    def read() -> list:
+        identities, errors = read_pod_identities(pod_logs, kubelet_dir)
+        return [[[p.uid, p.namespace, p.name] for p in identities], [[e.source, e.message] for e in errors]]
+
+    identities, errors = call_as_nobody(read)["value"]
     return identities, errors
 
 

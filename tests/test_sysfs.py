@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import shutil
 from collections.abc import Callable
@@ -11,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import call_as_nobody
 from namespaces import in_mount_namespace
 
 from devctl.model import HostTopology, Hugepages, NumaNode, PciDevice
@@ -25,7 +25,6 @@ from devctl.node.sysfs import (
 from devctl.serial import from_plain, to_plain
 from devctl.sim.sysfs import write_topology
 
-NOBODY = 65534
 
 NODES = (
     NumaNode(
@@ -108,36 +107,8 @@ def test_sysfs_that_is_not_a_directory_is_a_one_line_error(short_root: Path, nam
 
 
 def _as_nobody(fn: Callable[[], Any]) -> Any:
-    """``fn()`` in a forked child without root's powers, its JSON result or its exception text.
-
-    Root reads any file whatever its mode (and CI runs as root), so a
-    permission test must drop privileges; a fork keeps devctl imported.
-    """
-    if os.geteuid() != 0:
-        return _run(fn)
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: never return into pytest
-        try:
-            os.close(read_end)
-            os.setgroups([])
-            os.setgid(NOBODY)
-            os.setuid(NOBODY)
-            os.write(write_end, json.dumps(_run(fn)).encode())
-        finally:
-            os._exit(0)
-    os.close(write_end)
-    with os.fdopen(read_end, "rb") as pipe:
-        out = pipe.read()
-    os.waitpid(pid, 0)
-    return json.loads(out)
-
-
-def _run(fn: Callable[[], Any]) -> Any:
-    try:
-        return {"value": to_plain(fn())}
-    except Exception as err:
-        return {"error": f"{type(err).__name__}: {err}"}
+    """``fn()`` as user 65534, its result as plain data (see helpers.call_as_nobody)."""
+    return call_as_nobody(lambda: to_plain(fn()))
 
 
 def test_unreadable_sysfs_is_a_topology_error(short_root: Path) -> None:
