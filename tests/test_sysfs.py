@@ -25,7 +25,6 @@ from devctl.node.sysfs import (
 from devctl.serial import from_plain, to_plain
 from devctl.sim.sysfs import write_topology
 
-
 NODES = (
     NumaNode(
         id=0,
