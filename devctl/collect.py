@@ -22,7 +22,7 @@ from typing import IO, TypeVar
 
 import grpc
 
-from devctl.analyze import (
+from devctl.model import (
     ALL_SOURCES,
     CHECKPOINT,
     IDENTITIES,
@@ -31,8 +31,6 @@ from devctl.analyze import (
     PLUGINS_DIR_SOURCE,
     POD_RESOURCES,
     TOPOLOGY,
-)
-from devctl.model import (
     AllocatableResources,
     Checkpoint,
     HostTopology,
@@ -240,7 +238,7 @@ async def _topology(paths: NodePaths, out: _Result) -> None:
     try:
         out.topology = await asyncio.to_thread(read_topology, paths.sysfs)
     except TopologyError as e:
-        out.errors.append(SourceError("sysfs", str(e)))
+        out.errors.append(SourceError("sysfs", str(e), e.kind))
 
 
 async def _identities(paths: NodePaths, out: _Result) -> None:

@@ -25,12 +25,56 @@ class PluginStatus(str, Enum):
     NO_PLUGIN = "no-plugin"  # known to the kubelet, but no socket serves it
 
 
+class ErrorKind(str, Enum):
+    """Why a source could not be read: set once where the failure happens (``node/``).
+
+    Everything above ``node/`` (doctor, exit codes, the TUI) decides on the kind,
+    never on the words of a message. The values are the ``errors[].kind`` of JSON.
+    """
+
+    MISSING = "missing"  # no such file, socket or directory
+    NOT_A_SOCKET = "not-a-socket"  # a regular file, directory or FIFO where a socket belongs
+    STALE = "stale"  # a socket file with nothing listening on it
+    PERMISSION_DENIED = "permission-denied"
+    TIMEOUT = "timeout"  # connected (or tried to), no answer within the deadline
+    UNIMPLEMENTED = "unimplemented"  # the server does not offer that RPC or API version
+    MALFORMED = "malformed"  # an answer or file that does not parse, or fails its checksum
+    RATE_LIMITED = "rate-limited"  # the kubelet's pod-resources rate limit
+    WRONG_API = "wrong-api"  # something answers, but another protocol or service
+    OTHER = "other"
+
+    @classmethod
+    def of_oserror(cls, err: OSError) -> ErrorKind:
+        """The kind of a failed open, read or list: what the errno says."""
+        if isinstance(err, FileNotFoundError):
+            return cls.MISSING
+        if isinstance(err, PermissionError):
+            return cls.PERMISSION_DENIED
+        return cls.OTHER
+
+
+# Names of the sources ``collect`` reads; a command asks for the ones it needs.
+POD_RESOURCES = "pod-resources"
+PLUGINS = "plugins"
+CHECKPOINT = "checkpoint"
+TOPOLOGY = "topology"
+IDENTITIES = "identities"
+ALL_SOURCES = frozenset({POD_RESOURCES, PLUGINS, CHECKPOINT, TOPOLOGY, IDENTITIES})
+
+# The source name ``collect`` gives a plugins directory it could not list, and the
+# message ending it gives a missing checkpoint, so that the views can tell "absent"
+# from "present but unreadable".
+PLUGINS_DIR_SOURCE = "plugins-dir"
+NO_SUCH_FILE = "no such file"
+
+
 @dataclass(frozen=True)
 class SourceError:
-    """One source (socket, file, directory) that could not be read, as a one-line message."""
+    """One source (socket, file, directory) that could not be read, as a one-line message and a kind."""
 
     source: str
     message: str
+    kind: ErrorKind = ErrorKind.OTHER
 
 
 @dataclass(frozen=True)

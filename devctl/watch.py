@@ -226,8 +226,8 @@ async def resolve_plugins(paths: NodePaths, timeout: float) -> dict[str, str | N
     The kubelet never says which socket serves which resource; collect matches
     each socket's device IDs with those pod-resources and the checkpoint name.
     """
-    from devctl.analyze import CHECKPOINT, PLUGINS, POD_RESOURCES
     from devctl.collect import collect
+    from devctl.model import CHECKPOINT, PLUGINS, POD_RESOURCES
 
     snapshot = await collect(paths, timeout, want={PLUGINS, POD_RESOURCES, CHECKPOINT})
     return {_absolute(p.socket): p.resource for p in snapshot.plugins if p.status == PluginStatus.SERVING}

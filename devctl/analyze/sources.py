@@ -8,21 +8,33 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from devctl.model import NodeSnapshot, PluginStatus, SourceError
+from devctl.model import (
+    ALL_SOURCES,
+    CHECKPOINT,
+    IDENTITIES,
+    NO_SUCH_FILE,
+    PLUGINS,
+    PLUGINS_DIR_SOURCE,
+    POD_RESOURCES,
+    TOPOLOGY,
+    NodeSnapshot,
+    PluginStatus,
+    SourceError,
+)
 
-# Names of the sources ``collect`` reads; a command asks for the ones it needs.
-POD_RESOURCES = "pod-resources"
-PLUGINS = "plugins"
-CHECKPOINT = "checkpoint"
-TOPOLOGY = "topology"
-IDENTITIES = "identities"
-ALL_SOURCES = frozenset({POD_RESOURCES, PLUGINS, CHECKPOINT, TOPOLOGY, IDENTITIES})
-
-# The source name ``collect`` gives a plugins directory it could not list, and the
-# message ending it gives a missing checkpoint, so that the views can tell "absent"
-# from "present but unreadable".
-PLUGINS_DIR_SOURCE = "plugins-dir"
-NO_SUCH_FILE = "no such file"
+__all__ = [
+    "ALL_SOURCES",
+    "CHECKPOINT",
+    "IDENTITIES",
+    "NO_SUCH_FILE",
+    "PLUGINS",
+    "PLUGINS_DIR_SOURCE",
+    "POD_RESOURCES",
+    "TOPOLOGY",
+    "errors_of",
+    "only_sources",
+    "sources_read",
+]
 
 # Sockets that told nothing: devctl may not open them, or they never answered.
 # A stale socket does tell something (its plugin is gone); these only say that

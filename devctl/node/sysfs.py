@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import replace
 
-from devctl.model import HostTopology, Hugepages, NumaNode, PciDevice
+from devctl.model import ErrorKind, HostTopology, Hugepages, NumaNode, PciDevice
 from devctl.units import parse_cpulist
 
 # Layout as the kernel writes it: drivers/base/node.c (node<N>/cpulist, meminfo,
@@ -37,6 +37,10 @@ _PCI_ADDRESS = re.compile(r"(?:([0-9a-fA-F]{1,8}):)?([0-9a-fA-F]{2}):([0-9a-fA-F
 class TopologyError(Exception):
     """The sysfs root itself cannot be read; the message is one line."""
 
+    def __init__(self, message: str, kind: ErrorKind = ErrorKind.OTHER):
+        super().__init__(message)
+        self.kind = kind
+
 
 def read_topology(sysfs: str, use_udev: bool = True) -> HostTopology:
     """NUMA nodes and PCI devices under ``sysfs`` (``/sys``, ``/host/sys`` or a simulated tree).
@@ -48,7 +52,7 @@ def read_topology(sysfs: str, use_udev: bool = True) -> HostTopology:
     try:
         os.listdir(sysfs)
     except OSError as err:
-        raise TopologyError(f"cannot read sysfs at {sysfs}: {err.strerror or err}") from None
+        raise TopologyError(f"cannot read sysfs at {sysfs}: {err.strerror or err}", ErrorKind.of_oserror(err)) from None
     pci = _read_pci_devices(sysfs)
     if use_udev and os.path.realpath(sysfs) == "/sys":
         pci = _with_udev_names(pci)
