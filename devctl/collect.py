@@ -33,6 +33,7 @@ from devctl.model import (
     TOPOLOGY,
     AllocatableResources,
     Checkpoint,
+    ErrorKind,
     HostTopology,
     NodePaths,
     NodeSnapshot,
@@ -119,14 +120,14 @@ async def _pod_resources(paths: NodePaths, timeout: float, out: _Result) -> None
         # apart, where gRPC would say UNAVAILABLE for all three.
         await check_socket(socket, timeout)
     except RpcFailure as e:
-        out.errors.append(SourceError(POD_RESOURCES, e.message))
+        out.errors.append(SourceError(POD_RESOURCES, e.message, e.kind))
         return
     async with PodResourcesClient(socket, timeout) as client:
         pods, alloc = await asyncio.gather(client.list(), client.allocatable(), return_exceptions=True)
     if isinstance(pods, RpcFailure):
-        out.errors.append(SourceError(POD_RESOURCES, pods.message))
+        out.errors.append(SourceError(POD_RESOURCES, pods.message, pods.kind))
     elif isinstance(pods, _UNDECODABLE):
-        out.errors.append(SourceError(POD_RESOURCES, _undecodable(f"{socket} List")))
+        out.errors.append(SourceError(POD_RESOURCES, _undecodable(f"{socket} List"), ErrorKind.WRONG_API))
     elif isinstance(pods, BaseException):
         raise pods
     else:
@@ -137,9 +138,11 @@ async def _pod_resources(paths: NodePaths, timeout: float, out: _Result) -> None
             message = f"{socket}: the kubelet serves pod-resources v1alpha1 only: no allocatable devices, CPUs, memory"
         else:
             message = alloc.message
-        out.errors.append(SourceError(POD_RESOURCES, message))
+        out.errors.append(SourceError(POD_RESOURCES, message, alloc.kind))
     elif isinstance(alloc, _UNDECODABLE):
-        out.errors.append(SourceError(POD_RESOURCES, _undecodable(f"{socket} GetAllocatableResources")))
+        out.errors.append(
+            SourceError(POD_RESOURCES, _undecodable(f"{socket} GetAllocatableResources"), ErrorKind.WRONG_API)
+        )
     elif isinstance(alloc, BaseException):
         raise alloc
     else:
@@ -189,14 +192,14 @@ async def _plugins(paths: NodePaths, timeout: float, out: _Result) -> None:
     try:
         sockets = _sockets_in(paths.plugins_dir, skip=[kubelet_sock])
     except OSError as e:
-        out.errors.append(SourceError(PLUGINS_DIR_SOURCE, _oserror(paths.plugins_dir, e)))
+        out.errors.append(SourceError(PLUGINS_DIR_SOURCE, _oserror(paths.plugins_dir, e), ErrorKind.of_oserror(e)))
         sockets = []
     try:
         registry = _sockets_in(paths.plugins_registry)
     except FileNotFoundError:
         registry = []  # most nodes without CSI or DRA drivers have none
     except OSError as e:
-        out.errors.append(SourceError("registry", _oserror(paths.plugins_registry, e)))
+        out.errors.append(SourceError("registry", _oserror(paths.plugins_registry, e), ErrorKind.of_oserror(e)))
         registry = []
     probes = await asyncio.gather(
         *(probe_socket(s, timeout) for s in sockets),
@@ -215,13 +218,13 @@ def _read_checkpoint(path: str) -> Checkpoint | SourceError:
     from devctl.node.checkpoint import CheckpointError, read_checkpoint
 
     if not os.path.lexists(path):
-        return SourceError(CHECKPOINT, f"{path}: {NO_SUCH_FILE}")
+        return SourceError(CHECKPOINT, f"{path}: {NO_SUCH_FILE}", ErrorKind.MISSING)
     try:
         return read_checkpoint(path)
     except CheckpointError as e:
-        return SourceError(CHECKPOINT, str(e))
+        return SourceError(CHECKPOINT, str(e), ErrorKind.MALFORMED)
     except OSError as e:
-        return SourceError(CHECKPOINT, _oserror(path, e))
+        return SourceError(CHECKPOINT, _oserror(path, e), ErrorKind.of_oserror(e))
 
 
 async def _checkpoint(paths: NodePaths, out: _Result) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import re
 
-from devctl.model import PodIdentity, SourceError
+from devctl.model import ErrorKind, PodIdentity, SourceError
 
 # A namespace is a DNS-1123 label (at most 63 characters); a pod name a DNS-1123
 # subdomain (at most 253) (k8s.io/apimachinery/pkg/util/validation/validation.go).
@@ -64,7 +64,7 @@ def _subdirs(path: str, errors: list[SourceError]) -> list[str]:
     except FileNotFoundError:
         return []
     except PermissionError:
-        errors.append(SourceError(path, "permission denied"))
+        errors.append(SourceError(path, "permission denied", ErrorKind.PERMISSION_DENIED))
     except OSError as err:
-        errors.append(SourceError(path, (err.strerror or str(err)).lower()))
+        errors.append(SourceError(path, (err.strerror or str(err)).lower(), ErrorKind.of_oserror(err)))
     return []

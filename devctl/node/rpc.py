@@ -15,7 +15,7 @@ from typing import TypeVar
 
 import grpc
 
-from devctl.model import PluginStatus
+from devctl.model import ErrorKind, PluginStatus
 
 # The kubelet sends pod-resources replies without limit; a node with many pods
 # passes gRPC's 4 MiB default receive limit. A large ceiling costs nothing.
@@ -31,14 +31,30 @@ CHANNEL_OPTIONS = (
 T = TypeVar("T")
 
 
-class RpcFailure(Exception):
-    """A source that failed, with the status devctl shows for it and a one-line message."""
+# The kind of failure each socket status is, where nothing more precise is known.
+_STATUS_KINDS = {
+    PluginStatus.STALE: ErrorKind.STALE,
+    PluginStatus.TIMEOUT: ErrorKind.TIMEOUT,
+    PluginStatus.PERMISSION_DENIED: ErrorKind.PERMISSION_DENIED,
+    PluginStatus.NO_PLUGIN: ErrorKind.MISSING,
+}
 
-    def __init__(self, status: PluginStatus, message: str, code: grpc.StatusCode | None = None):
+
+class RpcFailure(Exception):
+    """A source that failed: the status devctl shows for it, a one-line message, and its kind."""
+
+    def __init__(
+        self,
+        status: PluginStatus,
+        message: str,
+        code: grpc.StatusCode | None = None,
+        kind: ErrorKind | None = None,
+    ):
         super().__init__(message)
         self.status = status
         self.message = message
         self.code = code
+        self.kind = kind if kind is not None else _STATUS_KINDS.get(status, ErrorKind.OTHER)
 
 
 def channel(socket_path: str) -> grpc.aio.Channel:
@@ -67,19 +83,24 @@ async def check_socket(socket_path: str, timeout: float) -> None:
     try:
         _, writer = await asyncio.wait_for(asyncio.open_unix_connection(socket_path), timeout)
     except FileNotFoundError:
-        raise RpcFailure(PluginStatus.UNREACHABLE, f"{socket_path}: no such socket") from None
+        raise RpcFailure(PluginStatus.UNREACHABLE, f"{socket_path}: no such socket", kind=ErrorKind.MISSING) from None
     except PermissionError:
         raise RpcFailure(PluginStatus.PERMISSION_DENIED, f"{socket_path}: permission denied") from None
     except ConnectionRefusedError:
         # Linux refuses a connect to a regular file the same way as to a dead socket.
         kind = _kind(socket_path)
         if kind not in ("socket", "missing"):
-            raise RpcFailure(PluginStatus.UNREACHABLE, f"{socket_path}: not a socket ({kind})") from None
+            raise RpcFailure(
+                PluginStatus.UNREACHABLE, f"{socket_path}: not a socket ({kind})", kind=ErrorKind.NOT_A_SOCKET
+            ) from None
         raise RpcFailure(PluginStatus.STALE, f"{socket_path}: stale socket (nothing listens on it)") from None
     except asyncio.TimeoutError:
         raise RpcFailure(PluginStatus.TIMEOUT, f"{socket_path}: connect timed out after {timeout:g}s") from None
     except OSError as e:
-        if e.errno == errno.ENOTSOCK or e.errno == errno.ECONNREFUSED:
+        if e.errno == errno.ENOTSOCK:
+            message = f"{socket_path}: not a socket"
+            raise RpcFailure(PluginStatus.UNREACHABLE, message, kind=ErrorKind.NOT_A_SOCKET) from None
+        if e.errno == errno.ECONNREFUSED:
             raise RpcFailure(PluginStatus.STALE, f"{socket_path}: not a listening socket") from None
         raise RpcFailure(PluginStatus.UNREACHABLE, f"{socket_path}: {e.strerror or e}") from None
     writer.close()
@@ -100,9 +121,17 @@ def failure(error: grpc.aio.AioRpcError, what: str, timeout: float | None = None
         if "onnection refused" in details:
             return RpcFailure(PluginStatus.STALE, f"{what}: stale socket (nothing listens on it)", code)
         if "No such file or directory" in details:
-            return RpcFailure(PluginStatus.UNREACHABLE, f"{what}: no such socket", code)
+            return RpcFailure(PluginStatus.UNREACHABLE, f"{what}: no such socket", code, ErrorKind.MISSING)
         return RpcFailure(PluginStatus.UNREACHABLE, f"{what}: unavailable: {details}", code)
-    return RpcFailure(PluginStatus.UNREACHABLE, f"{what}: {code.name}: {details}", code)
+    return RpcFailure(PluginStatus.UNREACHABLE, f"{what}: {code.name}: {details}", code, _CODE_KINDS.get(code))
+
+
+# gRPC status codes that say what kind of failure it was, beyond "unreachable".
+_CODE_KINDS = {
+    grpc.StatusCode.UNIMPLEMENTED: ErrorKind.UNIMPLEMENTED,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: ErrorKind.RATE_LIMITED,
+    grpc.StatusCode.PERMISSION_DENIED: ErrorKind.PERMISSION_DENIED,
+}
 
 
 def parsed(reply: T | None, what: str, message: str) -> T:
@@ -114,6 +143,8 @@ def parsed(reply: T | None, what: str, message: str) -> T:
     """
     if reply is None:
         raise RpcFailure(
-            PluginStatus.UNREACHABLE, f"{what}: the reply is not a {message} (another API on this socket?)"
+            PluginStatus.UNREACHABLE,
+            f"{what}: the reply is not a {message} (another API on this socket?)",
+            kind=ErrorKind.WRONG_API,
         )
     return reply
