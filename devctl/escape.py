@@ -66,4 +66,3 @@ def escape_quoted(text: str) -> str:
     if text.isascii() and "\x7f" not in text:
         return text
     return _UNICODE_UNSAFE.sub(_unicode_escape, text)
-
