@@ -232,3 +232,14 @@ def test_arguments_the_user_typed_are_echoed_escaped(sim_node: SimHandle) -> Non
         assert r.exit_code != 0, args
         assert not raw_controls(r.stdout + r.stderr), (args, r.stderr)
         assert len(r.stderr.splitlines()) >= 1
+
+
+def test_usage_errors_echo_what_was_typed_escaped() -> None:
+    # click writes "No such option: X" with X as typed; a value it quotes itself goes through repr.
+    for args in (["ls", "--bogus\x1b]0;pwned\x07\u202e"], ["--x\x1b[2J"], ["plugin", "add", "--y\x85"]):
+        r = run_devctl(*args)
+        assert r.exit_code == 2, (args, r.stderr)
+        assert not raw_controls(r.stderr), (args, r.stderr)
+        assert r.stderr.splitlines()[-1].startswith("Error: No such option: ")
+    r = run_devctl("ls", "--bogus\x1b]0;pwned\x07\u202e")
+    assert r.stderr.splitlines()[-1] == "Error: No such option: --bogus\\x1b]0;pwned\\x07\\u202e"
