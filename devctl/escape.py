@@ -66,3 +66,26 @@ def escape_quoted(text: str) -> str:
     if text.isascii() and "\x7f" not in text:
         return text
     return _UNICODE_UNSAFE.sub(_unicode_escape, text)
+
+
+_ESCAPED = re.compile(r"\\(?:x([0-9a-f]{2})|u([0-9a-f]{4})|(.))", re.DOTALL)
+_UNNAMED = {"\\": "\\", "n": "\n", "r": "\r", "t": "\t"}
+
+
+def _original(match: re.Match[str]) -> str:
+    code = match.group(1) or match.group(2)
+    if code is not None:
+        return chr(int(code, 16))
+    return _UNNAMED.get(match.group(3), match.group())
+
+
+def unescape(text: str) -> str:
+    """What ``escape`` was given, from what it returned: for a line another devctl process escaped.
+
+    The TUI reads the status lines of its ``devctl watch`` child, escaped there
+    for a terminal; it takes them back to the original text and escapes them
+    once, where it draws them, as it does every other string.
+    """
+    if "\\" not in text:
+        return text
+    return _ESCAPED.sub(_original, text)

@@ -22,6 +22,7 @@ from helpers import devctl, run_devctl
 from test_watch_cli import start, watches  # noqa: F401  (watches: a fixture)
 
 from devctl.escape import escape, escape_quoted
+from devctl.escape import unescape as devctl_unescape
 from devctl.model import Device, ErrorKind, SourceError
 from devctl.render import structured
 from devctl.render.events import EventTable, json_line
@@ -95,6 +96,7 @@ def test_random_strings_never_keep_a_terminal_character_and_decode_back() -> Non
         assert not raw_controls(out, newlines=False), (text, out)
         assert all(unicodedata.category(c) != "Cc" for c in out)
         assert unescape(out) == text  # unambiguous: the output says exactly what was there
+        assert devctl_unescape(out) == text  # what the TUI does with its watch child's escaped lines
 
 
 def test_json_and_yaml_escape_c1_and_bidi_and_parse_back_to_the_same_strings() -> None:
