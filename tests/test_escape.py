@@ -10,8 +10,10 @@ screen, retitle the terminal, set the clipboard (OSC 52) and reorder text.
 from __future__ import annotations
 
 import json
+import logging
 import random
 import re
+import sys
 import unicodedata
 from datetime import datetime, timezone
 from pathlib import Path
@@ -21,6 +23,7 @@ from badservers import stale_socket
 from helpers import devctl, run_devctl
 from test_watch_cli import start, watches  # noqa: F401  (watches: a fixture)
 
+from devctl.cli.common import EscapingFormatter
 from devctl.escape import escape, escape_quoted
 from devctl.escape import unescape as devctl_unescape
 from devctl.model import Device, ErrorKind, SourceError
@@ -245,3 +248,16 @@ def test_usage_errors_echo_what_was_typed_escaped() -> None:
         assert r.stderr.splitlines()[-1].startswith("Error: No such option: ")
     r = run_devctl("ls", "--bogus\x1b]0;pwned\x07\u202e")
     assert r.stderr.splitlines()[-1] == "Error: No such option: --bogus\\x1b]0;pwned\\x07\\u202e"
+
+
+def test_log_lines_escape_the_message_and_keep_the_traceback() -> None:
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        record = logging.LogRecord("devctl", logging.WARNING, __file__, 1, "plugin %s said %s", None, sys.exc_info())
+    record.args = ("evil\x1b]0;pwned\x07", "line\nforged")
+    text = EscapingFormatter("devctl: %(message)s").format(record)
+    first, *rest = text.splitlines()
+    assert first == "devctl: plugin evil\\x1b]0;pwned\\x07 said line\\nforged"
+    assert rest[0] == "Traceback (most recent call last):" and rest[-1] == "ValueError: boom"
+    assert record.getMessage() == "plugin evil\x1b]0;pwned\x07 said line\nforged"  # the record itself is untouched
