@@ -8,18 +8,41 @@ from typing import Annotated
 
 import typer
 
+# typer carries its own copy of click (typer._click); its usage errors are these.
+from typer._click.exceptions import ClickException
+
 from devctl import __version__
 from devctl.cli import call, completion, doctor, plugin, read, sim, tui, watch
 from devctl.cli.common import ExitCode, GlobalOptions, escape_unencodable, setup_logging
 from devctl.cli.lazy import LazyGroup, commands
+from devctl.escape import escape
+
+
+def _escape_usage_error(error: ClickException) -> None:
+    """click echoes what was typed raw in a usage error ("No such option: ..."): escape a message that needs it.
+
+    Its messages that quote a value already use ``repr``; those are left as they are.
+    """
+    if not error.message.isprintable():
+        error.message = escape(error.message)
 
 
 class DevctlGroup(LazyGroup):
-    """The root group: a reader that goes away is a normal end, as it is for ``devctl watch``."""
+    """The root group: a reader that goes away is a normal end, as it is for ``devctl watch``; usage errors escaped."""
+
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:  # type: ignore[override]
+        try:
+            return super().parse_args(ctx, args)
+        except ClickException as e:
+            _escape_usage_error(e)
+            raise
 
     def invoke(self, ctx: typer.Context) -> object:
         try:
             return super().invoke(ctx)
+        except ClickException as e:
+            _escape_usage_error(e)
+            raise
         except BrokenPipeError:
             # `devctl devices | head`: click would exit 1, which devctl's contract
             # reserves for findings. Stop quietly with 0; the devnull stdout keeps

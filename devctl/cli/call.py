@@ -269,6 +269,7 @@ def _print(result: CallResult, output: CallOutput) -> None:
 
 def reply_table(result: CallResult, style: TableStyle) -> str:
     """The reply as a table: options, devices, preferred IDs, or what Allocate gives the container."""
+    from devctl.escape import escape
     from devctl.render.style import word
     from devctl.render.table import grid
 
@@ -294,7 +295,7 @@ def reply_table(result: CallResult, style: TableStyle) -> str:
             *(["cdi", name, ""] for name in reply.cdi_devices),
         ]
         return grid(["kind", "name", "value"], rows, style)
-    return f"{METHODS[rpc]} {','.join(result.request.device_ids)}: ok\n"
+    return f"{METHODS[rpc]} {escape(','.join(result.request.device_ids))}: ok\n"
 
 
 def register(app: typer.Typer) -> None:

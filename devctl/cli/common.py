@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import typer
 
+from devctl.escape import escape
+
 if TYPE_CHECKING:
     from devctl.model import NodePaths
 
@@ -86,9 +88,19 @@ def socket_path(path: str, plugins_dir: str) -> str:
     return path
 
 
+def say(message: str) -> None:
+    """One line for a person on stderr, after ``devctl: ``.
+
+    Escaped as a whole: a message names sockets, resources, device IDs, gRPC
+    error details and the user's own arguments, and must stay one line that
+    cannot drive the terminal (devctl.escape).
+    """
+    print(f"devctl: {escape(message)}", file=sys.stderr, flush=True)
+
+
 def fail(message: str, code: ExitCode = ExitCode.USAGE) -> NoReturn:
-    """One line on stderr, then exit with a code that means something."""
-    print(f"devctl: {message}", file=sys.stderr)
+    """One line on stderr (``say``), then exit with a code that means something."""
+    say(message)
     raise typer.Exit(int(code))
 
 
@@ -123,12 +135,21 @@ def escape_unencodable() -> None:
             reconfigure(errors="devctl-json-escape")
 
 
+class EscapingFormatter(logging.Formatter):
+    """Log lines whose message is escaped: a record may quote a plugin's error or a device ID (devctl.escape).
+
+    The traceback of a record, devctl's own text, keeps its lines.
+    """
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        safe = logging.makeLogRecord({**record.__dict__, "message": escape(record.message)})
+        return super().formatMessage(safe)
+
+
 def setup_logging(verbose: bool) -> None:
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.WARNING,
-        format="%(asctime)s %(name)s: %(message)s" if verbose else "devctl: %(message)s",
-        stream=sys.stderr,
-    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(EscapingFormatter("%(asctime)s %(name)s: %(message)s" if verbose else "devctl: %(message)s"))
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, handlers=[handler])
     # grpc logs a traceback of its own for a reply it cannot parse; devctl reports
     # that source as one line instead (devctl.node.rpc.parsed).
     logging.getLogger("grpc._common").setLevel(logging.CRITICAL)

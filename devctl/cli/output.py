@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from devctl.cli.common import ExitCode, Output, fail, options, run
+from devctl.cli.common import ExitCode, Output, fail, options, run, say
 
 if TYPE_CHECKING:
     from devctl.model import NodeSnapshot, SourceError
@@ -100,5 +100,5 @@ def emit(
         raise typer.Exit(int(ExitCode.NO_SOURCE))
     if not_found:
         for line in not_found:
-            print(f"devctl: {line}", file=sys.stderr)
+            say(line)
         raise typer.Exit(int(ExitCode.FINDINGS))

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import logging
 import signal
-import sys
 from enum import Enum
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from devctl.cli.common import ExitCode, GlobalOptions, fail, options, run
+from devctl.cli.common import ExitCode, GlobalOptions, fail, options, run, say
+from devctl.escape import escape
 
 if TYPE_CHECKING:
     from devctl.plugin.spec import PluginSpec
@@ -174,11 +174,9 @@ async def _serve(spec: PluginSpec, opts: GlobalOptions, *, register: bool, force
     except (ServeError, OSError) as e:
         await server.stop()
         fail(str(e))
-    print(
-        f"devctl: serving {spec.resource} ({len(spec.devices)} devices) on {server.socket_path}; "
-        f"stop with Ctrl-C. Try: devctl plugin set-health {spec.resource} ID unhealthy",
-        file=sys.stderr,
-        flush=True,
+    say(
+        f"serving {spec.resource} ({len(spec.devices)} devices) on {server.socket_path}; "
+        f"stop with Ctrl-C. Try: devctl plugin set-health {spec.resource} ID unhealthy"
     )
     try:
         await stopping.wait()
@@ -209,7 +207,7 @@ def set_health(
 ) -> None:
     """Mark a device healthy or unhealthy; every open ListAndWatch stream sees it at once."""
     _control(ctx, resource, {"op": "set-health", "id": device_id, "health": health.value})
-    print(f"{resource} {device_id}: {health.value.capitalize()}")
+    print(escape(f"{resource} {device_id}: {health.value.capitalize()}"))
 
 
 @plugin_app.command("add")
@@ -227,7 +225,7 @@ def add(
     except SpecError as e:
         fail(str(e))
     _control(ctx, resource, {"op": "add", "id": parsed.id, "numa": list(parsed.numa_nodes), "health": health.value})
-    print(f"{resource} {parsed.id}: added")
+    print(escape(f"{resource} {parsed.id}: added"))
 
 
 @plugin_app.command("remove")
@@ -238,7 +236,7 @@ def remove(
 ) -> None:
     """Remove a device from a running plugin."""
     _control(ctx, resource, {"op": "remove", "id": device_id})
-    print(f"{resource} {device_id}: removed")
+    print(escape(f"{resource} {device_id}: removed"))
 
 
 def register(app: typer.Typer) -> None:

@@ -15,6 +15,7 @@ import typer
 
 from devctl.cli.common import ExitCode, Output, fail, options, run
 from devctl.cli.output import NoHeadersOpt, OutputOpt, QuietOpt, emit, node_snapshot, table_style, write_structured
+from devctl.escape import escape
 
 if TYPE_CHECKING:
     from devctl.model import NodeSnapshot
@@ -171,10 +172,11 @@ def get(
     if output in (Output.json, Output.yaml):
         write_structured(output, found, None)
     elif quiet:
-        print(f"{found.namespace}/{found.name}")
+        print(escape(f"{found.namespace}/{found.name}"))
     else:
         sys.stdout.write(
-            pods_table([found], table_style(output, no_headers)) or f"{found.namespace}/{found.name}: no containers\n"
+            pods_table([found], table_style(output, no_headers))
+            or escape(f"{found.namespace}/{found.name}") + ": no containers\n"
         )
 
 

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from devctl.cli.common import ExitCode, fail, options, run
+from devctl.cli.common import ExitCode, fail, options, run, say
+from devctl.escape import escape
 
 if TYPE_CHECKING:
     from devctl.sim.scenario import Scenario
@@ -117,28 +118,26 @@ async def _serve(root: Path, scenario: Scenario, command: list[str] | None) -> i
         try:
             await node.start()
         except SimError as e:  # the root cannot hold a simulated node: a usage problem
-            print(f"devctl: sim: {e}", file=sys.stderr)
+            say(f"sim: {e}")
             return int(ExitCode.USAGE)
         except (ServeError, OSError, ValueError) as e:  # a socket that cannot be served
-            print(f"devctl: sim: {e}", file=sys.stderr)
+            say(f"sim: {e}")
             return int(ExitCode.FINDINGS)
         try:
             await node.ready(READY_TIMEOUT)
         except SimError as e:
-            print(f"devctl: sim: {e}", file=sys.stderr)
+            say(f"sim: {e}")
             return int(ExitCode.FINDINGS)
         failed = node.device_manager.failed
         for (namespace, name), why in failed.items():
-            print(f"devctl: sim: pod {namespace}/{name} not admitted: {why}", file=sys.stderr)
+            say(f"sim: pod {namespace}/{name} not admitted: {why}")
         if command is not None:
             return await _run_command(command, root)
         print(f"export DEVCTL_ROOT={shlex.quote(str(root))}", flush=True)
-        print(
-            f"devctl: simulated node at {root}: {len(node.plugins)} device plugins, "
+        say(
+            f"simulated node at {root}: {len(node.plugins)} device plugins, "
             f"{len(node.device_manager.running_pods())} pods running; stop with Ctrl-C. "
-            "From another shell: devctl sim restart-kubelet",
-            file=sys.stderr,
-            flush=True,
+            "From another shell: devctl sim restart-kubelet"
         )
         await stopping.wait()
         return int(ExitCode.OK)
@@ -163,10 +162,10 @@ async def _run_command(command: list[str], root: Path) -> int:
     try:
         proc = await asyncio.create_subprocess_exec(*command, env=_command_env(root))
     except FileNotFoundError:
-        print(f"devctl: sim: {command[0]}: command not found", file=sys.stderr)
+        say(f"sim: {command[0]}: command not found")
         return 127  # as a shell says it
     except PermissionError:
-        print(f"devctl: sim: {command[0]}: permission denied", file=sys.stderr)
+        say(f"sim: {command[0]}: permission denied")
         return 126
     loop = asyncio.get_running_loop()
     # Ctrl-C reaches the command too (same process group): its exit decides. SIGTERM is passed on.
@@ -202,7 +201,7 @@ def restart_kubelet(
     if not reply.get("ok"):
         fail(str(reply.get("error", "the simulated node refused")), ExitCode.FINDINGS)
     again = ", ".join(reply.get("registered") or ()) or "none yet"
-    print(f"restarted the simulated kubelet at {root}" + (f"; registered again: {again}" if wait else ""))
+    print(escape(f"restarted the simulated kubelet at {root}" + (f"; registered again: {again}" if wait else "")))
 
 
 def register(app: typer.Typer) -> None:

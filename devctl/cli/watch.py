@@ -16,7 +16,7 @@ from typing import IO, TYPE_CHECKING, Annotated
 
 import typer
 
-from devctl.cli.common import ExitCode, fail, options, run, socket_path
+from devctl.cli.common import ExitCode, fail, options, run, say, socket_path
 
 if TYPE_CHECKING:
     from devctl.model import NodePaths
@@ -129,7 +129,7 @@ async def _follow(
         ) as items:
             async for item in items:
                 if isinstance(item, Notice):
-                    print(f"devctl: {item.message}", file=sys.stderr, flush=True)
+                    say(item.message)
                     continue
                 if header:
                     out.write(table.header() + "\n")
@@ -164,10 +164,10 @@ async def _follow(
     except asyncio.CancelledError:
         return ExitCode.OK  # ended by --duration or a signal: a normal end for a watch
     except UnknownTarget as e:
-        print(f"devctl: {e.message}", file=sys.stderr)
+        say(e.message)
         return ExitCode.USAGE
     except NoPluginsDir as e:
-        print(f"devctl: {e.message}", file=sys.stderr)
+        say(e.message)
         return ExitCode.NO_SOURCE
     except BrokenPipeError:
         # The reader went away (`devctl watch | head`): stop quietly, as Unix tools do.

@@ -3,7 +3,9 @@
 A watch prints as events happen, so a table cannot be laid out after the
 fact (tabulate needs every row): columns start at minimum widths (the
 resource column as wide as the resources named up front), and a longer value
-widens its column for good, so the lines after it line up again.
+widens its column for good, so the lines after it line up again. Every cell is
+escaped (devctl.escape): a device ID or health string from a plugin is one cell
+of one line. JSON lines escape every non-ASCII character themselves.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Iterable
 from datetime import datetime, timezone
 from typing import Any
 
+from devctl.escape import escape
 from devctl.node.udev import KernelEvent
 from devctl.render.style import NONE
 from devctl.watch import WatchEvent
@@ -88,14 +91,14 @@ class EventTable:
 
     def __init__(self, resources: Iterable[str] = ()) -> None:
         self._widths = [width for _, width in COLUMNS[:-1]]
-        self._widths[_RESOURCE] = max([self._widths[_RESOURCE], *(len(r) for r in resources)])
+        self._widths[_RESOURCE] = max([self._widths[_RESOURCE], *(len(escape(r)) for r in resources)])
 
     def header(self) -> str:
         return self._row(tuple(name for name, _ in COLUMNS))
 
     def line(self, item: WatchEvent | KernelEvent) -> str:
         """One event as a table row: time, event, resource, device, from→to, counts; ``<none>`` where empty."""
-        return self._row(tuple(cell or NONE for cell in _cells(item)))
+        return self._row(tuple(escape(cell) or NONE for cell in _cells(item)))
 
     def _row(self, cells: tuple[str, ...]) -> str:
         padded = cells[:-1]  # the last column is not padded

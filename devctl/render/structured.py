@@ -3,6 +3,11 @@
 The views are dataclasses whose plain form is the contract's JSON, exactly as
 ``devctl.serial.to_plain`` makes it; nothing here reshapes them, so JSON, YAML
 and ``--from`` snapshots cannot drift apart.
+
+Both keep every string as it is when parsed back, and neither writes a
+character that drives a terminal: JSON escapes control characters itself and
+DEL, C1 controls and bidi overrides are written as ``\\uXXXX`` here
+(``devctl.escape.escape_quoted``); YAML double-quotes such strings and escapes them too.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from collections.abc import Iterable
 from enum import Enum
 from typing import Any
 
+from devctl.escape import escape_quoted
 from devctl.model import SourceError
 
 _SCALARS = (str, int, float, bool, type(None))
@@ -67,11 +73,27 @@ def to_json(doc: dict[str, Any]) -> str:
             parts.append(f"  {dumps(key)}: [\n    {rows}\n  ]")
         else:
             parts.append(f"  {dumps(key)}: {dumps(value)}")
-    return "{\n" + ",\n".join(parts) + "\n}\n"
+    return escape_quoted("{\n" + ",\n".join(parts) + "\n}\n")
 
 
 def to_yaml(doc: dict[str, Any]) -> str:
-    """A plain document as block YAML, keys in the JSON's order."""
+    """A plain document as block YAML, keys in the JSON's order.
+
+    PyYAML escapes C0 controls and DEL, but with ``allow_unicode`` writes C1
+    controls, bidi overrides and U+2028/2029 raw, even unquoted, and a newline
+    as a line break of a quoted string. A string holding any character that is
+    not printable is double-quoted instead: a newline is ``\\n`` on the
+    string's one line, and every other such character in the text is inside
+    double quotes, where ``escape_quoted`` writes it as ``\\uXXXX``.
+    """
     import yaml  # only `-o yaml` pays for PyYAML's import
 
-    return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, allow_unicode=True)
+    class Dumper(yaml.SafeDumper):
+        def represent_str(self, data: str) -> yaml.ScalarNode:
+            if not data.isprintable():
+                return self.represent_scalar("tag:yaml.org,2002:str", data, style='"')
+            return super().represent_str(data)
+
+    Dumper.add_representer(str, Dumper.represent_str)
+    text = yaml.dump(doc, Dumper=Dumper, sort_keys=False, default_flow_style=False, allow_unicode=True)
+    return escape_quoted(text)

@@ -10,6 +10,8 @@ import os
 from collections.abc import Mapping
 from typing import TextIO
 
+from devctl.escape import escape
+
 # An empty table cell, as kubectl prints it.
 NONE = "<none>"
 
@@ -47,14 +49,23 @@ def use_color(stream: TextIO, env: Mapping[str, str] | None = None) -> bool:
     return bool(isatty and isatty())
 
 
-def paint(text: str, color: str, enabled: bool) -> str:
-    """``text`` in ``color`` (a name of _CODES) when enabled, else unchanged."""
+class Styled(str):
+    """Text made ready for a terminal here: escaped, then coloured. A table prints it as it is.
+
+    Every other cell is escaped by the table; this type is how the colour
+    codes of ``paint`` get through while the same bytes in data do not.
+    """
+
+
+def paint(text: str, color: str, enabled: bool) -> Styled:
+    """``text``, escaped, in ``color`` (a name of _CODES) when enabled."""
+    text = escape(text)
     code = _CODES.get(color)
     if not enabled or not code or not text:
-        return text
-    return f"\033[{code}m{text}\033[0m"
+        return Styled(text)
+    return Styled(f"\033[{code}m{text}\033[0m")
 
 
-def word(text: str, enabled: bool) -> str:
+def word(text: str, enabled: bool) -> Styled:
     """A status or state word in its usual colour."""
     return paint(text, _WORDS.get(text, ""), enabled)

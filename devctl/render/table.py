@@ -4,6 +4,10 @@ Upper-case headers, left-aligned columns, ``<none>`` for an empty cell, ``wide``
 for more columns, no headers on request. Every function returns the text to
 print (ending in a newline, or empty when there are no rows): printing and the
 "No resources found." notice are the caller's.
+
+Every cell passes ``devctl.escape.escape`` in ``grid`` (a coloured word has
+been escaped by ``paint``), and so does every string from the node in the lines
+around a table: a device ID cannot add a row or drive the terminal.
 """
 
 from __future__ import annotations
@@ -21,8 +25,9 @@ from devctl.analyze import (
     ResourceRow,
     TopologyView,
 )
+from devctl.escape import escape
 from devctl.model import ContainerMemory, ContainerResources, Finding, PluginOptions, PodResources, SourceError
-from devctl.render.style import NONE, paint, word
+from devctl.render.style import NONE, Styled, paint, word
 from devctl.units import format_bytes, format_cpulist
 
 # kubectl's columns: left-aligned, three spaces between them, nothing else
@@ -40,7 +45,9 @@ class TableStyle:
 def _cell(value: object) -> str:
     if value is None or value == "" or value == () or value == []:
         return NONE
-    return str(value)
+    if isinstance(value, Styled):
+        return value
+    return escape(str(value))
 
 
 def grid(headers: Sequence[str], rows: Iterable[Sequence[object]], style: TableStyle) -> str:
@@ -73,14 +80,13 @@ def _options(o: PluginOptions | None) -> tuple[str, str]:
 
 
 def names(items: Iterable[str]) -> str:
-    """``-q``: one name per line."""
-    lines = list(items)
-    return "".join(f"{n}\n" for n in lines)
+    """``-q``: one name per line (escaped: a newline in a name must not make two)."""
+    return "".join(f"{escape(n)}\n" for n in items)
 
 
 def warnings(errors: Iterable[SourceError], color: bool = False) -> str:
     """Source errors as ``warning: <source>: <message>`` lines, for stderr."""
-    return "".join(f"{paint('warning', 'yellow', color)}: {e.source}: {e.message}\n" for e in errors)
+    return "".join(f"{paint('warning', 'yellow', color)}: {escape(e.source)}: {escape(e.message)}\n" for e in errors)
 
 
 # --- ls -------------------------------------------------------------------------------------
@@ -236,15 +242,16 @@ def plugins_table(view: PluginsView, style: TableStyle) -> str:
     text = grid(headers, out, style)
     if style.headers:
         ks, cp = view.kubelet_socket, view.checkpoint
+        ks_path, cp_path = escape(ks.path), escape(cp.path)
         checksum = {True: "checksum ok", False: paint("checksum MISMATCH", "red", style.color), None: ""}[
             cp.checksum_ok
         ]
         text += (
             ("\n" if text else "")
-            + f"kubelet socket: {'present' if ks.present else paint('absent', 'red', style.color)} ({ks.path})\n"
+            + f"kubelet socket: {'present' if ks.present else paint('absent', 'red', style.color)} ({ks_path})\n"
             + f"checkpoint:     {'present' if cp.present else paint('absent', 'red', style.color)}"
             + (f", {checksum}" if checksum else "")
-            + f" ({cp.path})\n"
+            + f" ({cp_path})\n"
         )
     return text
 
@@ -286,8 +293,9 @@ def checkpoint_table(view: CheckpointView, style: TableStyle) -> str:
         verdict = "ok" if view.checksum_ok else paint("MISMATCH", "red", style.color)
         if not view.checksum_ok and view.checksum is not None:
             verdict += f" (stored {view.checksum}, computed {view.computed_checksum}: the kubelet would start empty)"
-        registered = " ".join(f"{r}={len(ids)}" for r, ids in view.registered_devices.items())
-        text = f"path:       {view.path}\nformat:     {fmt}\nchecksum:   {verdict}\nregistered: {registered or NONE}\n"
+        registered = " ".join(f"{escape(r)}={len(ids)}" for r, ids in view.registered_devices.items())
+        path = escape(view.path)
+        text = f"path:       {path}\nformat:     {fmt}\nchecksum:   {verdict}\nregistered: {registered or NONE}\n"
         table = grid(headers, out, style)
         return text + ("\n" + table if table else "")
     return grid(headers, out, style)

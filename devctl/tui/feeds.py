@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mappin
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
+from devctl.escape import unescape
 from devctl.model import HEALTHY, UNHEALTHY, Device, NodePaths, NodeSnapshot
 
 # socket path -> resource, for ``watch`` (see devctl.watch.Resolver)
@@ -250,7 +251,8 @@ async def watch_in_child(paths: NodePaths, timeout: float) -> AsyncIterator[obje
     async def notices(stream: asyncio.StreamReader) -> None:
         nonlocal last_error
         async for raw in stream:
-            last_error = raw.decode(errors="replace").strip().removeprefix("devctl: ")
+            # The child escaped the line for a terminal; the log escapes it again where it draws it.
+            last_error = unescape(raw.decode(errors="replace").strip().removeprefix("devctl: "))
             if last_error:
                 queue.put_nowait(Notice(datetime.now(timezone.utc), last_error))
         queue.put_nowait(done)

@@ -17,10 +17,16 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from devctl.escape import escape
 from devctl.model import Allocation
 from devctl.tui.state import ContainerDetail, NodeView
 from devctl.tui.widgets.pods import alignment_text
 from devctl.units import format_bytes, format_cpulist
+
+
+def _line(out: Text, text: str, style: str = "") -> None:
+    """One line of the view: ``text`` names what plugins and the kubelet wrote, so it goes in escaped."""
+    out.append(escape(text) + "\n", style)
 
 
 def _heading(out: Text, text: str) -> None:
@@ -29,42 +35,42 @@ def _heading(out: Text, text: str) -> None:
 
 def _allocation(out: Text, a: Allocation) -> None:
     if not (a.envs or a.mounts or a.devices or a.annotations or a.cdi_devices):
-        out.append("    (empty reply: the plugin gave nothing beyond the device IDs)\n", "dim")
+        _line(out, "    (empty reply: the plugin gave nothing beyond the device IDs)", "dim")
     for k, v in a.envs.items():
-        out.append(f"    env     {k}={v}\n")
+        _line(out, f"    env     {k}={v}")
     for m in a.mounts:
-        out.append(f"    mount   {m.host_path} -> {m.container_path}{' (ro)' if m.read_only else ''}\n")
+        _line(out, f"    mount   {m.host_path} -> {m.container_path}{' (ro)' if m.read_only else ''}")
     for d in a.devices:
-        out.append(f"    device  {d.host_path} -> {d.container_path} ({d.permissions or '-'})\n")
+        _line(out, f"    device  {d.host_path} -> {d.container_path} ({d.permissions or '-'})")
     for k, v in a.annotations.items():
-        out.append(f"    annot.  {k}={v}\n")
+        _line(out, f"    annot.  {k}={v}")
     for name in a.cdi_devices:
-        out.append(f"    cdi     {name}\n")
+        _line(out, f"    cdi     {name}")
 
 
 def detail_text(d: ContainerDetail) -> Text:
     """The container as a person reads it: identity, holdings, alignment, then the decoded allocation."""
     c = d.container
     out = Text()
-    out.append(f"{d.pod.namespace}/{d.pod.name}", "bold")
-    out.append(f"  container {c.name}\n", "bold")
-    out.append(f"pod UID {d.pod_uid or 'unknown'}\n", "dim")
+    out.append(escape(f"{d.pod.namespace}/{d.pod.name}"), "bold")
+    _line(out, f"  container {c.name}", "bold")
+    _line(out, f"pod UID {d.pod_uid or 'unknown'}", "dim")
 
     _heading(out, "Holds (pod-resources)")
     for dev in c.devices:
         numa = ",".join(str(n) for n in dev.numa_nodes) or "-"
-        out.append(f"  {dev.resource}: {', '.join(dev.ids)}  (NUMA {numa})\n")
+        _line(out, f"  {dev.resource}: {', '.join(dev.ids)}  (NUMA {numa})")
     if not c.devices:
-        out.append("  no devices\n", "dim")
-    out.append(f"  exclusive CPUs: {format_cpulist(c.cpu_ids) or 'none (shared pool)'}\n")
+        _line(out, "  no devices", "dim")
+    _line(out, f"  exclusive CPUs: {format_cpulist(c.cpu_ids) or 'none (shared pool)'}")
     for m in c.memory:
         numa = ",".join(str(n) for n in m.numa_nodes) or "-"
-        out.append(f"  {m.type}: {format_bytes(m.size)}  (NUMA {numa})\n")
+        _line(out, f"  {m.type}: {format_bytes(m.size)}  (NUMA {numa})")
     for claim in c.dynamic_resources:
-        out.append(f"  DRA claim {claim.claim_namespace}/{claim.claim_name}\n")
+        _line(out, f"  DRA claim {claim.claim_namespace}/{claim.claim_name}")
         for cd in claim.devices:
             cdi = f"  CDI {', '.join(cd.cdi_devices)}" if cd.cdi_devices else ""
-            out.append(f"    {cd.driver} pool {cd.pool} device {cd.device}{cdi}\n")
+            _line(out, f"    {cd.driver} pool {cd.pool} device {cd.device}{cdi}")
 
     if d.alignment is not None:
         verdict = alignment_text(d.alignment)
@@ -78,14 +84,14 @@ def detail_text(d: ContainerDetail) -> Text:
 
     _heading(out, "Given at Allocate (device manager checkpoint)")
     if not d.entries:
-        out.append("  no checkpoint entry for this container\n", "dim")
+        _line(out, "  no checkpoint entry for this container", "dim")
     for e in d.entries:
         ids = ", ".join(f"{i} (NUMA {n})" for n, group in sorted(e.device_ids.items()) for i in group)
-        out.append(f"  {e.resource}: {ids}\n", "bold")
+        _line(out, f"  {e.resource}: {ids}", "bold")
         if e.allocation is not None:
             _allocation(out, e.allocation)
         else:
-            out.append(f"    AllocResp could not be decoded: {e.allocation_error or 'unknown reason'}\n", "bold red")
+            _line(out, f"    AllocResp could not be decoded: {e.allocation_error or 'unknown reason'}", "bold red")
     return out
 
 
@@ -123,7 +129,7 @@ class ContainerScreen(ModalScreen[None]):
     def show(self, view: NodeView) -> None:
         self._view = view
         detail = view.container(self.key)
-        text = detail_text(detail) if detail else Text(f"{self.key}: the container is gone from pod-resources")
+        text = detail_text(detail) if detail else Text(escape(f"{self.key}: the container is gone from pod-resources"))
         self.query_one("#detail", Static).update(text)
 
     async def action_dismiss(self, result: None = None) -> None:

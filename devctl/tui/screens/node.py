@@ -9,10 +9,12 @@ from typing import ClassVar
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import Input, TabbedContent, TabPane
 
 from devctl.analyze import DeviceRow
+from devctl.escape import escape
 from devctl.tui.feeds import ControlError, Feed, LogCapture, PluginControls
 from devctl.tui.screens.detail import ContainerScreen
 from devctl.tui.source import Clock, NodeSource, utc_now
@@ -199,6 +201,11 @@ class NodeScreen(Screen[None]):
         index = VIEWS.index(self.active)
         self.action_show_view(VIEWS[(index + step) % len(VIEWS)])
 
+    def tell(self, message: str, *, title: str = "", severity: SeverityLevel = "information", timeout: float) -> None:
+        """A toast. Its text names devices and resources: escaped, and never read as markup
+        (``[/`` in a device ID would raise MarkupError, ``[@click=app.quit]`` would be a button)."""
+        self.notify(escape(message), title=title, severity=severity, timeout=timeout, markup=False)
+
     # --- selecting and opening ---------------------------------------------------------------
 
     @on(RowTable.Highlighted, "#resources-table")
@@ -219,7 +226,7 @@ class NodeScreen(Screen[None]):
             return
         row = next((d for d in self.view.devices.get(self.resource or "", ()) if d.id == event.key), None)
         if row is None or not row.allocated_to:
-            self.notify(f"{event.key} is not held by any container", timeout=3)
+            self.tell(f"{event.key} is not held by any container", timeout=3)
             return
         h = row.allocated_to[0]
         self.app.push_screen(ContainerScreen(container_key(h.namespace, h.pod, h.container), self.view))
@@ -243,14 +250,14 @@ class NodeScreen(Screen[None]):
 
     def action_refresh(self) -> None:
         self.source.request_poll()
-        self.notify("polling pod-resources and the plugins again", timeout=2)
+        self.tell("polling pod-resources and the plugins again", timeout=2)
 
     # --- filter ------------------------------------------------------------------------------
 
     def action_filter(self) -> None:
         table = self.active_table()
         if table is None:
-            self.notify("this view has no rows to filter", timeout=3)
+            self.tell("this view has no rows to filter", timeout=3)
             return
         field = self.query_one("#filter", Input)
         field.value = table.filter_text
@@ -301,9 +308,9 @@ class NodeScreen(Screen[None]):
         try:
             message = act(self.controls, self.resource)
         except (ControlError, ValueError) as e:
-            self.notify(str(e), severity="error", timeout=4)
+            self.tell(str(e), severity="error", timeout=4)
             return
-        self.notify(message, title=what, timeout=3)
+        self.tell(message, title=what, timeout=3)
 
     def action_toggle_health(self) -> None:
         device = self._selected_device()

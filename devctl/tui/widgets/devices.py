@@ -7,6 +7,7 @@ from textual.containers import Vertical
 from textual.widgets import Static
 
 from devctl.analyze import DeviceRow
+from devctl.escape import escape
 from devctl.tui.state import NodeView
 from devctl.tui.widgets.resources import numa_list
 from devctl.tui.widgets.table import Column, Row, RowSet, RowTable
@@ -52,8 +53,8 @@ def title_text(view: NodeView, resource: str | None) -> str:
         return "no resource selected: pick one in Resources (1)"
     row = next((r for r in view.resources if r.name == resource), None)
     if row is None:
-        return f"{resource}: gone from the node"
-    return (
+        return f"{escape(resource)}: gone from the node"
+    return escape(
         f"{resource} · {view.status_of(row)} · {row.capacity} devices, {row.allocatable} healthy, {row.allocated} held"
     )
 

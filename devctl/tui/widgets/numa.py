@@ -12,6 +12,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from devctl.analyze import NO_NUMA, AlignmentRow, DeviceCount, NumaRow
+from devctl.escape import escape
 from devctl.tui.state import NodeView
 from devctl.units import format_bytes, format_cpulist
 
@@ -64,7 +65,7 @@ def _nodes_text(a: AlignmentRow) -> str:
 
 
 def numa_text(view: NodeView) -> Text:
-    """The whole map as one rich Text."""
+    """The whole map as one rich Text (not markup), every name from the node escaped."""
     topo = view.topology
     out = Text()
     if not topo.numa_nodes:
@@ -72,8 +73,8 @@ def numa_text(view: NodeView) -> Text:
     holders_by_node: dict[int, list[str]] = {}
     for a in topo.alignment:
         for n in sorted(set(a.device_numa) | set(a.cpu_numa) | set(a.memory_numa)):
-            holders_by_node.setdefault(n, []).append(f"{a.namespace}/{a.pod}/{a.container}")
-    width = min(max((len(name) for n in topo.numa_nodes for name in n.devices), default=10), LABEL_MAX)
+            holders_by_node.setdefault(n, []).append(escape(f"{a.namespace}/{a.pod}/{a.container}"))
+    width = min(max((len(escape(name)) for n in topo.numa_nodes for name in n.devices), default=10), LABEL_MAX)
     for node in topo.numa_nodes:
         if node.id == NO_NUMA:
             out.append("no NUMA node", "bold")
@@ -90,6 +91,7 @@ def numa_text(view: NodeView) -> Text:
                 f" {len(node.cpus) - len(node.allocatable_cpus)} reserved\n"
             )
         for name, count in node.devices.items():
+            name = escape(name)
             label = name if len(name) <= width else name[: width - 1] + "…"
             out.append(f"  {label}".ljust(width + 4))
             out.append_text(device_bar(count))
@@ -103,7 +105,7 @@ def numa_text(view: NodeView) -> Text:
     if misaligned:
         out.append("MISALIGNED containers (devices, CPUs and memory not on one NUMA node):\n", "bold red")
         for a in misaligned:
-            out.append(f"  {UNHEALTHY} {a.namespace}/{a.pod}/{a.container}", "bold red")
+            out.append(f"  {UNHEALTHY} {escape(f'{a.namespace}/{a.pod}/{a.container}')}", "bold red")
             out.append(f"  {_nodes_text(a)}\n")
     elif topo.alignment:
         out.append(
@@ -119,7 +121,7 @@ class NumaPane(VerticalScroll):
     DEFAULT_CSS = "NumaPane { height: 1fr; }"
 
     def compose(self) -> ComposeResult:
-        yield Static("", id="numa-map")
+        yield Static("", id="numa-map", markup=False)
 
     def show(self, view: NodeView) -> None:
         self.query_one("#numa-map", Static).update(numa_text(view))

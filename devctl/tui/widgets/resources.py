@@ -8,6 +8,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
+from devctl.escape import escape
 from devctl.model import PluginStatus
 from devctl.tui.state import DISCONNECTED_STATUS, NodeView
 from devctl.tui.widgets.table import Column, Row, RowSet, RowTable
@@ -73,7 +74,7 @@ def errors_text(view: NodeView, limit: int = 3) -> str:
     """The sources that failed, one line each (the rest counted), or nothing."""
     if not view.errors:
         return ""
-    lines = [f"! {e.source}: {e.message}" for e in view.errors[:limit]]
+    lines = [escape(f"! {e.source}: {e.message}") for e in view.errors[:limit]]
     if len(view.errors) > limit:
         lines.append(f"! … and {len(view.errors) - limit} more (see the event log)")
     return "\n".join(lines)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from textual.widgets import Static
 
+from devctl.escape import escape
 from devctl.tui.state import NodeView
 
 
 def status_text(view: NodeView | None, source: str) -> str:
+    source = escape(source)  # a path or a file name the user gave
     if view is None:
         return f" devctl · {source} · reading the node…"
     parts = [f"{len(view.resources)} resources"]

@@ -22,6 +22,8 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from devctl.escape import escape
+
 # Row tones: how a row looks, named for what it means. The text of a row must
 # carry the meaning too, because NO_COLOR (and a monochrome SSH terminal) drops colour.
 TONES = ("ok", "warn", "bad", "dim", "hot")
@@ -45,11 +47,20 @@ class Column:
 
 @dataclass(frozen=True)
 class Row:
-    """One row: a key that survives updates (the cursor follows it), its cells and a tone."""
+    """One row: a key that survives updates (the cursor follows it), its cells and a tone.
+
+    The cells come from plugins, the kubelet and files: a Row holds them
+    escaped (devctl.escape), made once per row, and the table draws them as
+    plain segments, never as markup. The key stays as it is: it names the device
+    or container to act on.
+    """
 
     key: str
     cells: tuple[str, ...]
     tone: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "cells", tuple(map(escape, self.cells)))
 
 
 @dataclass(frozen=True)
