@@ -178,3 +178,15 @@ async def test_an_endpoint_outside_the_root_is_refused_never_dialled(short_root:
     (error,) = snap.errors
     assert "outside the root" in error.message and "\n" not in error.message
     assert error.message.startswith(reg_sock)
+
+
+def test_a_plugins_dir_given_outside_the_root_is_listed_as_it_is(short_root: Path) -> None:
+    # --plugins-dir names a directory of this machine, wherever --root points.
+    plugins = short_root / "elsewhere/device-plugins"
+    plugins.mkdir(parents=True)
+    stale_socket(str(plugins / "a.sock"))
+    (plugins / "b.sock").symlink_to("a.sock")
+    root = short_root / "node"
+    root.mkdir()
+    found = plugin_sockets(str(plugins), str(root))
+    assert [(os.path.basename(s.path), s.real) for s in found] == [("a.sock", str(plugins / "a.sock"))]

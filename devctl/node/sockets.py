@@ -113,10 +113,19 @@ def in_root(root: str, path: str) -> str:
 
 
 def real_path(root: str | None, path: str) -> str:
-    """``path`` (a file under ``root``) with its symlinks followed inside the root; by the OS when no root."""
+    """``path`` (a file under ``root``) with its symlinks followed inside the root; raises OutsideRoot.
+
+    Without a root, or for a path that is not under it (a directory given by
+    its own flag, such as ``--plugins-dir``, names a file of this machine),
+    the OS follows the symlinks.
+    """
     if root is None:
         return os.path.realpath(path)
-    return in_root(root, node_path(root, path))
+    try:
+        name = node_path(root, path)
+    except OutsideRoot:
+        return os.path.realpath(path)
+    return in_root(root, name)
 
 
 def _is_socket(path: str) -> bool:
@@ -190,7 +199,10 @@ def registry_endpoint(paths: NodePaths, socket: str, info: RegistryInfo) -> str:
     if not endpoint:
         return real_path(paths.root, socket)
     if not endpoint.startswith(os.sep):
-        endpoint = os.path.join(node_path(paths.root, paths.plugins_dir), endpoint)
+        try:
+            endpoint = os.path.join(node_path(paths.root, paths.plugins_dir), endpoint)
+        except OutsideRoot:  # a --plugins-dir outside the root: this machine's own path
+            return os.path.realpath(os.path.join(paths.plugins_dir, endpoint))
     try:
         return in_root(paths.root, endpoint)
     except OutsideRoot:
