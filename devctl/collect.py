@@ -224,10 +224,12 @@ async def _plugins(paths: NodePaths, timeout: float, out: _Result) -> None:
     except OSError as e:
         out.errors.append(SourceError("registry", _oserror(paths.plugins_registry, e), ErrorKind.of_oserror(e)))
         registry = []
-    claimed, *probes = await asyncio.gather(
+    claimed, probes = await asyncio.gather(
         _claimed(paths, timeout),
-        *(_plugin_socket(s, timeout) for s in sockets),
-        *(_registry_socket(s, paths, timeout) for s in registry),
+        asyncio.gather(
+            *(_plugin_socket(s, timeout) for s in sockets),
+            *(_registry_socket(s, paths, timeout) for s in registry),
+        ),
     )
     out.claimed.update(claimed)
     for p in probes:
