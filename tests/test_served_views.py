@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from helpers import run_devctl_async
+from registry import plugin_info, registry_server
 
 from devctl.model import Device, NodePaths
 from devctl.node.checkpoint import write_checkpoint
@@ -85,3 +86,21 @@ async def test_a_symlinked_plugin_socket_shows_in_plugins_once(paths: NodePaths)
     assert (row["resource"], row["status"], row["devices"], row["healthy"]) == (GPU, "serving", 2, 2)
     (res,) = ls["resources"]
     assert (res["status"], res["capacity"], res["allocatable"]) == ("serving", 2, 2)
+
+
+async def test_call_reaches_a_registry_served_plugin_at_its_endpoint(paths: NodePaths) -> None:
+    # GIVEN a plugin registered through plugins_registry, its endpoint a node path outside the plugins dir
+    dp_dir = Path(paths.kubelet_dir) / "plugins/vendor"
+    dp_dir.mkdir(parents=True)
+    info = plugin_info(GPU, f"/var/lib/kubelet/plugins/vendor/{SICK.socket}")
+    async with (
+        DevicePluginServer(SICK, str(dp_dir), register=False),
+        registry_server(f"{paths.plugins_registry}/vendor-reg.sock", info),
+    ):
+        # WHEN a person asks the resource's plugin for its list THEN the endpoint answers, not the registry socket
+        called = await devctl_json(paths, "call", GPU, "list")
+        ls = await devctl_json(paths, "ls")
+    assert called["socket"] == str(dp_dir / SICK.socket)
+    assert [d["id"] for d in called["reply"]["devices"]] == ["GPU-a1", "GPU-b2"]
+    (row,) = ls["resources"]
+    assert (row["status"], row["capacity"], row["allocatable"], row["unhealthy"]) == ("serving", 2, 0, 2)

@@ -295,7 +295,7 @@ def name_sockets(
     return out
 
 
-def serving(paths: NodePaths, probes: Iterable[PluginProbe], resource: str) -> list[tuple[PluginProbe, str]]:
+def serving_sockets(paths: NodePaths, probes: Iterable[PluginProbe], resource: str) -> list[tuple[PluginProbe, str]]:
     """The live probes that serve ``resource``, each with the socket to dial, by path."""
     found = []
     for p in probes:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from devctl.model import CHECKPOINT, PLUGINS, POD_RESOURCES, NodePaths
-from devctl.node.sockets import real_path, serving
+from devctl.node.sockets import real_path, serving_sockets
 
 
 async def live_server_for(
@@ -34,7 +34,7 @@ async def live_server_for(
 
     snapshot = await collect(paths, timeout, want={PLUGINS, POD_RESOURCES, CHECKPOINT})
     skip = {real_path(None, p) for p in exclude}
-    for probe, dial in serving(paths, snapshot.plugins, resource):
+    for probe, dial in serving_sockets(paths, snapshot.plugins, resource):
         if dial in skip or real_path(None, probe.socket) in skip:
             continue
         return dial if dial == probe.socket else f"{dial} (through {probe.socket})"
