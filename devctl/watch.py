@@ -468,11 +468,12 @@ async def _discover(
     start: Callable[[str], None],
     known: set[str],
     out: asyncio.Queue[WatchItem],
+    root: str | None = None,
 ) -> None:
     """Follow every new socket that appears in the plugins dir (whole-node watch)."""
     said_empty = False
     while True:
-        found = plugin_sockets(plugins_dir)
+        found = plugin_sockets(plugins_dir, root)
         if not found and not known and not said_empty:
             out.put_nowait(Notice(now(), f"no device plugin sockets in {plugins_dir} yet; waiting for one"))
             said_empty = True
@@ -586,7 +587,9 @@ async def watch(
                     start(None, s, True)
             else:
                 tasks.append(
-                    asyncio.ensure_future(_discover(paths.plugins_dir, lambda s: start(None, s, True), known, out))
+                    asyncio.ensure_future(
+                        _discover(paths.plugins_dir, lambda s: start(None, s, True), known, out, paths.root)
+                    )
                 )
         if udev and not once:
             tasks.append(asyncio.ensure_future(_forward_udev(out)))

@@ -80,7 +80,11 @@ async def test_a_symlinked_plugin_socket_shows_in_plugins_once(paths: NodePaths)
         (Path(paths.plugins_dir) / "gpu-again.sock").symlink_to("gpu.sock")
         plugins = await devctl_json(paths, "plugins")
         ls = await devctl_json(paths, "ls")
-    # THEN `plugins` shows it, once, with its resource, and `ls` counts it as served
+        code, out, err = await run_devctl_async("--root", paths.root, "watch", "--once", "-o", "json")
+    # THEN `plugins` shows it, once, with its resource, `ls` counts it as served, and a whole-node watch follows it
+    assert code == 0, err
+    (event,) = [json.loads(line) for line in out.splitlines()]
+    assert (event["event"], event["resource"], event["socket"]) == ("snapshot", GPU, str(run_dir / SICK.socket))
     (row,) = plugins["plugins"]
     assert os.path.basename(row["socket"]) in ("gpu.sock", "gpu-again.sock")
     assert (row["resource"], row["status"], row["devices"], row["healthy"]) == (GPU, "serving", 2, 2)
