@@ -169,12 +169,14 @@ async def probe_socket(socket: str, timeout: float) -> PluginProbe:
     return PluginProbe(socket=socket, status=PluginStatus.SERVING, options=options, devices=devices, latency_ms=latency)
 
 
-async def _registry_socket(socket: str, paths: NodePaths, timeout: float) -> PluginProbe:
+async def _registry_socket(s: SocketFile, paths: NodePaths, timeout: float) -> PluginProbe:
+    """GetInfo of a registry socket (dialled as the file it is) and, for a device plugin, a probe of its endpoint."""
     from devctl.node.deviceplugin import registry_info
 
+    socket = s.path
     try:
-        await check_socket(socket, timeout)
-        info = await registry_info(socket, timeout)
+        await check_socket(s.real, timeout)
+        info = await registry_info(s.real, timeout)
     except RpcFailure as e:
         return PluginProbe(socket=socket, status=e.status, error=e.message)
     except _UNDECODABLE:
@@ -218,7 +220,7 @@ async def _plugins(paths: NodePaths, timeout: float, out: _Result) -> None:
         out.errors.append(SourceError(PLUGINS_DIR_SOURCE, _oserror(paths.plugins_dir, e), ErrorKind.of_oserror(e)))
         sockets = []
     try:
-        registry = [s.path for s in registry_sockets(paths.plugins_registry, paths.root)]
+        registry = registry_sockets(paths.plugins_registry, paths.root)
     except FileNotFoundError:
         registry = []  # most nodes without CSI or DRA drivers have none
     except OSError as e:
@@ -232,9 +234,10 @@ async def _plugins(paths: NodePaths, timeout: float, out: _Result) -> None:
         ),
     )
     out.claimed.update(claimed)
+    registered = {s.path for s in registry}
     for p in probes:
         if p.error:
-            out.errors.append(SourceError("registry" if p.socket in registry else "plugin", p.error))
+            out.errors.append(SourceError("registry" if p.socket in registered else "plugin", p.error))
     out.plugins.extend(probes)
 
 

@@ -190,3 +190,16 @@ def test_a_plugins_dir_given_outside_the_root_is_listed_as_it_is(short_root: Pat
     root.mkdir()
     found = plugin_sockets(str(plugins), str(root))
     assert [(os.path.basename(s.path), s.real) for s in found] == [("a.sock", str(plugins / "a.sock"))]
+
+
+async def test_a_registry_socket_linked_from_elsewhere_is_dialled_under_the_root(node: NodePaths) -> None:
+    # plugins_registry/vendor.sock -> /run/vendor/reg.sock, a node path: the file under the root is asked.
+    target = f"{node.root}/run/vendor/reg.sock"
+    os.makedirs(node.plugins_registry)
+    link = Path(node.plugins_registry) / "vendor.sock"
+    async with registry_server(target, plugin_info(GPU, ""), (Device("g0"),)):
+        link.symlink_to("/run/vendor/reg.sock")
+        snap = await asyncio.wait_for(collect(node, ANSWER, want={analyze.PLUGINS}), 10)
+    (probe,) = snap.plugins
+    assert (probe.socket, probe.status, probe.resource) == (str(link), PluginStatus.SERVING, GPU)
+    assert [d.id for d in probe.devices] == ["g0"]
