@@ -146,6 +146,26 @@ def _socket_file(root: str | None, path: str) -> SocketFile | None:
     return SocketFile(path, real) if _is_socket(real) else None
 
 
+def _in_dir(root: str | None, directory: str, names: Iterable[str]) -> list[SocketFile]:
+    """The sockets among ``names`` in ``directory``: the directory is resolved once, each name with one lstat."""
+    try:
+        base = real_path(root, directory)
+    except (OutsideRoot, OSError):
+        return []
+    found = []
+    for name in names:
+        path = os.path.join(directory, name)
+        try:
+            mode = os.lstat(path).st_mode
+        except OSError:
+            continue
+        if stat.S_ISSOCK(mode):
+            found.append(SocketFile(path, os.path.join(base, name)))
+        elif stat.S_ISLNK(mode) and (linked := _socket_file(root, path)) is not None:
+            found.append(linked)
+    return found
+
+
 def _one_per_file(found: Iterable[SocketFile]) -> list[SocketFile]:
     """A symlink and its target are one plugin: keep the target when it is listed too, else the first name."""
     by_real: dict[str, SocketFile] = {}
@@ -165,8 +185,8 @@ def plugin_sockets(plugins_dir: str, root: str | None = None) -> list[SocketFile
     with os.scandir(plugins_dir) as entries:
         names = sorted(e.name for e in entries if not e.name.startswith("."))
     kubelet = _socket_file(root, os.path.join(plugins_dir, KUBELET_SOCKET))
-    found = (_socket_file(root, os.path.join(plugins_dir, n)) for n in names if n != KUBELET_SOCKET)
-    return _one_per_file(s for s in found if s is not None and (kubelet is None or s.real != kubelet.real))
+    found = _in_dir(root, plugins_dir, (n for n in names if n != KUBELET_SOCKET))
+    return _one_per_file(s for s in found if kubelet is None or s.real != kubelet.real)
 
 
 def registry_sockets(registry_dir: str, root: str | None = None) -> list[SocketFile]:
@@ -179,11 +199,7 @@ def registry_sockets(registry_dir: str, root: str | None = None) -> list[SocketF
     found = []
     for directory, dirs, files in os.walk(registry_dir):
         dirs.sort()
-        for name in sorted(files):
-            if not name.startswith("."):
-                s = _socket_file(root, os.path.join(directory, name))
-                if s is not None:
-                    found.append(s)
+        found += _in_dir(root, directory, sorted(n for n in files if not n.startswith(".")))
     return _one_per_file(found)
 
 
