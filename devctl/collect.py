@@ -9,12 +9,13 @@ to the node: sockets are only connected to, files only read.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
 import stat
 import time
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -44,6 +45,18 @@ from devctl.model import (
     SourceError,
 )
 from devctl.node.rpc import RpcFailure, check_socket
+from devctl.node.sockets import (
+    DEVICE_PLUGIN_TYPE,
+    OutsideRoot,
+    SocketFile,
+    infer_resource,
+    known_ids,
+    name_sockets,
+    plugin_sockets,
+    real_path,
+    registry_endpoint,
+    registry_sockets,
+)
 from devctl.serial import from_plain, to_plain
 
 log = logging.getLogger(__name__)
@@ -52,9 +65,6 @@ T = TypeVar("T")
 # What ``devctl snapshot`` writes at the top of its JSON, so ``--from`` can tell a
 # snapshot from any other JSON file.
 SNAPSHOT_KIND = "devctl-snapshot/v1"
-
-# Registry sockets that are device plugins (pluginregistration's PluginInfo.type).
-DEVICE_PLUGIN_TYPE = "DevicePlugin"
 
 
 class SnapshotError(Exception):
@@ -72,6 +82,8 @@ class _Result:
     topology: HostTopology | None = None
     identities: tuple[PodIdentity, ...] = ()
     errors: list[SourceError] = field(default_factory=list)
+    # socket (real path) -> resource, from running devctl plugins' control sockets
+    claimed: dict[str, str] = field(default_factory=dict)
 
 
 def _is_socket(path: str) -> bool:
@@ -79,16 +91,6 @@ def _is_socket(path: str) -> bool:
         return stat.S_ISSOCK(os.lstat(path).st_mode)
     except OSError:
         return False
-
-
-def _sockets_in(directory: str, skip: Iterable[str] = ()) -> list[str]:
-    """Unix sockets in ``directory``, sorted; raises OSError if it cannot be listed."""
-    skipped = set(skip)
-    return [
-        os.path.join(directory, name)
-        for name in sorted(os.listdir(directory))
-        if name not in skipped and _is_socket(os.path.join(directory, name))
-    ]
 
 
 # grpc.aio hands back None for a reply it cannot decode (it only logs the error), and
@@ -167,12 +169,14 @@ async def probe_socket(socket: str, timeout: float) -> PluginProbe:
     return PluginProbe(socket=socket, status=PluginStatus.SERVING, options=options, devices=devices, latency_ms=latency)
 
 
-async def _registry_socket(socket: str, plugins_dir: str, timeout: float) -> PluginProbe:
+async def _registry_socket(s: SocketFile, paths: NodePaths, timeout: float) -> PluginProbe:
+    """GetInfo of a registry socket (dialled as the file it is) and, for a device plugin, a probe of its endpoint."""
     from devctl.node.deviceplugin import registry_info
 
+    socket = s.path
     try:
-        await check_socket(socket, timeout)
-        info = await registry_info(socket, timeout)
+        await check_socket(s.real, timeout)
+        info = await registry_info(s.real, timeout)
     except RpcFailure as e:
         return PluginProbe(socket=socket, status=e.status, error=e.message)
     except _UNDECODABLE:
@@ -180,34 +184,60 @@ async def _registry_socket(socket: str, plugins_dir: str, timeout: float) -> Plu
     if info.type != DEVICE_PLUGIN_TYPE:
         # A CSI or DRA driver: shown, not probed as a device plugin.
         return PluginProbe(socket=socket, status=PluginStatus.SERVING, registry=info)
-    # An empty endpoint means the registry socket serves DevicePlugin itself; a
-    # relative one is relative to the device-plugins dir, as in RegisterRequest.
-    endpoint = os.path.join(plugins_dir, info.endpoint) if info.endpoint else socket
+    try:
+        endpoint = registry_endpoint(paths, socket, info)
+    except OutsideRoot as e:
+        return PluginProbe(
+            socket=socket, status=PluginStatus.UNREACHABLE, resource=info.name or None, error=str(e), registry=info
+        )
     probe = await probe_socket(endpoint, timeout)
     return replace(probe, socket=socket, resource=info.name or None, registry=info)
 
 
+async def _plugin_socket(s: SocketFile, timeout: float) -> PluginProbe:
+    """Probe the socket file itself (a symlink's target, found inside the root); shown under its listed name."""
+    probe = await probe_socket(s.real, timeout)
+    return replace(probe, socket=s.path)
+
+
+async def _claimed(paths: NodePaths, timeout: float) -> dict[str, str]:
+    """Socket (real path) -> resource, as each running devctl plugin says on its control socket."""
+    from devctl.plugin.control import default_control_dir, running
+
+    claimed = {}
+    for _, info in await running(default_control_dir(paths.root), timeout):
+        socket, resource = info.get("socket"), info.get("resource")
+        if isinstance(socket, str) and isinstance(resource, str):
+            with contextlib.suppress(OutsideRoot, OSError):
+                claimed[real_path(paths.root, socket)] = resource
+    return claimed
+
+
 async def _plugins(paths: NodePaths, timeout: float, out: _Result) -> None:
-    kubelet_sock = os.path.basename(paths.kubelet_socket)
     try:
-        sockets = _sockets_in(paths.plugins_dir, skip=[kubelet_sock])
+        sockets = plugin_sockets(paths.plugins_dir, paths.root)
     except OSError as e:
         out.errors.append(SourceError(PLUGINS_DIR_SOURCE, _oserror(paths.plugins_dir, e), ErrorKind.of_oserror(e)))
         sockets = []
     try:
-        registry = _sockets_in(paths.plugins_registry)
+        registry = registry_sockets(paths.plugins_registry, paths.root)
     except FileNotFoundError:
         registry = []  # most nodes without CSI or DRA drivers have none
     except OSError as e:
         out.errors.append(SourceError("registry", _oserror(paths.plugins_registry, e), ErrorKind.of_oserror(e)))
         registry = []
-    probes = await asyncio.gather(
-        *(probe_socket(s, timeout) for s in sockets),
-        *(_registry_socket(s, paths.plugins_dir, timeout) for s in registry),
+    claimed, probes = await asyncio.gather(
+        _claimed(paths, timeout),
+        asyncio.gather(
+            *(_plugin_socket(s, timeout) for s in sockets),
+            *(_registry_socket(s, paths, timeout) for s in registry),
+        ),
     )
+    out.claimed.update(claimed)
+    registered = {s.path for s in registry}
     for p in probes:
         if p.error:
-            out.errors.append(SourceError("registry" if p.socket in registry else "plugin", p.error))
+            out.errors.append(SourceError("registry" if p.socket in registered else "plugin", p.error))
     out.plugins.extend(probes)
 
 
@@ -255,52 +285,10 @@ async def _identities(paths: NodePaths, out: _Result) -> None:
 # --- which resource a socket serves ------------------------------------------------------------
 
 
-def _known_ids(out: _Result) -> dict[str, set[str]]:
-    """Device IDs the kubelet ties to each resource: allocatable, allocated, and the checkpoint."""
-    known: dict[str, set[str]] = {}
-    for d in out.allocatable.devices if out.allocatable else ():
-        known.setdefault(d.resource, set()).update(d.ids)
-    for pod in out.pods or ():
-        for c in pod.containers:
-            for d in c.devices:
-                known.setdefault(d.resource, set()).update(d.ids)
-    if out.checkpoint is not None:
-        for resource, ids in out.checkpoint.registered_devices.items():
-            known.setdefault(resource, set()).update(ids)
-        for e in out.checkpoint.entries:
-            known.setdefault(e.resource, set()).update(i for group in e.device_ids.values() for i in group)
-    return known
-
-
-def infer_resource(device_ids: Iterable[str], known: dict[str, set[str]]) -> str | None:
-    """The resource whose kubelet-known devices match this socket's, when exactly one does.
-
-    The kubelet never says which socket serves which resource (Register's endpoint
-    is kept in memory only). Device IDs are only unique within a resource, so a
-    match with several resources is reported as unknown, never guessed.
-    """
-    ids = set(device_ids)
-    if not ids:
-        return None
-    overlapping = [r for r, known_ids in known.items() if ids & known_ids]
-    if len(overlapping) == 1:
-        return overlapping[0]
-    exact = [r for r in overlapping if known[r] == ids]
-    return exact[0] if len(exact) == 1 else None
-
-
-def _name_sockets(out: _Result) -> None:
-    by_endpoint = {}
-    for p in out.plugins:
-        if p.registry is not None and p.registry.type == DEVICE_PLUGIN_TYPE and p.registry.endpoint:
-            by_endpoint[p.registry.endpoint] = p.registry.name
-    known = _known_ids(out)
-    for i, p in enumerate(out.plugins):
-        if p.resource is not None:
-            continue
-        name = by_endpoint.get(p.socket) or infer_resource((d.id for d in p.devices), known)
-        if name is not None:
-            out.plugins[i] = replace(p, resource=name)
+def _name_sockets(paths: NodePaths, out: _Result) -> None:
+    """Fill in each socket's resource with the one resolver every caller uses (devctl.node.sockets)."""
+    known = known_ids(out.allocatable, out.pods, out.checkpoint)
+    out.plugins[:] = name_sockets(paths, out.plugins, known, out.claimed)
 
 
 # --- the whole node ------------------------------------------------------------------------------
@@ -329,7 +317,7 @@ async def collect(paths: NodePaths, timeout: float, *, want: set[str] | frozense
         IDENTITIES: lambda: _identities(paths, out),
     }
     await asyncio.gather(*(_guard(name, read(), out) for name, read in readers.items() if name in want))
-    _name_sockets(out)
+    _name_sockets(paths, out)
     return NodeSnapshot(
         taken_at=datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
         paths=paths,

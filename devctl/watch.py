@@ -15,17 +15,16 @@ the TUI's event log consume the same async generator, :func:`watch`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import random
-import stat
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from devctl.model import HEALTHY, Device, NodePaths, PluginStatus
+from devctl.model import HEALTHY, Device, NodePaths, NodeSnapshot, PluginStatus
+from devctl.node import sockets as node_sockets
 from devctl.node.deviceplugin import DevicePluginClient
 from devctl.node.rpc import RpcFailure, check_socket
 from devctl.node.udev import KernelEvent, UdevUnavailable, kernel_events
@@ -204,33 +203,32 @@ def now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def plugin_sockets(plugins_dir: str) -> list[str]:
-    """Every unix socket in the plugins dir except the kubelet's own ``kubelet.sock``."""
-    out = []
+def plugin_sockets(plugins_dir: str, root: str | None = None) -> list[str]:
+    """Every plugin socket of the plugins dir, as the file to dial (see devctl.node.sockets); [] when unreadable."""
     try:
-        entries = list(os.scandir(plugins_dir))
+        return [s.real for s in node_sockets.plugin_sockets(plugins_dir, root)]
     except OSError:
-        return out
-    for entry in entries:
-        if entry.name == "kubelet.sock":
+        return []
+
+
+def socket_resources(snapshot: NodeSnapshot) -> dict[str, str | None]:
+    """Which resource each live plugin socket serves, keyed by the socket to dial, as ``devctl plugins`` says."""
+    served: dict[str, str | None] = {}
+    for p in snapshot.plugins:
+        if p.status != PluginStatus.SERVING:
             continue
-        with contextlib.suppress(OSError):
-            if stat.S_ISSOCK(entry.stat(follow_symlinks=False).st_mode):
-                out.append(os.path.abspath(entry.path))
-    return sorted(out)
+        dial = node_sockets.dial_path(snapshot.paths, p)
+        if dial is not None and served.get(dial) is None:
+            served[dial] = p.resource
+    return served
 
 
 async def resolve_plugins(paths: NodePaths, timeout: float) -> dict[str, str | None]:
-    """Which resource each plugin socket serves, as ``devctl plugins`` infers it (devctl.collect).
-
-    The kubelet never says which socket serves which resource; collect matches
-    each socket's device IDs with those pod-resources and the checkpoint name.
-    """
+    """Which resource each plugin socket serves, resolved as every view resolves it (devctl.collect)."""
     from devctl.collect import collect
     from devctl.model import CHECKPOINT, PLUGINS, POD_RESOURCES
 
-    snapshot = await collect(paths, timeout, want={PLUGINS, POD_RESOURCES, CHECKPOINT})
-    return {_absolute(p.socket): p.resource for p in snapshot.plugins if p.status == PluginStatus.SERVING}
+    return socket_resources(await collect(paths, timeout, want={PLUGINS, POD_RESOURCES, CHECKPOINT}))
 
 
 class _CachedResolver:
@@ -470,11 +468,12 @@ async def _discover(
     start: Callable[[str], None],
     known: set[str],
     out: asyncio.Queue[WatchItem],
+    root: str | None = None,
 ) -> None:
     """Follow every new socket that appears in the plugins dir (whole-node watch)."""
     said_empty = False
     while True:
-        found = plugin_sockets(plugins_dir)
+        found = plugin_sockets(plugins_dir, root)
         if not found and not known and not said_empty:
             out.put_nowait(Notice(now(), f"no device plugin sockets in {plugins_dir} yet; waiting for one"))
             said_empty = True
@@ -513,7 +512,7 @@ def _not_served(paths: NodePaths, unknown: Sequence[str], served: set[str | None
     """
     import difflib
 
-    denied = [s for s in plugin_sockets(paths.plugins_dir) if not os.access(s, os.W_OK)]
+    denied = [s for s in plugin_sockets(paths.plugins_dir, paths.root) if not os.access(s, os.W_OK)]
     close = difflib.get_close_matches(unknown[0], sorted(r for r in served if r), n=1)
     if denied:
         hint = f"{len(denied)} plugin socket(s) refuse devctl: permission denied; run as root"
@@ -584,11 +583,13 @@ async def watch(
         if whole_node:
             known: set[str] = set()
             if once:
-                for s in plugin_sockets(paths.plugins_dir):
+                for s in plugin_sockets(paths.plugins_dir, paths.root):
                     start(None, s, True)
             else:
                 tasks.append(
-                    asyncio.ensure_future(_discover(paths.plugins_dir, lambda s: start(None, s, True), known, out))
+                    asyncio.ensure_future(
+                        _discover(paths.plugins_dir, lambda s: start(None, s, True), known, out, paths.root)
+                    )
                 )
         if udev and not once:
             tasks.append(asyncio.ensure_future(_forward_udev(out)))

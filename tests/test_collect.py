@@ -225,7 +225,7 @@ async def registry_socket(path: str, info: reg.PluginInfo):
 
 async def test_plugin_watcher_sockets_name_their_resource(node):
     os.makedirs(node.plugins_registry)
-    gpu_sock = f"{node.plugins_dir}/gpu.sock"
+    gpu_sock = "/var/lib/kubelet/device-plugins/gpu.sock"  # as the node names it: read under the root
     dp_info = reg.PluginInfo(type="DevicePlugin", name=GPU, endpoint=gpu_sock, supported_versions=["v1beta1"])
     csi_info = reg.PluginInfo(type="CSIPlugin", name="ebs.csi.aws.com", endpoint="/csi.sock")
     async with (

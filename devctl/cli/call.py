@@ -190,12 +190,13 @@ async def _socket_of(paths: NodePaths, timeout: float, resource: str) -> str:
     from devctl.collect import collect
     from devctl.model import PluginStatus
     from devctl.node.rpc import RpcFailure
+    from devctl.node.sockets import serving_sockets
 
     snapshot = await collect(paths, timeout, want={PLUGINS, POD_RESOURCES, CHECKPOINT})
+    found = serving_sockets(paths, snapshot.plugins, resource)
+    if found:
+        return found[0][1]  # the socket that serves DevicePlugin: a registry socket's endpoint, a symlink's target
     serving = [p for p in snapshot.plugins if p.status == PluginStatus.SERVING]
-    sockets = sorted(p.socket for p in serving if p.resource == resource)
-    if sockets:
-        return sockets[0]
     message = f"no serving socket in {paths.plugins_dir} is known to serve {resource}"
     denied = sum(p.status == PluginStatus.PERMISSION_DENIED for p in snapshot.plugins)
     close = difflib.get_close_matches(resource, sorted({p.resource for p in serving if p.resource}), n=1)

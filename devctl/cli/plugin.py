@@ -158,7 +158,7 @@ async def _serve(spec: PluginSpec, opts: GlobalOptions, *, register: bool, force
     paths = opts.paths()
     control_dir = default_control_dir(paths.root)
     if register and not force:
-        live = await live_server_for(spec.resource, paths, opts.timeout, control_dir=control_dir)
+        live = await live_server_for(spec.resource, paths, opts.timeout)
         if live is not None:
             fail(
                 f"{spec.resource} is already served by the live plugin at {live}; registering it again "

@@ -118,7 +118,7 @@ async def _tui(opts: GlobalOptions, specs: list[PluginSpec], force: bool) -> Non
             if spec.resource in servers:
                 fail(f"--plugin: {spec.resource} is given twice")
             if not force:
-                live = await live_server_for(spec.resource, paths, opts.timeout, control_dir=control_dir)
+                live = await live_server_for(spec.resource, paths, opts.timeout)
                 if live is not None:
                     fail(
                         f"{spec.resource} is already served by the live plugin at {live}; serving it here "

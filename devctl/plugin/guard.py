@@ -6,107 +6,36 @@ kubelets tear the newer one down when the older stream ends
 A debugging plugin that registers over a real one therefore disturbs real
 workloads, so ``devctl plugin serve`` refuses unless the person insists.
 
-Plugin sockets do not say which resource they serve. The kubelet knows the
-resource's healthy device IDs (pod-resources GetAllocatableResources, and the
-checkpoint's RegisteredDevices); a live socket whose device list shares those
-IDs serves the resource. A running devctl plugin also says so itself on its
-control socket.
+Which socket serves the resource is answered exactly as the views answer it
+(``devctl.collect`` and the resolver in ``devctl.node.sockets``): registry
+sockets and symlinks count, a device list of any health counts, and an empty
+list counts when a registration names it. A guard weaker than ``devctl ls``
+is how a person takes a resource over at the moment its plugin reports every
+device unhealthy, which is when they reach for a debugging plugin.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import os
-import stat
 from collections.abc import Collection
 
-from devctl.model import NodePaths
-from devctl.node.checkpoint import CheckpointError, read_checkpoint
-from devctl.node.deviceplugin import DevicePluginClient
-from devctl.node.podresources import PodResourcesClient
-from devctl.node.rpc import RpcFailure
-from devctl.plugin import control
-
-log = logging.getLogger(__name__)
-
-
-async def known_device_ids(resource: str, paths: NodePaths, timeout: float) -> set[str]:
-    """The resource's device IDs as the kubelet knows them; empty when no source answers."""
-
-    async def allocatable() -> set[str]:
-        try:
-            async with PodResourcesClient(paths.pod_resources, timeout) as client:
-                got = await asyncio.wait_for(client.allocatable(), timeout)
-        except (RpcFailure, asyncio.TimeoutError) as e:
-            log.debug("guard: pod-resources not read: %s", getattr(e, "message", "timed out"))
-            return set()
-        return {i for d in got.devices if d.resource == resource for i in d.ids}
-
-    async def registered() -> set[str]:
-        try:
-            checkpoint = await asyncio.to_thread(read_checkpoint, paths.checkpoint)
-        except (OSError, CheckpointError) as e:
-            log.debug("guard: checkpoint not read: %s", e)
-            return set()
-        return set(checkpoint.registered_devices.get(resource, ()))
-
-    a, r = await asyncio.gather(allocatable(), registered())
-    return a | r
-
-
-def plugin_sockets(plugins_dir: str, exclude: Collection[str] = ()) -> list[str]:
-    """Every unix socket in the plugins dir but the kubelet's own and those in ``exclude``."""
-    try:
-        entries = list(os.scandir(plugins_dir))
-    except OSError:
-        return []
-    skip = _absolute(exclude)
-    return sorted(
-        e.path for e in entries if e.name != "kubelet.sock" and os.path.abspath(e.path) not in skip and _is_socket(e)
-    )
-
-
-def _absolute(paths: Collection[str]) -> set[str]:
-    return {os.path.abspath(p) for p in paths}
-
-
-def _is_socket(entry: os.DirEntry[str]) -> bool:
-    try:
-        return stat.S_ISSOCK(entry.stat(follow_symlinks=False).st_mode)
-    except OSError:
-        return False
+from devctl.model import CHECKPOINT, PLUGINS, POD_RESOURCES, NodePaths
+from devctl.node.sockets import real_path, serving_sockets
 
 
 async def live_server_for(
-    resource: str, paths: NodePaths, timeout: float, *, exclude: Collection[str] = (), control_dir: str | None = None
+    resource: str, paths: NodePaths, timeout: float, *, exclude: Collection[str] = ()
 ) -> str | None:
-    """The socket path of a live plugin (not one in ``exclude``) already serving ``resource``, or None.
+    """Where a live plugin (not one in ``exclude``) already serves ``resource``, as one phrase; None when none does.
 
-    Looks at a running devctl plugin's control socket first (``control_dir``),
-    then matches the first ListAndWatch list of every live socket in the plugins
-    dir, concurrently and under ``timeout``, with the IDs the kubelet knows.
+    The phrase is the live socket, and the socket that leads to it when that
+    differs (a symlink in the plugins dir, or a registry socket).
     """
-    skip = _absolute(exclude)
-    if control_dir is not None:
-        infos = await control.running(control_dir, timeout)
-        served = [info.get("socket") for _, info in infos if info.get("resource") == resource]
-        live = sorted(_absolute([s for s in served if isinstance(s, str)]) - skip)
-        if live:
-            return live[0]
-    known = await known_device_ids(resource, paths, timeout)
-    if not known:
-        return None
-    sockets = plugin_sockets(paths.plugins_dir, exclude)
+    from devctl.collect import collect
 
-    async def overlap(path: str) -> int:
-        try:
-            async with DevicePluginClient(path, timeout) as client:
-                devices = await asyncio.wait_for(client.first_list(), timeout)
-        except (RpcFailure, asyncio.TimeoutError):
-            return 0  # stale, silent or forbidden: not serving anything now
-        return len(known & {d.id for d in devices})
-
-    counts = await asyncio.gather(*(overlap(p) for p in sockets))
-    best = max(zip(counts, sockets, strict=True), key=lambda pair: pair[0], default=(0, ""))
-    return best[1] if best[0] else None
+    snapshot = await collect(paths, timeout, want={PLUGINS, POD_RESOURCES, CHECKPOINT})
+    skip = {real_path(None, p) for p in exclude}
+    for probe, dial in serving_sockets(paths, snapshot.plugins, resource):
+        if dial in skip or real_path(None, probe.socket) in skip:
+            continue
+        return dial if dial == probe.socket else f"{dial} (through {probe.socket})"
+    return None

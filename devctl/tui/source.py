@@ -231,8 +231,10 @@ class NodeSource(Widget):
 
     async def _resolve(self) -> dict[str, str | None]:
         # Which resource each socket serves, from the last poll: no extra RPCs.
+        from devctl.watch import socket_resources
+
         base = self._base
-        return {p.socket: p.resource for p in base.plugins} if base else {}
+        return socket_resources(base) if base else {}
 
     async def _watch_loop(self) -> None:
         # The first poll names the sockets' resources. It is set from another thread's
