@@ -255,19 +255,25 @@ async def _identities(paths: NodePaths, out: _Result) -> None:
 # --- which resource a socket serves ------------------------------------------------------------
 
 
-def _known_ids(out: _Result) -> dict[str, set[str]]:
-    """Device IDs the kubelet ties to each resource: allocatable, allocated, and the checkpoint."""
+def known_device_ids(
+    allocatable: AllocatableResources | None, pods: Iterable[PodResources] | None, checkpoint: Checkpoint | None
+) -> dict[str, set[str]]:
+    """Device IDs the kubelet ties to each resource: allocatable, allocated, and the checkpoint.
+
+    ``devctl.watch`` names a socket from its first list with these, read
+    without probing any plugin socket (a hung one would hold the answer up).
+    """
     known: dict[str, set[str]] = {}
-    for d in out.allocatable.devices if out.allocatable else ():
+    for d in allocatable.devices if allocatable else ():
         known.setdefault(d.resource, set()).update(d.ids)
-    for pod in out.pods or ():
+    for pod in pods or ():
         for c in pod.containers:
             for d in c.devices:
                 known.setdefault(d.resource, set()).update(d.ids)
-    if out.checkpoint is not None:
-        for resource, ids in out.checkpoint.registered_devices.items():
+    if checkpoint is not None:
+        for resource, ids in checkpoint.registered_devices.items():
             known.setdefault(resource, set()).update(ids)
-        for e in out.checkpoint.entries:
+        for e in checkpoint.entries:
             known.setdefault(e.resource, set()).update(i for group in e.device_ids.values() for i in group)
     return known
 
@@ -294,7 +300,7 @@ def _name_sockets(out: _Result) -> None:
     for p in out.plugins:
         if p.registry is not None and p.registry.type == DEVICE_PLUGIN_TYPE and p.registry.endpoint:
             by_endpoint[p.registry.endpoint] = p.registry.name
-    known = _known_ids(out)
+    known = known_device_ids(out.allocatable, out.pods, out.checkpoint)
     for i, p in enumerate(out.plugins):
         if p.resource is not None:
             continue
@@ -389,6 +395,7 @@ __all__ = [
     "dump_snapshot",
     "get_pod",
     "infer_resource",
+    "known_device_ids",
     "load_snapshot",
     "probe_socket",
 ]

@@ -200,7 +200,7 @@ def watch_command(paths: NodePaths, timeout: float) -> list[str]:
 
 def event_from_json(line: bytes) -> object | None:
     """One line of ``devctl watch -o json`` as a WatchEvent (None for a line that is not one)."""
-    from devctl.watch import WatchEvent
+    from devctl.events import WatchEvent
 
     try:
         data = json.loads(line)
@@ -226,7 +226,7 @@ async def watch_in_child(paths: NodePaths, timeout: float) -> AsyncIterator[obje
     Raises WatchStopped when the child ends by itself; the child is stopped
     when the caller stops iterating.
     """
-    from devctl.watch import Notice
+    from devctl.events import Notice
 
     child = await asyncio.create_subprocess_exec(
         *watch_command(paths, timeout),

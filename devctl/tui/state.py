@@ -24,16 +24,7 @@ from devctl.analyze import (
     ResourceRow,
     TopologyView,
 )
-from devctl.model import (
-    HEALTHY,
-    ContainerResources,
-    Device,
-    NodeSnapshot,
-    PluginStatus,
-    PodResources,
-    SourceError,
-)
-from devctl.watch import (
+from devctl.events import (
     ADDED,
     DISCONNECTED,
     HEALTH,
@@ -44,6 +35,15 @@ from devctl.watch import (
     TOPOLOGY,
     Notice,
     WatchEvent,
+)
+from devctl.model import (
+    HEALTHY,
+    ContainerResources,
+    Device,
+    NodeSnapshot,
+    PluginStatus,
+    PodResources,
+    SourceError,
 )
 
 # What the log shows of live events and of changes found between two polls.
