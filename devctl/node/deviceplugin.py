@@ -15,6 +15,7 @@ from devctl.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from devctl.model import Allocation, Device, PluginOptions, PluginStatus, RegistryInfo
 from devctl.node import convert
 from devctl.node.rpc import RpcFailure, channel, failure, parsed
+from devctl.node.rpclog import logged, outcome, since
 
 log = logging.getLogger(__name__)
 
@@ -48,17 +49,19 @@ class DevicePluginClient:
         return failure(e, f"{self.socket_path} {rpc}", self.timeout)
 
     async def options(self) -> PluginOptions:
-        log.debug("GetDevicePluginOptions %s", self.socket_path)
         try:
-            reply = await self._stub.GetDevicePluginOptions(dp.Empty(), timeout=self.timeout)
+            with logged(self.socket_path, "GetDevicePluginOptions"):
+                reply = await self._stub.GetDevicePluginOptions(dp.Empty(), timeout=self.timeout)
         except grpc.aio.AioRpcError as e:
             raise self._fail(e, "GetDevicePluginOptions") from None
         return convert.options(parsed(reply, f"{self.socket_path} GetDevicePluginOptions", "DevicePluginOptions"))
 
     async def list_and_watch(self) -> AsyncIterator[tuple[Device, ...]]:
         """Yield each device list the plugin sends; raises RpcFailure when the stream breaks."""
-        log.debug("ListAndWatch %s", self.socket_path)
         call = self._stub.ListAndWatch(dp.Empty())
+        start = time.perf_counter()
+        lists = 0
+        ended = "ended by the plugin"
         # Each message is the full list, usually with one device changed: converting
         # only devices whose bytes differ from the previous message keeps a
         # 10,000-device plugin at 20 lists/s from falling behind (bench/bench_watch.py).
@@ -73,18 +76,28 @@ class DevicePluginClient:
                     device = current[raw] = current.get(raw) or known.get(raw) or convert.device(d)
                     devices.append(device)
                 known = current
+                if not lists:
+                    log.debug(
+                        "ListAndWatch %s: first list (%d devices) in %s", self.socket_path, len(devices), since(start)
+                    )
+                lists += 1
                 yield tuple(devices)
         except grpc.aio.AioRpcError as e:
+            ended = outcome(e)
             raise self._fail(e, "ListAndWatch") from None
+        except BaseException as e:
+            ended = "closed by devctl" if isinstance(e, GeneratorExit) else outcome(e)
+            raise
         finally:
             call.cancel()
+            log.debug("ListAndWatch %s: %s after %d lists in %s", self.socket_path, ended, lists, since(start))
 
     async def first_list(self) -> tuple[Device, ...]:
         """The first ListAndWatch message, under the deadline; the stream is then cancelled."""
-        log.debug("ListAndWatch (first list) %s", self.socket_path)
         call = self._stub.ListAndWatch(dp.Empty(), timeout=self.timeout)
         try:
-            reply = await call.read()
+            with logged(self.socket_path, "ListAndWatch (first list)"):
+                reply = await call.read()
         except grpc.aio.AioRpcError as e:
             raise self._fail(e, "ListAndWatch") from None
         finally:
@@ -95,7 +108,6 @@ class DevicePluginClient:
         return tuple(convert.device(d) for d in msg.devices)
 
     async def preferred(self, available: Sequence[str], must_include: Sequence[str], size: int) -> tuple[str, ...]:
-        log.debug("GetPreferredAllocation %s size=%d", self.socket_path, size)
         request = dp.PreferredAllocationRequest(
             container_requests=[
                 dp.ContainerPreferredAllocationRequest(
@@ -106,7 +118,8 @@ class DevicePluginClient:
             ]
         )
         try:
-            reply = await self._stub.GetPreferredAllocation(request, timeout=self.timeout)
+            with logged(self.socket_path, f"GetPreferredAllocation size={size}"):
+                reply = await self._stub.GetPreferredAllocation(request, timeout=self.timeout)
         except grpc.aio.AioRpcError as e:
             raise self._fail(e, "GetPreferredAllocation") from None
         reply = parsed(reply, f"{self.socket_path} GetPreferredAllocation", "PreferredAllocationResponse")
@@ -116,10 +129,10 @@ class DevicePluginClient:
 
     async def _allocate(self, device_ids: Sequence[str]) -> dp.ContainerAllocateResponse:
         """Allocate for one container, as the kubelet does (one ContainerAllocateRequest)."""
-        log.debug("Allocate %s %s", self.socket_path, list(device_ids))
         request = dp.AllocateRequest(container_requests=[dp.ContainerAllocateRequest(devices_ids=list(device_ids))])
         try:
-            reply = await self._stub.Allocate(request, timeout=self.timeout)
+            with logged(self.socket_path, f"Allocate {','.join(device_ids)}"):
+                reply = await self._stub.Allocate(request, timeout=self.timeout)
         except grpc.aio.AioRpcError as e:
             raise self._fail(e, "Allocate") from None
         reply = parsed(reply, f"{self.socket_path} Allocate", "AllocateResponse")
@@ -137,11 +150,11 @@ class DevicePluginClient:
         return (await self._allocate(device_ids)).SerializeToString(deterministic=True)
 
     async def prestart(self, device_ids: Sequence[str]) -> None:
-        log.debug("PreStartContainer %s %s", self.socket_path, list(device_ids))
         try:
-            await self._stub.PreStartContainer(
-                dp.PreStartContainerRequest(devices_ids=list(device_ids)), timeout=self.timeout
-            )
+            with logged(self.socket_path, f"PreStartContainer {','.join(device_ids)}"):
+                await self._stub.PreStartContainer(
+                    dp.PreStartContainerRequest(devices_ids=list(device_ids)), timeout=self.timeout
+                )
         except grpc.aio.AioRpcError as e:
             raise self._fail(e, "PreStartContainer") from None
 
@@ -161,14 +174,14 @@ async def register(
     timeout: float = 15.0,
 ) -> None:
     """Register a plugin with the kubelet. The kubelet dials the plugin inside Register (10 s), so allow longer."""
-    log.debug("Register %s as %s at %s", resource, endpoint, kubelet_socket)
     async with channel(kubelet_socket) as ch:
         stub = dp_grpc.RegistrationStub(ch)
         request = dp.RegisterRequest(
             version=API_VERSION, endpoint=endpoint, resource_name=resource, options=convert.options_to_pb(options)
         )
         try:
-            await stub.Register(request, timeout=timeout)
+            with logged(kubelet_socket, f"Register {resource} at {endpoint}"):
+                await stub.Register(request, timeout=timeout)
         except grpc.aio.AioRpcError as e:
             raise failure(e, f"Register {resource} with {kubelet_socket}", timeout) from None
 
@@ -177,7 +190,8 @@ async def registry_info(socket_path: str, timeout: float = 5.0) -> RegistryInfo:
     """GetInfo of a plugin-watcher socket in plugins_registry/."""
     async with channel(socket_path) as ch:
         try:
-            info = await reg_grpc.RegistrationStub(ch).GetInfo(reg.InfoRequest(), timeout=timeout)
+            with logged(socket_path, "GetInfo"):
+                info = await reg_grpc.RegistrationStub(ch).GetInfo(reg.InfoRequest(), timeout=timeout)
         except grpc.aio.AioRpcError as e:
             raise failure(e, f"{socket_path} GetInfo", timeout) from None
     info = parsed(info, f"{socket_path} GetInfo", "PluginInfo")
