@@ -355,3 +355,23 @@ def test_a_hung_socket_elsewhere_does_not_delay_the_first_line(sim_node: SimHand
         assert flip["to"] == "Unhealthy"
     finally:
         hung.close()
+
+
+def test_a_quiet_watch_ends_when_its_reader_closes_the_pipe(sim_node: SimHandle) -> None:
+    # GIVEN `devctl watch | head -1` on a node where nothing changes
+    reader, writer = os.pipe()
+    proc = subprocess.Popen(
+        [*DEVCTL, "watch", GPU], env=devctl_env(sim_node.root), stdout=writer, stderr=subprocess.PIPE, text=True
+    )
+    os.close(writer)
+    try:
+        with os.fdopen(reader, "rb") as pipe:
+            assert pipe.readline().startswith(b"TIME")  # the header: the watch runs
+        # WHEN the reader goes away with nothing more written
+        # THEN the watch ends by itself, quietly, with 0
+        assert proc.wait(timeout=10) == 0
+        assert proc.stderr.read() == ""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -151,10 +151,14 @@ async def _follow(
 
     task = asyncio.ensure_future(consume())
     stopper = asyncio.ensure_future(stop.wait())
+    closed = asyncio.ensure_future(_until_closed(out.fileno()))
     try:
-        await asyncio.wait({task, stopper}, timeout=duration, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait({task, stopper, closed}, timeout=duration, return_when=asyncio.FIRST_COMPLETED)
     finally:
         stopper.cancel()
+        closed.cancel()
+        if closed.done() and not closed.cancelled():
+            _quiet_stdout()
         if not task.done():
             task.cancel()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -171,9 +175,36 @@ async def _follow(
         return ExitCode.NO_SOURCE
     except BrokenPipeError:
         # The reader went away (`devctl watch | head`): stop quietly, as Unix tools do.
-        with contextlib.suppress(OSError):
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _quiet_stdout()
         return ExitCode.OK
+
+
+# How often a quiet watch looks whether its reader has gone away.
+STDOUT_POLL = 0.2
+
+
+async def _until_closed(fd: int) -> None:
+    """Return once nobody reads ``fd`` any more: the reader's end of a pipe closed (`devctl watch | head -1`).
+
+    A watch of a quiet node writes nothing, so it would never meet the
+    EPIPE that ends a busy one. A pipe's writing end reports POLLERR when its
+    reader is gone; there is no readiness to wait on for it, so look now and
+    then. A terminal or a file never reports it: the watch goes on.
+    """
+    import asyncio
+    import select
+
+    poller = select.poll()
+    poller.register(fd, 0)  # POLLERR and POLLHUP are always reported
+    # A closed reader sets no event to wait on: look, then sleep.
+    while not any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0)):  # noqa: ASYNC110
+        await asyncio.sleep(STDOUT_POLL)
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush to a closed pipe does not fail again."""
+    with contextlib.suppress(OSError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def register(app: typer.Typer) -> None:
