@@ -14,7 +14,7 @@ import logging
 import os
 import stat
 import time
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -187,7 +187,7 @@ async def _registry_socket(socket: str, plugins_dir: str, timeout: float) -> Plu
     return replace(probe, socket=socket, resource=info.name or None, registry=info)
 
 
-async def _plugins(paths: NodePaths, timeout: float, out: _Result) -> None:
+async def _plugins(paths: NodePaths, timeout: float, out: _Result, pending: _Pending | None = None) -> None:
     kubelet_sock = os.path.basename(paths.kubelet_socket)
     try:
         sockets = _sockets_in(paths.plugins_dir, skip=[kubelet_sock])
@@ -202,8 +202,8 @@ async def _plugins(paths: NodePaths, timeout: float, out: _Result) -> None:
         out.errors.append(SourceError("registry", _oserror(paths.plugins_registry, e), ErrorKind.of_oserror(e)))
         registry = []
     probes = await asyncio.gather(
-        *(probe_socket(s, timeout) for s in sockets),
-        *(_registry_socket(s, paths.plugins_dir, timeout) for s in registry),
+        *(_tracked(pending, s, probe_socket(s, timeout)) for s in sockets),
+        *(_tracked(pending, s, _registry_socket(s, paths.plugins_dir, timeout)) for s in registry),
     )
     for p in probes:
         if p.error:
@@ -312,29 +312,68 @@ def _name_sockets(out: _Result) -> None:
 # --- the whole node ------------------------------------------------------------------------------
 
 
-async def _guard(source: str, coro: Awaitable[None], out: _Result) -> None:
+class _Pending:
+    """What collect still waits for (source names, and each plugin socket's path), told to ``report`` as it changes."""
+
+    def __init__(self, report: Callable[[frozenset[str]], None]):
+        self._report = report
+        self._items: set[str] = set()
+
+    def add(self, item: str) -> None:
+        self._items.add(item)
+        self._report(frozenset(self._items))
+
+    def done(self, item: str) -> None:
+        self._items.discard(item)
+        self._report(frozenset(self._items))
+
+
+async def _tracked(pending: _Pending | None, item: str, coro: Awaitable[T]) -> T:
+    if pending is None:
+        return await coro
+    pending.add(item)
+    try:
+        return await coro
+    finally:
+        pending.done(item)
+
+
+async def _guard(source: str, coro: Awaitable[None], out: _Result, pending: _Pending | None) -> None:
     """Keep one reader's unexpected failure from taking the others down with it; log each source's time (-v)."""
     start = time.perf_counter()
     try:
-        await coro
+        await _tracked(pending, source, coro)
     except Exception as e:  # a reader bug or an OS surprise must not lose the other sources
         log.debug("%s failed", source, exc_info=True)
         out.errors.append(SourceError(source, f"{type(e).__name__}: {e}".splitlines()[0]))
     log.debug("read %s in %.1f ms", source, (time.perf_counter() - start) * 1000)
 
 
-async def collect(paths: NodePaths, timeout: float, *, want: set[str] | frozenset[str] | None = None) -> NodeSnapshot:
-    """Every source of the node (or only those in ``want``), read concurrently under ``timeout`` each."""
+async def collect(
+    paths: NodePaths,
+    timeout: float,
+    *,
+    want: set[str] | frozenset[str] | None = None,
+    progress: Callable[[frozenset[str]], None] | None = None,
+) -> NodeSnapshot:
+    """Every source of the node (or only those in ``want``), read concurrently under ``timeout`` each.
+
+    ``progress``, when given, is called with what is still awaited each time
+    that changes: source names (``pod-resources``, ``checkpoint`` …) and the
+    path of each plugin socket not answered yet, so a face can say what it
+    waits for. It changes nothing in the result.
+    """
     want = ALL_SOURCES if want is None else frozenset(want)
     out = _Result()
+    pending = _Pending(progress) if progress is not None else None
     readers = {
         POD_RESOURCES: lambda: _pod_resources(paths, timeout, out),
-        PLUGINS: lambda: _plugins(paths, timeout, out),
+        PLUGINS: lambda: _plugins(paths, timeout, out, pending),
         CHECKPOINT: lambda: _checkpoint(paths, out),
         TOPOLOGY: lambda: _topology(paths, out),
         IDENTITIES: lambda: _identities(paths, out),
     }
-    await asyncio.gather(*(_guard(name, read(), out) for name, read in readers.items() if name in want))
+    await asyncio.gather(*(_guard(name, read(), out, pending) for name, read in readers.items() if name in want))
     _name_sockets(out)
     return NodeSnapshot(
         taken_at=datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
