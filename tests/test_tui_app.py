@@ -396,3 +396,35 @@ async def test_r_polls_again_now(sim: SimNode) -> None:  # noqa: F811
         polls = feed.polls
         await pilot.press("r")
         await until(pilot, lambda: feed.polls == polls + 1, "a poll right after r (well before the 5 s period)", 3.0)
+
+
+class _FailingFeed(ScriptedFeed):
+    """A feed whose change check breaks after the first poll: the poll worker dies of it."""
+
+    def __init__(self, snapshot: NodeSnapshot):
+        super().__init__(snapshot)
+        self.checks = 0
+
+    def change_token(self) -> object:
+        self.checks += 1
+        if self.checks > 2:
+            raise RuntimeError("checkpoint went away under us")
+        return None
+
+
+async def test_a_failing_worker_is_shown_in_the_event_log_and_the_status_bar(sim: SimNode) -> None:  # noqa: F811
+    # GIVEN the app on a feed that breaks its poll worker after the first view
+    app = make_app(_FailingFeed(await collect(sim.paths, 2.0)), clock=pinned_clock)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await until_view(pilot)
+        # WHEN the worker dies, THEN the status bar says a task failed ...
+        await until(pilot, lambda: "1 task(s) failed" in screen_text(app), "the status bar to mark the failure")
+        # ... and the event log says which and why
+        await pilot.press("5")
+        await until(
+            pilot,
+            lambda: any(
+                "poll the feed stopped: RuntimeError: checkpoint" in r.cells[-1] for r in table(app, "events").rows
+            ),
+            "the failure in the event log",
+        )

@@ -21,6 +21,7 @@ from typing import Any
 from textual import work
 from textual.message import Message
 from textual.widget import Widget
+from textual.worker import Worker, WorkerState
 
 from devctl.model import NodeSnapshot
 from devctl.tui.feeds import Feed, LogCapture
@@ -75,6 +76,13 @@ class NodeSource(Widget):
         def __init__(self, lines: list[LogLine]) -> None:
             super().__init__()
             self.lines = lines
+
+    class Failed(Message):
+        """A worker of this source stopped with an error: the view may no longer update."""
+
+        def __init__(self, line: LogLine) -> None:
+            super().__init__()
+            self.line = line
 
     class Polled(Message):
         def __init__(self, snapshot: NodeSnapshot, mark: int) -> None:
@@ -188,6 +196,22 @@ class NodeSource(Widget):
 
         with contextlib.suppress(asyncio.CancelledError):
             asyncio.run(main())
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """Every worker that fails says so: the one place worker errors become words (as harlequin does).
+
+        Textual sends a worker's state to the widget that started it, and every
+        worker of the TUI is this one's; the screen puts the line in the event
+        log and marks the status bar, so a view that stopped updating never
+        looks fine.
+        """
+        if event.state != WorkerState.ERROR:
+            return
+        event.stop()
+        worker, error = event.worker, event.worker.error
+        what = worker.description or worker.name or "a background task"
+        text = f"{what} stopped: {type(error).__name__}: {error}".splitlines()[0]
+        self.post_message(self.Failed(LogLine(self.clock(), "error", "", "", text, "bad")))
 
     def _say(self, text: str) -> None:
         self.post_message(self.LogLines([LogLine(self.clock(), "error", "", "", text, "bad")]))

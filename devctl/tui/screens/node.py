@@ -160,6 +160,11 @@ class NodeScreen(Screen[None]):
     def on_node_source_log_lines(self, message: NodeSource.LogLines) -> None:
         self.query_one(EventsPane).add(message.lines)
 
+    def on_node_source_failed(self, message: NodeSource.Failed) -> None:
+        """A background task stopped: log why, and mark the status bar for as long as the app runs."""
+        self.query_one(EventsPane).add([message.line])
+        self.query_one(StatusBar).fail(message.line.detail)
+
     def _redraw(self, name: str) -> None:
         view, presented = self.view, self.presented
         if view is None or presented is None or name not in self._stale:

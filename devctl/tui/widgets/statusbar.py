@@ -35,7 +35,20 @@ class StatusBar(Static):
     def __init__(self, source: str) -> None:
         super().__init__(status_text(None, source), markup=False)
         self.source = source
+        self.view: NodeView | None = None
+        self.failed = 0  # background tasks that stopped with an error: the view may no longer update
 
     def show(self, view: NodeView) -> None:
-        self.update(status_text(view, self.source))
-        self.set_class(bool(view.disconnected or view.errors), "-trouble")
+        self.view = view
+        mark = f" · {self.failed} task(s) failed, see events" if self.failed else ""
+        self.update(status_text(view, self.source) + mark)
+        self.set_class(bool(view.disconnected or view.errors or self.failed), "-trouble")
+
+    def fail(self, text: str) -> None:
+        """A background task stopped: say so until the app ends (its message is in the event log)."""
+        self.failed += 1
+        if self.view is not None:
+            self.show(self.view)
+        else:
+            self.update(f"{status_text(None, self.source)} · {self.failed} task(s) failed, see events")
+            self.set_class(True, "-trouble")
