@@ -72,6 +72,23 @@ class _Result:
     topology: HostTopology | None = None
     identities: tuple[PodIdentity, ...] = ()
     errors: list[SourceError] = field(default_factory=list)
+    answered: list[PluginProbe] = field(default_factory=list)  # probes done so far, in the order they answered
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What ``collect`` still waits for, and the node as far as it has answered.
+
+    ``pending`` holds source names (``pod-resources``, ``checkpoint`` …) and
+    the path of each plugin socket not answered yet.
+    """
+
+    pending: frozenset[str]
+    _partial: Callable[[], NodeSnapshot]
+
+    def snapshot(self) -> NodeSnapshot:
+        """What has answered by now: a source still pending is absent (None, or no plugin of it), not an error."""
+        return self._partial()
 
 
 def _is_socket(path: str) -> bool:
@@ -202,8 +219,8 @@ async def _plugins(paths: NodePaths, timeout: float, out: _Result, pending: _Pen
         out.errors.append(SourceError("registry", _oserror(paths.plugins_registry, e), ErrorKind.of_oserror(e)))
         registry = []
     probes = await asyncio.gather(
-        *(_tracked(pending, s, probe_socket(s, timeout)) for s in sockets),
-        *(_tracked(pending, s, _registry_socket(s, paths.plugins_dir, timeout)) for s in registry),
+        *(_answered(pending, out, s, probe_socket(s, timeout)) for s in sockets),
+        *(_answered(pending, out, s, _registry_socket(s, paths.plugins_dir, timeout)) for s in registry),
     )
     for p in probes:
         if p.error:
@@ -315,17 +332,18 @@ def _name_sockets(out: _Result) -> None:
 class _Pending:
     """What collect still waits for (source names, and each plugin socket's path), told to ``report`` as it changes."""
 
-    def __init__(self, report: Callable[[frozenset[str]], None]):
+    def __init__(self, report: Callable[[Progress], None], partial: Callable[[], NodeSnapshot]):
         self._report = report
+        self._partial = partial
         self._items: set[str] = set()
 
     def add(self, item: str) -> None:
         self._items.add(item)
-        self._report(frozenset(self._items))
+        self._report(Progress(frozenset(self._items), self._partial))
 
     def done(self, item: str) -> None:
         self._items.discard(item)
-        self._report(frozenset(self._items))
+        self._report(Progress(frozenset(self._items), self._partial))
 
 
 async def _tracked(pending: _Pending | None, item: str, coro: Awaitable[T]) -> T:
@@ -336,6 +354,15 @@ async def _tracked(pending: _Pending | None, item: str, coro: Awaitable[T]) -> T
         return await coro
     finally:
         pending.done(item)
+
+
+async def _answered(pending: _Pending | None, out: _Result, socket: str, coro: Awaitable[PluginProbe]) -> PluginProbe:
+    async def probed() -> PluginProbe:
+        probe = await coro
+        out.answered.append(probe)  # before the socket leaves ``pending``: a partial snapshot then has it
+        return probe
+
+    return await _tracked(pending, socket, probed())
 
 
 async def _guard(source: str, coro: Awaitable[None], out: _Result, pending: _Pending | None) -> None:
@@ -354,18 +381,17 @@ async def collect(
     timeout: float,
     *,
     want: set[str] | frozenset[str] | None = None,
-    progress: Callable[[frozenset[str]], None] | None = None,
+    progress: Callable[[Progress], None] | None = None,
 ) -> NodeSnapshot:
     """Every source of the node (or only those in ``want``), read concurrently under ``timeout`` each.
 
-    ``progress``, when given, is called with what is still awaited each time
-    that changes: source names (``pod-resources``, ``checkpoint`` …) and the
-    path of each plugin socket not answered yet, so a face can say what it
-    waits for. It changes nothing in the result.
+    ``progress``, when given, is called each time what is still awaited
+    changes (see :class:`Progress`), so a face can say what it waits for and
+    show what has answered. It changes nothing in the result.
     """
     want = ALL_SOURCES if want is None else frozenset(want)
     out = _Result()
-    pending = _Pending(progress) if progress is not None else None
+    pending = _Pending(progress, lambda: _assemble(paths, out, partial=True)) if progress is not None else None
     readers = {
         POD_RESOURCES: lambda: _pod_resources(paths, timeout, out),
         PLUGINS: lambda: _plugins(paths, timeout, out, pending),
@@ -374,6 +400,13 @@ async def collect(
         IDENTITIES: lambda: _identities(paths, out),
     }
     await asyncio.gather(*(_guard(name, read(), out, pending) for name, read in readers.items() if name in want))
+    return _assemble(paths, out)
+
+
+def _assemble(paths: NodePaths, out: _Result, *, partial: bool = False) -> NodeSnapshot:
+    """The snapshot of what was read; ``partial`` while reading goes on, from copies of what is in so far."""
+    if partial:
+        out = replace(out, plugins=list(out.plugins or out.answered), errors=list(out.errors))
     _name_sockets(out)
     return NodeSnapshot(
         taken_at=datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
@@ -429,6 +462,7 @@ async def get_pod(paths: NodePaths, timeout: float, name: str, namespace: str) -
 
 __all__ = [
     "SNAPSHOT_KIND",
+    "Progress",
     "SnapshotError",
     "collect",
     "dump_snapshot",

@@ -13,11 +13,13 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 from helpers import DEVCTL, devctl_env
 
 from devctl.cli.progress import DELAY, Waiting, waiting_text
+from devctl.collect import Progress
 from devctl.sim.thread import SimHandle
 
 
@@ -75,6 +77,10 @@ def test_a_wait_on_a_hung_socket_is_said_on_the_terminal_then_erased(sim_node: S
     assert "nvidia.com/gpu" in out
 
 
+def nothing() -> NoReturn:
+    raise AssertionError("the waiting line never needs the partial snapshot")
+
+
 class _Terminal(io.StringIO):
     def isatty(self) -> bool:
         return True
@@ -84,7 +90,7 @@ async def test_the_line_comes_only_past_half_a_second_and_goes_when_nothing_is_p
     # GIVEN the waiting line of a command on a terminal, waiting for one socket
     stream = _Terminal()
     waiting = Waiting(stream)
-    waiting.update(frozenset({"/x/hung.sock"}))
+    waiting.update(Progress(frozenset({"/x/hung.sock"}), nothing))
     shower = asyncio.ensure_future(waiting.run())
     try:
         # WHEN less than half a second passed, THEN nothing is written
@@ -94,7 +100,7 @@ async def test_the_line_comes_only_past_half_a_second_and_goes_when_nothing_is_p
         while "waiting for hung.sock" not in stream.getvalue():  # noqa: ASYNC110 a condition on a plain buffer
             await asyncio.sleep(0.02)
         # WHEN the socket answered, THEN the line is erased
-        waiting.update(frozenset())
+        waiting.update(Progress(frozenset(), nothing))
         while not stream.getvalue().endswith("\r\x1b[K"):  # noqa: ASYNC110
             await asyncio.sleep(0.02)
     finally:

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import IO, TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from devctl.collect import Progress
     from devctl.model import NodePaths, NodeSnapshot
 
 # Said only past this: most commands finish well before it.
@@ -54,8 +55,8 @@ class Waiting:
         self._shown = False
         self._start = clock()
 
-    def update(self, pending: frozenset[str]) -> None:
-        self.pending = pending
+    def update(self, progress: Progress) -> None:
+        self.pending = progress.pending
 
     async def run(self) -> None:
         await asyncio.sleep(DELAY)
