@@ -86,6 +86,13 @@ class Progress:
     pending: frozenset[str]
     _partial: Callable[[], NodeSnapshot]
 
+    def names(self) -> list[str]:
+        """What is pending as a person names it: sockets by file name, ``plugins`` left out while its sockets are."""
+        names = sorted(os.path.basename(p) if "/" in p else p for p in self.pending)
+        if any("/" in p for p in self.pending):
+            names = [n for n in names if n != PLUGINS]
+        return names
+
     def snapshot(self) -> NodeSnapshot:
         """What has answered by now: a source still pending is absent (None, or no plugin of it), not an error."""
         return self._partial()

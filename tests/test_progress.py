@@ -116,9 +116,9 @@ def test_nothing_is_written_when_stderr_is_not_a_terminal(sim_node: SimHandle, h
 
 
 def test_the_line_names_sockets_by_file_and_fits_the_terminal() -> None:
-    pending = frozenset({"/x/hung.sock", "plugins", "pod-resources"})
-    assert waiting_text(pending, 3.2, 80) == "devctl: waiting for hung.sock, pod-resources… 3 s"
-    many = frozenset({f"/x/p{i}.sock" for i in range(5)})
+    pending = Progress(frozenset({"/x/hung.sock", "plugins", "pod-resources"}), nothing)
+    assert waiting_text(pending.names(), 3.2, 80) == "devctl: waiting for hung.sock, pod-resources… 3 s"
+    many = Progress(frozenset({f"/x/p{i}.sock" for i in range(5)}), nothing).names()
     assert waiting_text(many, 1, 80) == "devctl: waiting for p0.sock, p1.sock, p2.sock and 2 more… 1 s"
     assert len(waiting_text(many, 1, 30)) == 29
-    assert "\x1b" not in waiting_text(frozenset({"/x/\x1b[2J.sock"}), 1, 80)
+    assert "\x1b" not in waiting_text(["\x1b[2J.sock"], 1, 80)

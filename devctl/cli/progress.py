@@ -10,7 +10,6 @@ terminal: scripts and logs get only the output they asked for.
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
 import sys
 import time
@@ -28,15 +27,8 @@ EVERY = 0.1
 _ERASE = "\r\x1b[K"
 
 
-def waiting_text(pending: frozenset[str], seconds: float, width: int) -> str:
-    """``devctl: waiting for A, B and 2 more… 3 s``, cut to ``width``: a wrapped line cannot be erased.
-
-    Sockets are named by their file name; a source (``plugins``) whose own
-    sockets are listed is left out, they say more.
-    """
-    names = sorted(os.path.basename(p) if "/" in p else p for p in pending)
-    if any(p.startswith("/") for p in pending):
-        names = [n for n in names if n != "plugins"]
+def waiting_text(names: list[str], seconds: float, width: int) -> str:
+    """``devctl: waiting for A, B and 2 more… 3 s``, cut to ``width``: a wrapped line cannot be erased."""
     shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
     # A file name is outside devctl's control: nothing in it may move the cursor.
     shown = "".join(c if c.isprintable() else "?" for c in shown)
@@ -51,12 +43,12 @@ class Waiting:
         self.stream = stream
         self.clock = clock
         self.enabled = stream.isatty()
-        self.pending: frozenset[str] = frozenset()
+        self.pending: list[str] = []
         self._shown = False
         self._start = clock()
 
     def update(self, progress: Progress) -> None:
-        self.pending = progress.pending
+        self.pending = progress.names()
 
     async def run(self) -> None:
         await asyncio.sleep(DELAY)

@@ -19,9 +19,12 @@ import re
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from datetime import datetime, timezone
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from devctl.model import HEALTHY, UNHEALTHY, Device, NodePaths, NodeSnapshot
+
+if TYPE_CHECKING:
+    from devctl.collect import Progress
 
 # socket path -> resource, for ``watch`` (see devctl.watch.Resolver)
 Resolver = Callable[[], Awaitable[Mapping[str, str | None]]]
@@ -30,8 +33,12 @@ Resolver = Callable[[], Awaitable[Mapping[str, str | None]]]
 class Feed(Protocol):
     """What the app needs from a data source."""
 
-    async def snapshot(self) -> NodeSnapshot:
-        """Everything at once (pod-resources, plugins, checkpoint, topology); failures inside as SourceErrors."""
+    async def snapshot(self, progress: Callable[[Progress], None] | None = None) -> NodeSnapshot:
+        """Everything at once (pod-resources, plugins, checkpoint, topology); failures inside as SourceErrors.
+
+        ``progress``, when given, hears what is still awaited and can show what
+        has answered meanwhile (``devctl.collect.Progress``).
+        """
         ...
 
     def events(self, resolve: Resolver) -> AsyncIterator[object]:
@@ -159,10 +166,10 @@ class NodeFeed:
         self.controls = controls
         self.watch_subprocess = watch_subprocess
 
-    async def snapshot(self) -> NodeSnapshot:
+    async def snapshot(self, progress: Callable[[Progress], None] | None = None) -> NodeSnapshot:
         from devctl.collect import collect
 
-        return await collect(self.paths, self.timeout)
+        return await collect(self.paths, self.timeout, progress=progress)
 
     def events(self, resolve: Resolver) -> AsyncIterator[object]:
         if self.watch_subprocess:
@@ -288,7 +295,7 @@ class SnapshotFeed:
     def __init__(self, snapshot: NodeSnapshot):
         self._snapshot = snapshot
 
-    async def snapshot(self) -> NodeSnapshot:
+    async def snapshot(self, progress: Callable[[Progress], None] | None = None) -> NodeSnapshot:
         return self._snapshot
 
     async def events(self, resolve: Resolver) -> AsyncIterator[object]:

@@ -59,6 +59,15 @@ NOTICE = "notice"
 DISCONNECTED_STATUS = "disconnected"
 
 
+def waiting_text(names: list[str], seconds: float) -> str:
+    """``waiting for hung.sock… 3 s`` (``""`` when nothing is awaited); names from outside are shown inert."""
+    if not names:
+        return ""
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    shown = "".join(c if c.isprintable() else "?" for c in shown)
+    return f"waiting for {shown}… {seconds:.0f} s"
+
+
 @dataclass(frozen=True)
 class LogLine:
     """One line of the event log; ``tone`` says how it should stand out (see widgets.table.TONES)."""

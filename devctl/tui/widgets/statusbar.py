@@ -37,18 +37,22 @@ class StatusBar(Static):
         self.source = source
         self.view: NodeView | None = None
         self.failed = 0  # background tasks that stopped with an error: the view may no longer update
+        self.waiting = ""  # what the first read still waits for, while it does
 
-    def show(self, view: NodeView) -> None:
+    def show(self, view: NodeView | None) -> None:
         self.view = view
-        mark = f" · {self.failed} task(s) failed, see events" if self.failed else ""
-        self.update(status_text(view, self.source) + mark)
-        self.set_class(bool(view.disconnected or view.errors or self.failed), "-trouble")
+        marks = [self.waiting] if self.waiting else []
+        if self.failed:
+            marks.append(f"{self.failed} task(s) failed, see events")
+        self.update(" · ".join([status_text(view, self.source), *marks]))
+        self.set_class(bool((view is not None and (view.disconnected or view.errors)) or self.failed), "-trouble")
 
     def fail(self, text: str) -> None:
         """A background task stopped: say so until the app ends (its message is in the event log)."""
         self.failed += 1
-        if self.view is not None:
-            self.show(self.view)
-        else:
-            self.update(f"{status_text(None, self.source)} · {self.failed} task(s) failed, see events")
-            self.set_class(True, "-trouble")
+        self.show(self.view)
+
+    def wait_for(self, text: str) -> None:
+        """What the first read still waits for (``""`` once it has all)."""
+        self.waiting = text
+        self.show(self.view)
