@@ -264,3 +264,35 @@ async def test_a_client_that_does_not_read_costs_one_list_and_gets_the_newest(sh
                 break
         assert received < 1_000
         await client.close()
+
+
+async def test_a_reader_that_falls_behind_skips_to_the_newest_list_and_one_that_keeps_up_gets_all(
+    short_root: Path,
+) -> None:
+    async with DevicePluginServer(SPEC, str(short_root), register=False) as server:
+        for behind, expect_skips in ((0.05, True), (None, False)):
+            client = DevicePluginClient(server.socket_path, timeout=2)
+            stream = client.list_and_watch(behind=behind)
+            await asyncio.wait_for(anext(stream), 2)
+            # GIVEN lists that keep coming while the reader is busy elsewhere
+            for i in range(200):
+                server.set_health("gpu-1", UNHEALTHY if i % 2 == 0 else HEALTHY)
+                server.set_health("gpu-2", UNHEALTHY if i == 199 else HEALTHY)
+                await asyncio.sleep(0)
+            await asyncio.sleep(0.3)  # busy: the lists wait longer than `behind`
+            # WHEN it reads again
+            taken = 0
+            while True:
+                devices = await asyncio.wait_for(anext(stream), 2)
+                taken += 1
+                if {d.id: d.health for d in devices}.get("gpu-2") == UNHEALTHY:
+                    break
+            # THEN a reader allowed to skip gets the newest at once and counts what it skipped;
+            # one that is not gets every list the plugin sent, in order
+            if expect_skips:
+                assert taken <= 2 and client.skipped > 0
+            else:
+                assert taken > 2 and client.skipped == 0
+            await stream.aclose()
+            await client.close()
+            server.set_health("gpu-2", HEALTHY)

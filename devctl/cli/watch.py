@@ -151,7 +151,7 @@ async def _follow(
 
     task = asyncio.ensure_future(consume())
     stopper = asyncio.ensure_future(stop.wait())
-    closed = asyncio.ensure_future(_until_closed(out.fileno()))
+    closed = asyncio.ensure_future(_until_closed(out))
     try:
         await asyncio.wait({task, stopper, closed}, timeout=duration, return_when=asyncio.FIRST_COMPLETED)
     finally:
@@ -183,17 +183,24 @@ async def _follow(
 STDOUT_POLL = 0.2
 
 
-async def _until_closed(fd: int) -> None:
-    """Return once nobody reads ``fd`` any more: the reader's end of a pipe closed (`devctl watch | head -1`).
+async def _until_closed(stream: IO[str]) -> None:
+    """Return once nobody reads ``stream`` any more: the reader's end of a pipe closed (`devctl watch | head -1`).
 
     A watch of a quiet node writes nothing, so it would never meet the
     EPIPE that ends a busy one. A pipe's writing end reports POLLERR when its
     reader is gone; there is no readiness to wait on for it, so look now and
-    then. A terminal or a file never reports it: the watch goes on.
+    then. A terminal or a file never reports it, and a stream without a file
+    descriptor (an embedding that captures output) has nothing to look at:
+    the watch goes on.
     """
     import asyncio
     import select
 
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError):
+        await asyncio.Event().wait()  # never: such a stream has no reader to lose
+        return
     poller = select.poll()
     poller.register(fd, 0)  # POLLERR and POLLHUP are always reported
     # A closed reader sets no event to wait on: look, then sleep.

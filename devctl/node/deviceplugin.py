@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import collections
+import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Sequence
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from devctl.api.deviceplugin.v1beta1 import api_pb2 as dp
 from devctl.api.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
@@ -20,6 +24,7 @@ from devctl.node.rpclog import logged, outcome, since
 log = logging.getLogger(__name__)
 
 API_VERSION = "v1beta1"
+LIST_AND_WATCH = "/v1beta1.DevicePlugin/ListAndWatch"
 
 
 class DevicePluginClient:
@@ -35,6 +40,7 @@ class DevicePluginClient:
         self.timeout = timeout
         self._channel = channel(socket_path)
         self._stub = dp_grpc.DevicePluginStub(self._channel)
+        self.skipped = 0  # lists of the current ListAndWatch skipped for newer ones (see list_and_watch)
 
     async def __aenter__(self) -> DevicePluginClient:
         return self
@@ -56,19 +62,31 @@ class DevicePluginClient:
             raise self._fail(e, "GetDevicePluginOptions") from None
         return convert.options(parsed(reply, f"{self.socket_path} GetDevicePluginOptions", "DevicePluginOptions"))
 
-    async def list_and_watch(self) -> AsyncIterator[tuple[Device, ...]]:
-        """Yield each device list the plugin sends; raises RpcFailure when the stream breaks."""
-        call = self._stub.ListAndWatch(dp.Empty())
+    async def list_and_watch(self, behind: float | None = None) -> AsyncIterator[tuple[Device, ...]]:
+        """Yield each device list the plugin sends; raises RpcFailure when the stream breaks.
+
+        With ``behind``, a caller that cannot keep up is not left further and
+        further behind: when the oldest list not yet taken arrived more than
+        ``behind`` seconds ago, the lists before the newest are skipped (each
+        is the full list, so the newest holds everything they did; a diff
+        against it folds their changes together). ``skipped`` counts them, for
+        the caller to say so. A caller that keeps up gets every list.
+        """
+        # Replies are taken as bytes and parsed only when taken: a list skipped costs no parse.
+        call = self._channel.unary_stream(
+            LIST_AND_WATCH, request_serializer=dp.Empty.SerializeToString, response_deserializer=None
+        )(dp.Empty())
         start = time.perf_counter()
         lists = 0
         ended = "ended by the plugin"
+        backlog = _Backlog(call)
         # Each message is the full list, usually with one device changed: converting
         # only devices whose bytes differ from the previous message keeps a
         # 10,000-device plugin at 20 lists/s from falling behind (bench/bench_watch.py).
         known: dict[bytes, Device] = {}
         try:
-            async for reply in call:
-                msg = parsed(reply, f"{self.socket_path} ListAndWatch", "ListAndWatchResponse")
+            while (wire := await backlog.take(behind)) is not None:
+                msg = parsed(_decoded(wire), f"{self.socket_path} ListAndWatch", "ListAndWatchResponse")
                 current: dict[bytes, Device] = {}
                 devices = []
                 for d in msg.devices:
@@ -81,6 +99,7 @@ class DevicePluginClient:
                         "ListAndWatch %s: first list (%d devices) in %s", self.socket_path, len(devices), since(start)
                     )
                 lists += 1
+                self.skipped = backlog.skipped
                 yield tuple(devices)
         except grpc.aio.AioRpcError as e:
             ended = outcome(e)
@@ -89,8 +108,15 @@ class DevicePluginClient:
             ended = "closed by devctl" if isinstance(e, GeneratorExit) else outcome(e)
             raise
         finally:
-            call.cancel()
-            log.debug("ListAndWatch %s: %s after %d lists in %s", self.socket_path, ended, lists, since(start))
+            await backlog.close()
+            log.debug(
+                "ListAndWatch %s: %s after %d lists (%d skipped) in %s",
+                self.socket_path,
+                ended,
+                lists,
+                backlog.skipped,
+                since(start),
+            )
 
     async def first_list(self) -> tuple[Device, ...]:
         """The first ListAndWatch message, under the deadline; the stream is then cancelled."""
@@ -164,6 +190,68 @@ class DevicePluginClient:
         opts = await self.options()
         latency = (time.perf_counter() - start) * 1000
         return opts, await self.first_list(), latency
+
+
+def _decoded(wire: bytes) -> dp.ListAndWatchResponse | None:
+    """A ListAndWatch reply from its bytes; None when they are not one (``parsed`` then says so)."""
+    try:
+        return dp.ListAndWatchResponse.FromString(wire)
+    except DecodeError:
+        return None
+
+
+class _Backlog:
+    """The ListAndWatch messages received and not yet taken, each with the time it arrived.
+
+    A reader task takes every message gRPC holds as soon as the loop lets it,
+    so the backlog, and how old it is, is seen here rather than hidden in
+    gRPC's buffers; messages stay unparsed until taken.
+    """
+
+    # Before a list is taken, the reader is let run until it finds nothing more for this long.
+    DRAIN = 0.001
+
+    def __init__(self, call: grpc.aio.UnaryStreamCall):
+        self._call = call
+        self._items: collections.deque[tuple[float, bytes]] = collections.deque()
+        self._arrived = asyncio.Event()
+        self.skipped = 0
+        self._reader = asyncio.ensure_future(self._read())
+
+    async def _read(self) -> None:
+        try:
+            async for reply in self._call:
+                self._items.append((time.monotonic(), reply))
+                self._arrived.set()
+        finally:
+            self._arrived.set()
+
+    async def take(self, behind: float | None) -> bytes | None:
+        """The next message (the newest, when the oldest waited longer than ``behind``); None when the stream ended."""
+        while not self._items:
+            if self._reader.done():
+                self._reader.result()  # the stream's failure, if it failed
+                return None
+            self._arrived.clear()
+            await self._arrived.wait()
+        if behind is not None:
+            # Let the reader move what gRPC already holds into the backlog, then judge its age.
+            held = -1
+            while held != len(self._items) and not self._reader.done():
+                held = len(self._items)
+                await asyncio.sleep(self.DRAIN)
+            if len(self._items) > 1 and time.monotonic() - self._items[0][0] > behind:
+                self.skipped += len(self._items) - 1
+                newest = self._items.pop()
+                self._items.clear()
+                self._items.append(newest)
+        return self._items.popleft()[1]
+
+    async def close(self) -> None:
+        self._reader.cancel()
+        self._call.cancel()
+        with contextlib.suppress(asyncio.CancelledError, grpc.aio.AioRpcError):
+            await self._reader
 
 
 async def register(

@@ -39,9 +39,15 @@ WatchItem = WatchEvent | KernelEvent | Notice
 SOCKET_POLL = 0.25
 # A connection that lived this long resets the backoff; a flapping stream does not.
 STABLE_AFTER = 2.0
+# When the oldest list not yet taken from a stream waited longer than this, take the newest
+# instead: each list is the full list, and a person wants the present, not a queue of the past.
+BEHIND = 0.1
+# How often at most a stream says that it skipped lists to keep up.
+SKIP_NOTICE_EVERY = 5.0
 # How often the scouts list the plugins dir, and when they dial a failed socket again.
 SCOUT_POLL = 0.2
 SCOUT_RETRY = 1.0
+SCOUT_RETRY_CAP = 8.0
 
 
 def now() -> datetime:
@@ -84,7 +90,7 @@ async def _open(socket: str, timeout: float, first_within: float | None) -> _Ope
     await check_socket(socket, timeout)
     inode = _inode(socket)
     client = DevicePluginClient(socket, timeout)
-    stream = client.list_and_watch()
+    stream = client.list_and_watch(behind=BEHIND)
     try:
         try:
             first = await asyncio.wait_for(stream.__anext__(), first_within)
@@ -129,6 +135,7 @@ class Scouts:
         self._handoff: dict[str, _Open] = {}
         self._changed = asyncio.Event()
         self._closing: set[asyncio.Future[None]] = set()  # streams being closed, kept from the collector
+        self._tries: dict[str, int] = {}  # failed or unnamed dials of each socket in a row
 
     def _notify(self) -> None:
         self._changed.set()
@@ -191,6 +198,11 @@ class Scouts:
             self.scanned = True
             self._notify()
 
+    def _retry_at(self, socket: str) -> float:
+        """When to dial a socket again that failed or could not be named: sooner at first, then less often."""
+        tries = self._tries[socket] = self._tries.get(socket, 0) + 1
+        return time.monotonic() + min(SCOUT_RETRY * 2 ** (tries - 1), SCOUT_RETRY_CAP)
+
     def _forget(self, socket: str) -> None:
         seen = self._seen.pop(socket)
         if seen.task is not None:
@@ -213,7 +225,7 @@ class Scouts:
         except Exception as e:  # stale, hung past nothing, another API: a socket that does not serve, for now
             log.debug("scouting %s: %s", socket, e)
             seen.settled = True
-            seen.retry_at = time.monotonic() + SCOUT_RETRY
+            seen.retry_at = self._retry_at(socket)
             self._notify()
             return
         finally:
@@ -225,7 +237,9 @@ class Scouts:
             raise
         seen.named = seen.settled = True
         if seen.resource is None:
-            seen.retry_at = time.monotonic() + SCOUT_RETRY  # the kubelet may learn its devices later
+            seen.retry_at = self._retry_at(socket)  # the kubelet may learn its devices later
+        else:
+            self._tries.pop(socket, None)
         if seen.resource in self.wanted and self._seen.get(socket) is seen:
             self._handoff[socket] = opened
         else:
@@ -369,7 +383,7 @@ class Follower:
             if self.resource is None:
                 self.resource = await self.namer(opened.socket, opened.first)
             self._first_list(opened.first)
-            consume = asyncio.ensure_future(self._consume(opened.stream))
+            consume = asyncio.ensure_future(self._consume(opened))
             replaced = asyncio.ensure_future(self._until_replaced(opened.socket, opened.inode))
             try:
                 await asyncio.wait({consume, replaced}, return_when=asyncio.FIRST_COMPLETED)
@@ -394,9 +408,17 @@ class Follower:
             self._changes(devices)
         self.settled.set()
 
-    async def _consume(self, stream: AsyncIterator[tuple[Device, ...]]) -> None:
-        async for devices in stream:
+    async def _consume(self, opened: _Open) -> None:
+        told, told_at = opened.client.skipped, -SKIP_NOTICE_EVERY
+        async for devices in opened.stream:
             self._changes(devices)
+            skipped = opened.client.skipped
+            if skipped != told and time.monotonic() - told_at >= SKIP_NOTICE_EVERY:
+                self._notice(
+                    f"{self.name}: behind the plugin; skipped {skipped - told} list(s) to show the newest"
+                    " (their changes are folded into one diff)"
+                )
+                told, told_at = skipped, time.monotonic()
 
     async def _until_replaced(self, socket: str, inode: int | None) -> str:
         while True:
