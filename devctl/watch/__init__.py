@@ -189,6 +189,8 @@ async def watch(
     if not wait:
         _check_targets(paths, socket_paths, whole_node)
     try:
+        if isinstance(name, FromKnownIds):
+            tasks.append(asyncio.ensure_future(name.prime()))
         if scouts is not None:
             tasks.append(asyncio.ensure_future(scouts.run()))
             if not wait:

@@ -132,6 +132,10 @@ class FromKnownIds:
                 self._at = time.monotonic()
             return self._known
 
+    async def prime(self) -> None:
+        """Read the kubelet's IDs now, while the sockets are dialled, so naming the first of them waits less."""
+        await self._ids()
+
     async def __call__(self, socket: str, devices: Sequence[Device]) -> str | None:
         from devctl.collect import infer_resource
 
