@@ -15,7 +15,7 @@ import logging
 import os
 import stat
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -84,6 +84,30 @@ class _Result:
     errors: list[SourceError] = field(default_factory=list)
     # socket (real path) -> resource, from running devctl plugins' control sockets
     claimed: dict[str, str] = field(default_factory=dict)
+    answered: list[PluginProbe] = field(default_factory=list)  # probes done so far, in the order they answered
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What ``collect`` still waits for, and the node as far as it has answered.
+
+    ``pending`` holds source names (``pod-resources``, ``checkpoint`` …) and
+    the path of each plugin socket not answered yet.
+    """
+
+    pending: frozenset[str]
+    _partial: Callable[[], NodeSnapshot]
+
+    def names(self) -> list[str]:
+        """What is pending as a person names it: sockets by file name, ``plugins`` left out while its sockets are."""
+        names = sorted(os.path.basename(p) if "/" in p else p for p in self.pending)
+        if any("/" in p for p in self.pending):
+            names = [n for n in names if n != PLUGINS]
+        return names
+
+    def snapshot(self) -> NodeSnapshot:
+        """What has answered by now: a source still pending is absent (None, or no plugin of it), not an error."""
+        return self._partial()
 
 
 def _is_socket(path: str) -> bool:
@@ -200,7 +224,7 @@ async def _plugin_socket(s: SocketFile, timeout: float) -> PluginProbe:
     return replace(probe, socket=s.path)
 
 
-async def _claimed(paths: NodePaths, timeout: float) -> dict[str, str]:
+async def claimed_sockets(paths: NodePaths, timeout: float) -> dict[str, str]:
     """Socket (real path) -> resource, as each running devctl plugin says on its control socket."""
     from devctl.plugin.control import default_control_dir, running
 
@@ -213,7 +237,7 @@ async def _claimed(paths: NodePaths, timeout: float) -> dict[str, str]:
     return claimed
 
 
-async def _plugins(paths: NodePaths, timeout: float, out: _Result) -> None:
+async def _plugins(paths: NodePaths, timeout: float, out: _Result, pending: _Pending | None = None) -> None:
     try:
         sockets = plugin_sockets(paths.plugins_dir, paths.root)
     except OSError as e:
@@ -227,10 +251,10 @@ async def _plugins(paths: NodePaths, timeout: float, out: _Result) -> None:
         out.errors.append(SourceError("registry", _oserror(paths.plugins_registry, e), ErrorKind.of_oserror(e)))
         registry = []
     claimed, probes = await asyncio.gather(
-        _claimed(paths, timeout),
+        claimed_sockets(paths, timeout),
         asyncio.gather(
-            *(_plugin_socket(s, timeout) for s in sockets),
-            *(_registry_socket(s, paths, timeout) for s in registry),
+            *(_answered(pending, out, s.path, _plugin_socket(s, timeout)) for s in sockets),
+            *(_answered(pending, out, s.path, _registry_socket(s, paths, timeout)) for s in registry),
         ),
     )
     out.claimed.update(claimed)
@@ -294,29 +318,84 @@ def _name_sockets(paths: NodePaths, out: _Result) -> None:
 # --- the whole node ------------------------------------------------------------------------------
 
 
-async def _guard(source: str, coro: Awaitable[None], out: _Result) -> None:
+class _Pending:
+    """What collect still waits for (source names, and each plugin socket's path), told to ``report`` as it changes."""
+
+    def __init__(self, report: Callable[[Progress], None], partial: Callable[[], NodeSnapshot]):
+        self._report = report
+        self._partial = partial
+        self._items: set[str] = set()
+
+    def add(self, item: str) -> None:
+        self._items.add(item)
+        self._report(Progress(frozenset(self._items), self._partial))
+
+    def done(self, item: str) -> None:
+        self._items.discard(item)
+        self._report(Progress(frozenset(self._items), self._partial))
+
+
+async def _tracked(pending: _Pending | None, item: str, coro: Awaitable[T]) -> T:
+    if pending is None:
+        return await coro
+    pending.add(item)
+    try:
+        return await coro
+    finally:
+        pending.done(item)
+
+
+async def _answered(pending: _Pending | None, out: _Result, socket: str, coro: Awaitable[PluginProbe]) -> PluginProbe:
+    async def probed() -> PluginProbe:
+        probe = await coro
+        out.answered.append(probe)  # before the socket leaves ``pending``: a partial snapshot then has it
+        return probe
+
+    return await _tracked(pending, socket, probed())
+
+
+async def _guard(source: str, coro: Awaitable[None], out: _Result, pending: _Pending | None) -> None:
     """Keep one reader's unexpected failure from taking the others down with it; log each source's time (-v)."""
     start = time.perf_counter()
     try:
-        await coro
+        await _tracked(pending, source, coro)
     except Exception as e:  # a reader bug or an OS surprise must not lose the other sources
         log.debug("%s failed", source, exc_info=True)
         out.errors.append(SourceError(source, f"{type(e).__name__}: {e}".splitlines()[0]))
     log.debug("read %s in %.1f ms", source, (time.perf_counter() - start) * 1000)
 
 
-async def collect(paths: NodePaths, timeout: float, *, want: set[str] | frozenset[str] | None = None) -> NodeSnapshot:
-    """Every source of the node (or only those in ``want``), read concurrently under ``timeout`` each."""
+async def collect(
+    paths: NodePaths,
+    timeout: float,
+    *,
+    want: set[str] | frozenset[str] | None = None,
+    progress: Callable[[Progress], None] | None = None,
+) -> NodeSnapshot:
+    """Every source of the node (or only those in ``want``), read concurrently under ``timeout`` each.
+
+    ``progress``, when given, is called each time what is still awaited
+    changes (see :class:`Progress`), so a face can say what it waits for and
+    show what has answered. It changes nothing in the result.
+    """
     want = ALL_SOURCES if want is None else frozenset(want)
     out = _Result()
+    pending = _Pending(progress, lambda: _assemble(paths, out, partial=True)) if progress is not None else None
     readers = {
         POD_RESOURCES: lambda: _pod_resources(paths, timeout, out),
-        PLUGINS: lambda: _plugins(paths, timeout, out),
+        PLUGINS: lambda: _plugins(paths, timeout, out, pending),
         CHECKPOINT: lambda: _checkpoint(paths, out),
         TOPOLOGY: lambda: _topology(paths, out),
         IDENTITIES: lambda: _identities(paths, out),
     }
-    await asyncio.gather(*(_guard(name, read(), out) for name, read in readers.items() if name in want))
+    await asyncio.gather(*(_guard(name, read(), out, pending) for name, read in readers.items() if name in want))
+    return _assemble(paths, out)
+
+
+def _assemble(paths: NodePaths, out: _Result, *, partial: bool = False) -> NodeSnapshot:
+    """The snapshot of what was read; ``partial`` while reading goes on, from copies of what is in so far."""
+    if partial:
+        out = replace(out, plugins=list(out.plugins or out.answered), errors=list(out.errors))
     _name_sockets(paths, out)
     return NodeSnapshot(
         taken_at=datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
@@ -372,7 +451,9 @@ async def get_pod(paths: NodePaths, timeout: float, name: str, namespace: str) -
 
 __all__ = [
     "SNAPSHOT_KIND",
+    "Progress",
     "SnapshotError",
+    "claimed_sockets",
     "collect",
     "dump_snapshot",
     "get_pod",

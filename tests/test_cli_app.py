@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from helpers import run_devctl
 from typer.testing import CliRunner
 
 from devctl.cli.app import app
@@ -45,3 +46,31 @@ def test_a_timeout_must_be_a_deadline():
         result = CliRunner().invoke(app, ["--timeout", value, "ls"], prog_name="devctl")
         assert result.exit_code == 2, value
         assert "Invalid value for '--timeout'" in result.output
+
+
+def test_verbose_logs_devctl_s_own_rpcs_with_durations_and_nothing_of_grpc_or_asyncio(sim_node) -> None:
+
+    # GIVEN a simulated node; WHEN `ls` and a watch run with -v
+    ls = run_devctl("-v", "ls", root=sim_node.root)
+    watched = run_devctl("-v", "watch", "nvidia.com/gpu", "--count", "1", root=sim_node.root)
+    assert ls.exit_code == 0 and watched.exit_code == 0, (ls.stderr, watched.stderr)
+    lines = (ls.stderr + watched.stderr).splitlines()
+
+    def logged(pattern: str) -> bool:
+        return any(re.search(pattern, x) for x in lines)
+
+    # THEN each RPC is one line of devctl's: target, method, outcome, duration ...
+    pod_resources = str(sim_node.root / "var/lib/kubelet/pod-resources/kubelet.sock")
+    for method in ("List", "GetAllocatableResources"):
+        assert any(
+            re.search(rf"devctl\.rpc: rpc {re.escape(pod_resources)} {method}: ok in [\d.]+ ms$", x) for x in lines
+        )
+    assert any(re.search(r"devctl\.rpc: rpc \S+\.sock ListAndWatch \(first list\): ok in [\d.]+ ms$", x) for x in lines)
+    assert any(
+        re.search(r"ListAndWatch \S+nvidia-gpu\.sock: first list \(\d+ devices\) in [\d.]+ ms$", x) for x in lines
+    )
+    # ... each source its time ...
+    assert logged(r"devctl\.collect: read pod-resources in [\d.]+ ms$")
+    # ... and no line comes from gRPC's or asyncio's loggers
+    names = {m.group(1) for x in lines if (m := re.match(r"\S+ \S+ (\S+): ", x))}
+    assert names and all(n.startswith("devctl") for n in names), names

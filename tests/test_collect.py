@@ -314,3 +314,30 @@ def test_bad_snapshot_files(tmp_path, content, reason):
         path.write_text(content)
     with pytest.raises(SnapshotError, match=reason):
         load_snapshot(str(path))
+
+
+async def test_progress_says_what_is_pending_and_shows_what_answered(node):
+    from devctl.collect import Progress
+
+    d = node.plugins_dir
+    seen: list[Progress] = []
+    partials = []
+
+    def report(progress: Progress) -> None:
+        seen.append(progress)
+        if progress.pending - {"plugins"} == {f"{d}/hung.sock"}:
+            partials.append(progress.snapshot())
+
+    async with kubelet(node), plugin(node, GPU, gpus(), "gpu.sock"), hung_server(f"{d}/hung.sock"):
+        # GIVEN a node with a serving plugin and a hung one; WHEN collect reports its progress
+        snap = await bounded(collect(node, TIMEOUT, progress=report))
+        plain = await bounded(collect(node, TIMEOUT))
+    # THEN at some point only the hung socket was pending, and what had answered by then had the GPU plugin
+    assert partials
+    partial = partials[0]
+    assert [(os.path.basename(p.socket), p.status) for p in partial.plugins] == [("gpu.sock", PluginStatus.SERVING)]
+    assert partial.pods is not None
+    # ... at the end nothing was pending, and the result is what collect gives without a callback
+    assert seen[-1].pending == frozenset()
+    assert [(p.socket, p.status) for p in snap.plugins] == [(p.socket, p.status) for p in plain.plugins]
+    assert [e.message for e in snap.errors] == [e.message for e in plain.errors]

@@ -50,9 +50,9 @@ def test_help_imports_neither_textual_nor_the_generated_stubs(tmp_path):
 CORE = """
 import importlib, json, pkgutil, sys
 
-core = ["devctl.model", "devctl.serial", "devctl.units", "devctl.collect", "devctl.doctor", "devctl.watch",
+core = ["devctl.model", "devctl.events", "devctl.serial", "devctl.units", "devctl.collect", "devctl.doctor",
         "devctl.control"]
-for package in ("devctl.node", "devctl.analyze", "devctl.plugin", "devctl.sim"):
+for package in ("devctl.node", "devctl.analyze", "devctl.plugin", "devctl.sim", "devctl.watch"):
     core += [package, *(m.name for m in pkgutil.iter_modules(importlib.import_module(package).__path__, package + "."))]
 for name in core:
     importlib.import_module(name)
@@ -70,3 +70,12 @@ def test_core_modules_import_no_ui_library():
     said = json.loads(out.stdout)
     assert {"devctl.collect", "devctl.node.rpc", "devctl.sim.node", "devctl.plugin.server"} <= set(said["imported"])
     assert "ui" not in said, said
+
+
+def test_the_event_renderer_does_not_import_the_watch_machinery():
+    # render sits above the core and names watch items from devctl.events, never from devctl.watch
+    probe = "import json, sys, devctl.render.events; print(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True, timeout=60)
+    modules = set(json.loads(out.stdout))
+    assert "devctl.events" in modules
+    assert heavy(modules, "devctl.watch") == []

@@ -226,3 +226,73 @@ async def test_a_chmod_of_its_socket_is_not_a_kubelet_restart(kubelet: FakeKubel
     # THEN it neither serves anew (which would reset the mode) nor registers again
     assert len(kubelet.registrations) == 1
     assert stat.S_IMODE(os.stat(plugin.socket_path).st_mode) == 0o666
+
+
+async def test_a_client_that_does_not_read_costs_one_list_and_gets_the_newest(short_root: Path) -> None:
+    import tracemalloc
+
+    # GIVEN a plugin and a ListAndWatch client that read the first list, then stops reading
+    async with DevicePluginServer(SPEC, str(short_root), register=False) as server:
+        client = DevicePluginClient(server.socket_path, timeout=2)
+        stream = client.list_and_watch()
+        await asyncio.wait_for(anext(stream), 2)
+
+        async def flip(times: int) -> None:
+            for i in range(times):
+                server.set_health("gpu-1", UNHEALTHY if i % 2 == 0 else HEALTHY)
+                if i % 50 == 0:
+                    await asyncio.sleep(0)  # let the servicer run, as a real plugin's loop would
+
+        # WHEN health flips thousands of times meanwhile
+        tracemalloc.start()
+        try:
+            await flip(2_000)
+            after_few = tracemalloc.get_traced_memory()[0]
+            await flip(20_000)
+            after_many = tracemalloc.get_traced_memory()[0]
+        finally:
+            tracemalloc.stop()
+        server.set_health("gpu-2", UNHEALTHY)  # the newest list: gpu-1 healthy again, gpu-2 not
+        # THEN the plugin's memory stays flat (a queue per stream grew by a list per flip) ...
+        assert after_many - after_few < 256 * 1024
+        # ... and the client, reading at last, soon has the newest list, not a backlog of 22,000
+        received = 0
+        while True:
+            devices = await asyncio.wait_for(anext(stream), 2)
+            received += 1
+            if {d.id: d.health for d in devices} == {"gpu-0": HEALTHY, "gpu-1": HEALTHY, "gpu-2": UNHEALTHY}:
+                break
+        assert received < 1_000
+        await client.close()
+
+
+async def test_a_reader_that_falls_behind_skips_to_the_newest_list_and_one_that_keeps_up_gets_all(
+    short_root: Path,
+) -> None:
+    async with DevicePluginServer(SPEC, str(short_root), register=False) as server:
+        for behind, expect_skips in ((0.05, True), (None, False)):
+            client = DevicePluginClient(server.socket_path, timeout=2)
+            stream = client.list_and_watch(behind=behind)
+            await asyncio.wait_for(anext(stream), 2)
+            # GIVEN lists that keep coming while the reader is busy elsewhere
+            for i in range(200):
+                server.set_health("gpu-1", UNHEALTHY if i % 2 == 0 else HEALTHY)
+                server.set_health("gpu-2", UNHEALTHY if i == 199 else HEALTHY)
+                await asyncio.sleep(0)
+            await asyncio.sleep(0.3)  # busy: the lists wait longer than `behind`
+            # WHEN it reads again
+            taken = 0
+            while True:
+                devices = await asyncio.wait_for(anext(stream), 2)
+                taken += 1
+                if {d.id: d.health for d in devices}.get("gpu-2") == UNHEALTHY:
+                    break
+            # THEN a reader allowed to skip gets the newest at once and counts what it skipped;
+            # one that is not gets every list the plugin sent, in order
+            if expect_skips:
+                assert taken <= 2 and client.skipped > 0
+            else:
+                assert taken > 2 and client.skipped == 0
+            await stream.aclose()
+            await client.close()
+            server.set_health("gpu-2", HEALTHY)

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import itertools
 import logging
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -37,6 +39,7 @@ from devctl.tui.widgets.table import RowTable
 from devctl.watch import WatchEvent
 
 GPU = "nvidia.com/gpu"
+NIC = "intel.com/sriov_netdevice"
 
 
 def table(app: DevctlApp, name: str) -> RowTable:
@@ -396,3 +399,70 @@ async def test_r_polls_again_now(sim: SimNode) -> None:  # noqa: F811
         polls = feed.polls
         await pilot.press("r")
         await until(pilot, lambda: feed.polls == polls + 1, "a poll right after r (well before the 5 s period)", 3.0)
+
+
+class _FailingFeed(ScriptedFeed):
+    """A feed whose change check breaks after the first poll: the poll worker dies of it."""
+
+    def __init__(self, snapshot: NodeSnapshot):
+        super().__init__(snapshot)
+        self.checks = 0
+
+    def change_token(self) -> object:
+        self.checks += 1
+        if self.checks > 2:
+            raise RuntimeError("checkpoint went away under us")
+        return None
+
+
+async def test_a_failing_worker_is_shown_in_the_event_log_and_the_status_bar(sim: SimNode) -> None:  # noqa: F811
+    # GIVEN the app on a feed that breaks its poll worker after the first view
+    app = make_app(_FailingFeed(await collect(sim.paths, 2.0)), clock=pinned_clock)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await until_view(pilot)
+        # WHEN the worker dies, THEN the status bar says a task failed ...
+        await until(pilot, lambda: "1 task(s) failed" in screen_text(app), "the status bar to mark the failure")
+        # ... and the event log says which and why
+        await pilot.press("5")
+        await until(
+            pilot,
+            lambda: any(
+                "poll the feed stopped: RuntimeError: checkpoint" in r.cells[-1] for r in table(app, "events").rows
+            ),
+            "the failure in the event log",
+        )
+
+
+class _SlowFeed(ScriptedFeed):
+    """A node whose first read waits on a hung socket: the other sources have answered, that one not yet."""
+
+    def __init__(self, snapshot: NodeSnapshot, partial: NodeSnapshot, pending: str):
+        super().__init__(snapshot)
+        self.partial = partial
+        self.pending = pending
+        self.release = threading.Event()  # set from the test's loop; the feed runs on the poll thread's
+
+    async def snapshot(self, progress=None) -> NodeSnapshot:
+        from devctl.collect import Progress
+
+        if progress is not None and not self.release.is_set():
+            progress(Progress(frozenset({self.pending, "plugins"}), lambda: self.partial))
+            while not self.release.is_set():  # noqa: ASYNC110 a thread's event
+                await asyncio.sleep(0.02)
+            progress(Progress(frozenset(), lambda: self._snapshot))
+        return await super().snapshot()
+
+
+async def test_the_first_read_shows_what_answered_and_says_what_it_waits_for(sim: SimNode) -> None:  # noqa: F811
+    # GIVEN a node where every source answered but a hung plugin socket, on which the first read still waits
+    full = await collect(sim.paths, 2.0)
+    partial = dataclasses.replace(full, plugins=tuple(p for p in full.plugins if p.resource != NIC))
+    feed = _SlowFeed(full, partial, f"{sim.paths.plugins_dir}/hung.sock")
+    app = make_app(feed, clock=pinned_clock)
+    async with app.run_test(size=(140, 30)) as pilot:
+        # THEN what answered is on screen at once, and the status bar says what it waits for
+        await until(pilot, lambda: GPU in [r.key for r in table(app, "resources").rows], "the answered resources")
+        await until(pilot, lambda: "waiting for hung.sock…" in screen_text(app), "the waiting mark")
+        # WHEN the read completes, THEN the mark goes
+        feed.release.set()
+        await until(pilot, lambda: "waiting for" not in screen_text(app), "the mark to go")

@@ -110,7 +110,7 @@ class ScriptedFeed:
         self.items = list(items)
         self.polls = 0
 
-    async def snapshot(self) -> NodeSnapshot:
+    async def snapshot(self, progress: object = None) -> NodeSnapshot:
         self.polls += 1
         return self._snapshot
 

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 
 import pytest
-from badservers import dying_stream_plugin, frozen_socket, malformed_plugin
+from badservers import dying_stream_plugin, frozen_socket, hung_server, malformed_plugin
 
 from devctl.model import Device, NodePaths
 from devctl.node.paths import resolve_paths
@@ -150,9 +150,11 @@ async def test_devices_added_and_removed(paths: NodePaths) -> None:
         timeline(paths, sockets=[plugin.socket_path], resolve=naming({plugin.socket_path: RESOURCE})) as t,
     ):
         assert (await t.next()).resource == RESOURCE
+        # One change at a time: the plugin sends a stream only the newest list it has not taken yet.
         plugin.add(Device("gpu-9", numa_nodes=(1,)))
+        added = await t.next()
         plugin.remove("gpu-0")
-        added, removed = await t.take(2)
+        removed = await t.next()
         assert (added.event, added.device, added.to, added.devices) == ("added", "gpu-9", "Healthy", 5)
         assert (removed.event, removed.device, removed.devices, removed.resource) == (
             "removed",
@@ -331,6 +333,66 @@ async def test_the_whole_node_is_watched_including_plugins_that_start_later(path
         async with DevicePluginServer(spec("example.com/b", 3), paths.plugins_dir, register=False) as b:
             later = await t.next()
             assert (later.event, later.socket, later.devices) == ("snapshot", b.socket_path, 3)
+
+
+async def test_a_resource_streams_at_once_while_another_socket_hangs(paths: NodePaths) -> None:
+    # GIVEN a plugin serving the resource and, beside it, a socket that accepts and never answers
+    hung = os.path.join(paths.plugins_dir, "hung.sock")
+    async with hung_server(hung), DevicePluginServer(spec(), paths.plugins_dir, register=False) as plugin:
+        names = naming({plugin.socket_path: RESOURCE, hung: "example.com/other"})
+        started = asyncio.get_running_loop().time()
+        # WHEN the resource is watched with a deadline far longer than the test may wait
+        async with timeline(paths, resources=[RESOURCE], resolve=names, timeout=5.0) as t:
+            # THEN its snapshot comes long before the hung socket's deadline ...
+            snap = await t.next(timeout=2.0)
+            assert (snap.event, snap.socket, snap.devices) == ("snapshot", plugin.socket_path, 4)
+            assert asyncio.get_running_loop().time() - started < 2.0
+            # ... and the snapshot is the stream's own first list: the next change is the next event
+            plugin.set_health("gpu-2", "Unhealthy")
+            flip = await t.next(timeout=2.0)
+            assert (flip.event, flip.device) == ("health", "gpu-2")
+
+
+class _Gated:
+    """A plugin whose ListAndWatch says nothing until ``gate`` is set: a plugin stuck at start-up."""
+
+    def __init__(self, gate: asyncio.Event):
+        from devctl.api.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
+
+        class Servicer(dp_grpc.DevicePluginServicer):
+            async def ListAndWatch(self, request, context):
+                from devctl.api.deviceplugin.v1beta1 import api_pb2 as dp
+
+                await gate.wait()
+                yield dp.ListAndWatchResponse(devices=[dp.Device(ID="late-0", health="Healthy")])
+                await asyncio.Event().wait()
+
+        self.servicer = Servicer()
+        self.add = dp_grpc.add_DevicePluginServicer_to_server
+
+
+async def test_a_socket_that_answers_after_its_deadline_joins_the_watch(paths: NodePaths) -> None:
+    import grpc
+
+    # GIVEN a socket that hangs past the watch's deadline, then answers (on the stream already open)
+    late = os.path.join(paths.plugins_dir, "late.sock")
+    gate = asyncio.Event()
+    gated = _Gated(gate)
+    server = grpc.aio.server()
+    gated.add(gated.servicer, server)
+    server.add_insecure_port(f"unix:{late}")
+    await server.start()
+    try:
+        async with timeline(paths, resources=[RESOURCE], wait=True, resolve=naming({late: RESOURCE}), timeout=0.3) as t:
+            with pytest.raises(asyncio.TimeoutError):
+                await t.next(timeout=0.6)
+            # WHEN it answers at last
+            gate.set()
+            # THEN it joins the watch then
+            snap = await t.next(timeout=3.0)
+            assert (snap.event, snap.socket, snap.devices) == ("snapshot", late, 1)
+    finally:
+        await server.stop(None)
 
 
 async def _all(items: AsyncIterator[WatchItem]) -> list[WatchItem]:

@@ -332,3 +332,47 @@ def test_a_snapshot_file_cannot_be_watched(short_root: Path) -> None:
     r = run_devctl("--from", str(short_root / "snap.json"), "watch", root=short_root)
     assert r.exit_code == 2
     assert r.stderr.startswith("devctl: --from: watch follows live plugin streams")
+
+
+def test_a_hung_socket_elsewhere_does_not_delay_the_first_line(sim_node: SimHandle, watches) -> None:
+    import socket as sockets
+
+    # GIVEN the node's plugins dir also holds a socket that accepts and never answers
+    hung = sockets.socket(sockets.AF_UNIX, sockets.SOCK_STREAM)
+    hung.bind(str(sim_node.root / "var/lib/kubelet/device-plugins/hung.sock"))
+    hung.listen(64)
+    try:
+        # WHEN a resource is watched with a long deadline
+        begun = time.monotonic()
+        w = start(watches, sim_node.root, "--timeout", "10", "watch", GPU, "-o", "json")
+        at, first = w.event(timeout=9.0)
+        # THEN its snapshot comes long before that deadline (the old watch probed every socket first)
+        assert (first["event"], first["resource"]) == ("snapshot", GPU)
+        assert at - begun < 5.0
+        # AND a flip right after it is its own event, not folded into that snapshot
+        done = run_devctl("plugin", "set-health", GPU, "GPU-3", "unhealthy", root=sim_node.root)
+        assert done.exit_code == 0, done.stderr
+        _, flip = w.until("health", device="GPU-3")
+        assert flip["to"] == "Unhealthy"
+    finally:
+        hung.close()
+
+
+def test_a_quiet_watch_ends_when_its_reader_closes_the_pipe(sim_node: SimHandle) -> None:
+    # GIVEN `devctl watch | head -1` on a node where nothing changes
+    reader, writer = os.pipe()
+    proc = subprocess.Popen(
+        [*DEVCTL, "watch", GPU], env=devctl_env(sim_node.root), stdout=writer, stderr=subprocess.PIPE, text=True
+    )
+    os.close(writer)
+    try:
+        with os.fdopen(reader, "rb") as pipe:
+            assert pipe.readline().startswith(b"TIME")  # the header: the watch runs
+        # WHEN the reader goes away with nothing more written
+        # THEN the watch ends by itself, quietly, with 0
+        assert proc.wait(timeout=10) == 0
+        assert proc.stderr.read() == ""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -147,9 +147,16 @@ class EscapingFormatter(logging.Formatter):
 
 
 def setup_logging(verbose: bool) -> None:
+    """Warnings of anyone on stderr; with ``-v`` also devctl's own lines (each RPC, each source), nobody else's.
+
+    ``-v`` lowers the level of the ``devctl`` logger only: gRPC's and asyncio's
+    debug lines (event loop, poller, channel set-up) would bury the lines a
+    person asked for, so their loggers stay at the root's level, warnings.
+    """
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(EscapingFormatter("%(asctime)s %(name)s: %(message)s" if verbose else "devctl: %(message)s"))
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, handlers=[handler])
+    logging.basicConfig(level=logging.WARNING, handlers=[handler])
+    logging.getLogger("devctl").setLevel(logging.DEBUG if verbose else logging.NOTSET)
     # grpc logs a traceback of its own for a reply it cannot parse; devctl reports
     # that source as one line instead (devctl.node.rpc.parsed).
     logging.getLogger("grpc._common").setLevel(logging.CRITICAL)

@@ -30,7 +30,8 @@ QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Names only, one p
 def node_snapshot(ctx: typer.Context, want: Iterable[str]) -> NodeSnapshot:
     """The live node's sources in ``want``, or the ``--from`` snapshot with the errors of those sources."""
     from devctl.analyze import only_sources
-    from devctl.collect import SnapshotError, collect, load_snapshot
+    from devctl.cli.progress import collect_saying_what_waits
+    from devctl.collect import SnapshotError, load_snapshot
 
     opts = options(ctx)
     if opts.from_file:
@@ -38,7 +39,7 @@ def node_snapshot(ctx: typer.Context, want: Iterable[str]) -> NodeSnapshot:
             return only_sources(load_snapshot(opts.from_file), set(want))
         except SnapshotError as e:
             fail(f"--from {e}", ExitCode.NO_SOURCE)
-    return run(collect(opts.paths(), opts.timeout, want=set(want)))
+    return run(collect_saying_what_waits(opts.paths(), opts.timeout, set(want)))
 
 
 def table_style(output: Output, no_headers: bool) -> TableStyle:

@@ -145,16 +145,20 @@ async def _follow(
                     break
         # --once that printed no snapshot at all could read no source; an empty
         # plugins dir is an answer (no plugins), a dir of failing sockets is not.
-        if once and printed == 0 and (resources or sockets or plugin_sockets(paths.plugins_dir)):
+        if once and printed == 0 and (resources or sockets or plugin_sockets(paths.plugins_dir, paths.root)):
             return ExitCode.NO_SOURCE
         return ExitCode.OK
 
     task = asyncio.ensure_future(consume())
     stopper = asyncio.ensure_future(stop.wait())
+    closed = asyncio.ensure_future(_until_closed(out))
     try:
-        await asyncio.wait({task, stopper}, timeout=duration, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait({task, stopper, closed}, timeout=duration, return_when=asyncio.FIRST_COMPLETED)
     finally:
         stopper.cancel()
+        closed.cancel()
+        if closed.done() and not closed.cancelled():
+            _quiet_stdout()
         if not task.done():
             task.cancel()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -171,9 +175,43 @@ async def _follow(
         return ExitCode.NO_SOURCE
     except BrokenPipeError:
         # The reader went away (`devctl watch | head`): stop quietly, as Unix tools do.
-        with contextlib.suppress(OSError):
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _quiet_stdout()
         return ExitCode.OK
+
+
+# How often a quiet watch looks whether its reader has gone away.
+STDOUT_POLL = 0.2
+
+
+async def _until_closed(stream: IO[str]) -> None:
+    """Return once nobody reads ``stream`` any more: the reader's end of a pipe closed (`devctl watch | head -1`).
+
+    A watch of a quiet node writes nothing, so it would never meet the
+    EPIPE that ends a busy one. A pipe's writing end reports POLLERR when its
+    reader is gone; there is no readiness to wait on for it, so look now and
+    then. A terminal or a file never reports it, and a stream without a file
+    descriptor (an embedding that captures output) has nothing to look at:
+    the watch goes on.
+    """
+    import asyncio
+    import select
+
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError):
+        await asyncio.Event().wait()  # never: such a stream has no reader to lose
+        return
+    poller = select.poll()
+    poller.register(fd, 0)  # POLLERR and POLLHUP are always reported
+    # A closed reader sets no event to wait on: look, then sleep.
+    while not any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0)):  # noqa: ASYNC110
+        await asyncio.sleep(STDOUT_POLL)
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush to a closed pipe does not fail again."""
+    with contextlib.suppress(OSError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def register(app: typer.Typer) -> None:

@@ -17,6 +17,7 @@ from devctl.api.podresources.v1alpha1 import api_pb2_grpc as v1alpha1_grpc
 from devctl.model import AllocatableResources, PluginStatus, PodResources
 from devctl.node import convert
 from devctl.node.rpc import RpcFailure, channel, failure, parsed
+from devctl.node.rpclog import logged
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -63,8 +64,8 @@ class PodResourcesClient:
         delay = BACKOFF_START
         for attempt in range(BACKOFF_TRIES):
             try:
-                log.debug("pod-resources %s %s", what, self.socket_path)
-                return await rpc()
+                with logged(self.socket_path, what):
+                    return await rpc()
             except grpc.aio.AioRpcError as e:
                 if e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and attempt < BACKOFF_TRIES - 1:
                     log.debug("pod-resources %s rate limited; retrying in %.2fs", what, delay)

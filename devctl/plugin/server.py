@@ -109,7 +109,7 @@ class DevicePluginServer:
         self.registrations = 0  # successful Register calls so far
         self.registered = False  # True from a successful Register until the kubelet goes away
         self._devices: dict[str, Device] = {d.id: d for d in spec.devices}
-        self._streams: set[asyncio.Queue[tuple[Device, ...] | None]] = set()
+        self._streams: set[_Newest] = set()
         self._server: grpc.aio.Server | None = None
         self._socket_id: tuple[int, int] | None = None
         self._kubelet_id: tuple[int, int] | None = None
@@ -180,8 +180,8 @@ class DevicePluginServer:
         self.log.info("serving %s on %s (%d devices)", self.spec.resource, self.socket_path, len(self._devices))
 
     async def _stop_server(self) -> None:
-        for queue in self._streams:
-            queue.put_nowait(None)  # ends each ListAndWatch cleanly, status OK
+        for stream in self._streams:
+            stream.end()  # ends each ListAndWatch cleanly, status OK
         if self._server is not None:
             await self._server.stop(STOP_GRACE)
             self._server = None
@@ -307,13 +307,46 @@ class DevicePluginServer:
 
     def _publish(self) -> None:
         devices = self.devices
-        for queue in self._streams:
-            queue.put_nowait(devices)
+        for stream in self._streams:
+            stream.put(devices)
 
     def _record(self, rpc: str, device_ids: tuple[str, ...] = (), detail: str = "") -> None:
         self.rpc_log.append(RpcRecord(time.time(), rpc, device_ids, detail))
         ids = f" {','.join(device_ids)}" if device_ids else ""
         self.log.info("%s %s%s%s", rpc, self.spec.resource, ids, f" {detail}" if detail else "")
+
+
+class _Newest:
+    """The one list a ListAndWatch stream has still to send: the newest, never a backlog.
+
+    Each message is the full device list, so a list not yet sent is worthless
+    once a newer one exists. A client that stops reading (gRPC's flow control
+    then holds the servicer at its ``yield``) costs one list, however often
+    health flips meanwhile, and gets the newest when it reads again.
+    """
+
+    def __init__(self, devices: tuple[Device, ...]):
+        self._pending: tuple[Device, ...] | None = devices
+        self._ended = False
+        self._ready = asyncio.Event()
+        self._ready.set()
+
+    def put(self, devices: tuple[Device, ...]) -> None:
+        if not self._ended:
+            self._pending = devices
+            self._ready.set()
+
+    def end(self) -> None:
+        self._ended = True
+        self._pending = None
+        self._ready.set()
+
+    async def get(self) -> tuple[Device, ...] | None:
+        """The newest list not sent yet, waiting for one; None once the stream is to end."""
+        await self._ready.wait()
+        self._ready.clear()
+        devices, self._pending = self._pending, None
+        return devices
 
 
 class _Servicer(dp_grpc.DevicePluginServicer):
@@ -332,16 +365,15 @@ class _Servicer(dp_grpc.DevicePluginServicer):
         self, request: dp.Empty, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[dp.ListAndWatchResponse]:
         plugin = self.plugin
-        queue: asyncio.Queue[tuple[Device, ...] | None] = asyncio.Queue()
-        queue.put_nowait(plugin.devices)
-        plugin._streams.add(queue)
+        newest = _Newest(plugin.devices)
+        plugin._streams.add(newest)
         plugin._record("ListAndWatch", detail=f"open ({len(plugin._streams)} streams)")
         try:
             # Every message is the full device list: the kubelet replaces its view with each one.
-            while (devices := await queue.get()) is not None:
+            while (devices := await newest.get()) is not None:
                 yield dp.ListAndWatchResponse(devices=[convert.device_to_pb(d) for d in devices])
         finally:
-            plugin._streams.discard(queue)
+            plugin._streams.discard(newest)
 
     async def GetPreferredAllocation(
         self, request: dp.PreferredAllocationRequest, context: grpc.aio.ServicerContext

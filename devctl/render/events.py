@@ -16,9 +16,9 @@ from datetime import datetime, timezone
 from typing import Any
 
 from devctl.escape import escape
+from devctl.events import WatchEvent
 from devctl.node.udev import KernelEvent
 from devctl.render.style import NONE
-from devctl.watch import WatchEvent
 
 # (header, minimum width); the last column is not padded.
 COLUMNS = (("TIME", 12), ("EVENT", 12), ("RESOURCE", 24), ("DEVICE", 18), ("CHANGE", 24), ("DEVICES", 0))

@@ -19,10 +19,13 @@ import re
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from datetime import datetime, timezone
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from devctl.escape import unescape
 from devctl.model import HEALTHY, UNHEALTHY, Device, NodePaths, NodeSnapshot
+
+if TYPE_CHECKING:
+    from devctl.collect import Progress
 
 # socket path -> resource, for ``watch`` (see devctl.watch.Resolver)
 Resolver = Callable[[], Awaitable[Mapping[str, str | None]]]
@@ -31,8 +34,12 @@ Resolver = Callable[[], Awaitable[Mapping[str, str | None]]]
 class Feed(Protocol):
     """What the app needs from a data source."""
 
-    async def snapshot(self) -> NodeSnapshot:
-        """Everything at once (pod-resources, plugins, checkpoint, topology); failures inside as SourceErrors."""
+    async def snapshot(self, progress: Callable[[Progress], None] | None = None) -> NodeSnapshot:
+        """Everything at once (pod-resources, plugins, checkpoint, topology); failures inside as SourceErrors.
+
+        ``progress``, when given, hears what is still awaited and can show what
+        has answered meanwhile (``devctl.collect.Progress``).
+        """
         ...
 
     def events(self, resolve: Resolver) -> AsyncIterator[object]:
@@ -160,10 +167,10 @@ class NodeFeed:
         self.controls = controls
         self.watch_subprocess = watch_subprocess
 
-    async def snapshot(self) -> NodeSnapshot:
+    async def snapshot(self, progress: Callable[[Progress], None] | None = None) -> NodeSnapshot:
         from devctl.collect import collect
 
-        return await collect(self.paths, self.timeout)
+        return await collect(self.paths, self.timeout, progress=progress)
 
     def events(self, resolve: Resolver) -> AsyncIterator[object]:
         if self.watch_subprocess:
@@ -201,7 +208,7 @@ def watch_command(paths: NodePaths, timeout: float) -> list[str]:
 
 def event_from_json(line: bytes) -> object | None:
     """One line of ``devctl watch -o json`` as a WatchEvent (None for a line that is not one)."""
-    from devctl.watch import WatchEvent
+    from devctl.events import WatchEvent
 
     try:
         data = json.loads(line)
@@ -227,7 +234,7 @@ async def watch_in_child(paths: NodePaths, timeout: float) -> AsyncIterator[obje
     Raises WatchStopped when the child ends by itself; the child is stopped
     when the caller stops iterating.
     """
-    from devctl.watch import Notice
+    from devctl.events import Notice
 
     child = await asyncio.create_subprocess_exec(
         *watch_command(paths, timeout),
@@ -290,7 +297,7 @@ class SnapshotFeed:
     def __init__(self, snapshot: NodeSnapshot):
         self._snapshot = snapshot
 
-    async def snapshot(self) -> NodeSnapshot:
+    async def snapshot(self, progress: Callable[[Progress], None] | None = None) -> NodeSnapshot:
         return self._snapshot
 
     async def events(self, resolve: Resolver) -> AsyncIterator[object]:

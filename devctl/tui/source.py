@@ -16,15 +16,19 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual import work
 from textual.message import Message
 from textual.widget import Widget
+from textual.worker import Worker, WorkerState
 
 from devctl.model import NodeSnapshot
 from devctl.tui.feeds import Feed, LogCapture
 from devctl.tui.state import LogLine, NodeView, build_view, event_line, view_changes
+
+if TYPE_CHECKING:
+    from devctl.collect import Progress
 
 Clock = Callable[[], datetime]
 
@@ -55,6 +59,8 @@ class NodeSource(Widget):
     # interpreter, which it shares with the keyboard), even with 10,000 devices.
     REFRESH_MIN = 0.1
     REFRESH_FACTOR = 3
+    # While the first poll waits for a slow source, what has answered is shown and what it waits for said this often.
+    WAITING_TICK = 0.25
     # After the event stream itself fails (not a plugin: the whole watch), start it again after this.
     WATCH_RETRY = 2.0
     # How long closing the app waits for the feed's threads to clean up.
@@ -75,6 +81,24 @@ class NodeSource(Widget):
         def __init__(self, lines: list[LogLine]) -> None:
             super().__init__()
             self.lines = lines
+
+    class Failed(Message):
+        """A worker of this source stopped with an error: the view may no longer update."""
+
+        def __init__(self, line: LogLine) -> None:
+            super().__init__()
+            self.line = line
+
+    class Waiting(Message):
+        """The first poll still waits for these (sockets by file name, sources), this many seconds so far."""
+
+        def __init__(self, names: list[str], seconds: float) -> None:
+            super().__init__()
+            self.names = names
+            self.seconds = seconds
+
+        def can_replace(self, message: Message) -> bool:
+            return isinstance(message, NodeSource.Waiting)
 
     class Polled(Message):
         def __init__(self, snapshot: NodeSnapshot, mark: int) -> None:
@@ -189,6 +213,22 @@ class NodeSource(Widget):
         with contextlib.suppress(asyncio.CancelledError):
             asyncio.run(main())
 
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """Every worker that fails says so: the one place worker errors become words (as harlequin does).
+
+        Textual sends a worker's state to the widget that started it, and every
+        worker of the TUI is this one's; the screen puts the line in the event
+        log and marks the status bar, so a view that stopped updating never
+        looks fine.
+        """
+        if event.state != WorkerState.ERROR:
+            return
+        event.stop()
+        worker, error = event.worker, event.worker.error
+        what = worker.description or worker.name or "a background task"
+        text = f"{what} stopped: {type(error).__name__}: {error}".splitlines()[0]
+        self.post_message(self.Failed(LogLine(self.clock(), "error", "", "", text, "bad")))
+
     def _say(self, text: str) -> None:
         self.post_message(self.LogLines([LogLine(self.clock(), "error", "", "", text, "bad")]))
 
@@ -213,12 +253,44 @@ class NodeSource(Widget):
             mark = self._seq
             last = time.monotonic()
             try:
-                snapshot = await self.feed.snapshot()
+                snapshot = await (self.feed.snapshot() if self._polled_once.is_set() else self._first_snapshot(mark))
             except Exception as e:  # collect turns failures into SourceErrors; anything else is said, not fatal
                 self._say(f"poll failed: {e}")
             else:
                 self.post_message(self.Polled(snapshot, mark))
                 self._polled_once.set()
+
+    async def _first_snapshot(self, mark: int) -> NodeSnapshot:
+        """The first poll, which may wait up to the deadline for a hung socket: meanwhile, show what has answered.
+
+        Each tick, the node as far as it answered becomes the view (when
+        something new answered), and ``Waiting`` names what is still awaited;
+        the complete snapshot replaces it all when it comes.
+        """
+        latest: Progress | None = None
+
+        def heard(progress: Progress) -> None:
+            nonlocal latest
+            latest = progress
+
+        started = time.monotonic()
+        full = asyncio.ensure_future(self.feed.snapshot(progress=heard))
+        shown: frozenset[str] | None = None
+        try:
+            while not (await asyncio.wait({full}, timeout=self.WAITING_TICK))[0]:
+                if latest is None:
+                    continue
+                if latest.pending != shown:
+                    shown = latest.pending
+                    self.post_message(self.Polled(latest.snapshot(), mark))
+                    self._polled_once.set()  # the live stream need not wait for the slow source either
+                self.post_message(self.Waiting(latest.names(), time.monotonic() - started))
+        finally:
+            if not full.done():
+                full.cancel()
+            if shown is not None:
+                self.post_message(self.Waiting([], time.monotonic() - started))
+        return full.result()
 
     def on_node_source_polled(self, message: Polled) -> None:
         message.stop()

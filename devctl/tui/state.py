@@ -24,16 +24,7 @@ from devctl.analyze import (
     ResourceRow,
     TopologyView,
 )
-from devctl.model import (
-    HEALTHY,
-    ContainerResources,
-    Device,
-    NodeSnapshot,
-    PluginStatus,
-    PodResources,
-    SourceError,
-)
-from devctl.watch import (
+from devctl.events import (
     ADDED,
     DISCONNECTED,
     HEALTH,
@@ -44,6 +35,15 @@ from devctl.watch import (
     TOPOLOGY,
     Notice,
     WatchEvent,
+)
+from devctl.model import (
+    HEALTHY,
+    ContainerResources,
+    Device,
+    NodeSnapshot,
+    PluginStatus,
+    PodResources,
+    SourceError,
 )
 
 # What the log shows of live events and of changes found between two polls.
@@ -57,6 +57,15 @@ NOTICE = "notice"
 
 # Status shown for a resource whose live ListAndWatch stream broke and is being retried.
 DISCONNECTED_STATUS = "disconnected"
+
+
+def waiting_text(names: list[str], seconds: float) -> str:
+    """``waiting for hung.sock… 3 s`` (``""`` when nothing is awaited); names from outside are shown inert."""
+    if not names:
+        return ""
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    shown = "".join(c if c.isprintable() else "?" for c in shown)
+    return f"waiting for {shown}… {seconds:.0f} s"
 
 
 @dataclass(frozen=True)

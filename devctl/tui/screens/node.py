@@ -18,7 +18,7 @@ from devctl.escape import escape
 from devctl.tui.feeds import ControlError, Feed, LogCapture, PluginControls
 from devctl.tui.screens.detail import ContainerScreen
 from devctl.tui.source import Clock, NodeSource, utc_now
-from devctl.tui.state import NodeView, container_key
+from devctl.tui.state import NodeView, container_key, waiting_text
 from devctl.tui.widgets import devices, pods, resources
 from devctl.tui.widgets.devices import DevicesPane
 from devctl.tui.widgets.events import EventsPane
@@ -161,6 +161,17 @@ class NodeScreen(Screen[None]):
 
     def on_node_source_log_lines(self, message: NodeSource.LogLines) -> None:
         self.query_one(EventsPane).add(message.lines)
+
+    def on_node_source_waiting(self, message: NodeSource.Waiting) -> None:
+        """The first read waits for a slow source: say for what, in the status bar and where rows would be."""
+        text = waiting_text(message.names, message.seconds)
+        self.query_one(StatusBar).wait_for(text)
+        self.query_one(ResourcesPane).waiting(text)
+
+    def on_node_source_failed(self, message: NodeSource.Failed) -> None:
+        """A background task stopped: log why, and mark the status bar for as long as the app runs."""
+        self.query_one(EventsPane).add([message.line])
+        self.query_one(StatusBar).fail(message.line.detail)
 
     def _redraw(self, name: str) -> None:
         view, presented = self.view, self.presented

@@ -89,8 +89,10 @@ class ResourcesPane(Vertical):
     ResourcesPane #legend { color: $text-muted; height: auto; }
     """
 
+    EMPTY = "no extended resources known on this node"
+
     def compose(self) -> ComposeResult:
-        yield RowTable(COLUMNS, empty="no extended resources known on this node", id="resources-table")
+        yield RowTable(COLUMNS, empty=self.EMPTY, id="resources-table")
         yield Static("", id="errors", markup=False)
         yield Static("", id="sources", markup=False)
         yield Static(LEGEND, id="legend", markup=False)
@@ -98,6 +100,11 @@ class ResourcesPane(Vertical):
     @property
     def table(self) -> RowTable:
         return self.query_one(RowTable)
+
+    def waiting(self, text: str) -> None:
+        """While the first read waits, an empty table says for what, not that the node has nothing."""
+        self.table.empty = text or self.EMPTY
+        self.table.refresh()
 
     def show(self, view: NodeView, rows: RowSet) -> None:
         self.table.set_rows(rows)

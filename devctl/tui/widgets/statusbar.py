@@ -37,7 +37,24 @@ class StatusBar(Static):
     def __init__(self, source: str) -> None:
         super().__init__(status_text(None, source), markup=False)
         self.source = source
+        self.view: NodeView | None = None
+        self.failed = 0  # background tasks that stopped with an error: the view may no longer update
+        self.waiting = ""  # what the first read still waits for, while it does
 
-    def show(self, view: NodeView) -> None:
-        self.update(status_text(view, self.source))
-        self.set_class(bool(view.disconnected or view.errors), "-trouble")
+    def show(self, view: NodeView | None) -> None:
+        self.view = view
+        marks = [self.waiting] if self.waiting else []
+        if self.failed:
+            marks.append(f"{self.failed} task(s) failed, see events")
+        self.update(" · ".join([status_text(view, self.source), *marks]))
+        self.set_class(bool((view is not None and (view.disconnected or view.errors)) or self.failed), "-trouble")
+
+    def fail(self, text: str) -> None:
+        """A background task stopped: say so until the app ends (its message is in the event log)."""
+        self.failed += 1
+        self.show(self.view)
+
+    def wait_for(self, text: str) -> None:
+        """What the first read still waits for (``""`` once it has all)."""
+        self.waiting = text
+        self.show(self.view)

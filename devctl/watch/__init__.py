@@ -1,0 +1,262 @@
+"""Live ListAndWatch streams of many plugins, turned into one timeline of events.
+
+The kubelet's device manager sees a plugin only through its ListAndWatch
+stream: every message is the full device list
+(pkg/kubelet/cm/devicemanager/plugin/v1beta1/client.go). A person watching a
+device go bad wants the *changes*, so each list is diffed against the one
+before it (``diff``). We open our own stream on each plugin socket and follow
+plugin and kubelet restarts with backoff (``follow``), find the sockets of
+named resources by dialling them all at once (``follow.Scouts``), and
+optionally merge kernel device events (``node/udev.py``). The items
+themselves are in ``devctl.events``.
+
+This is core code: no UI imports, no printing. The CLI (``devctl watch``) and
+the TUI's event log consume the same async generator, :func:`watch`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator, Callable, Sequence
+
+from devctl.events import (
+    ADDED,
+    DISCONNECTED,
+    HEALTH,
+    NO_TOPOLOGY,
+    RECONNECTED,
+    REMOVED,
+    SNAPSHOT,
+    TOPOLOGY,
+    Change,
+    Notice,
+    WatchEvent,
+    numa_text,
+)
+from devctl.model import NodePaths
+from devctl.node.udev import UdevUnavailable, kernel_events
+from devctl.watch.backoff import Backoff
+from devctl.watch.diff import counts, diff
+from devctl.watch.follow import Follower, Scouts, WatchItem, now
+from devctl.watch.sockets import (
+    FromKnownIds,
+    Namer,
+    Resolver,
+    _CachedResolver,
+    by_resolver,
+    plugin_sockets,
+    resolve_plugins,
+    socket_resources,
+)
+
+# How often the plugins dir is listed for new sockets when the whole node is watched.
+DISCOVERY_POLL = 0.5
+
+
+class WatchError(Exception):
+    """A watch that cannot start; ``message`` is one line for a person."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+class UnknownTarget(WatchError):
+    """A named resource no socket serves, or a named socket that does not exist (and no ``wait``)."""
+
+
+class NoPluginsDir(WatchError):
+    """The whole node was to be watched, but its plugins dir does not exist (and no ``wait``)."""
+
+
+def _absolute(path: str) -> str:
+    return os.path.abspath(path)
+
+
+async def _discover(
+    plugins_dir: str,
+    start: Callable[[str], None],
+    known: set[str],
+    out: asyncio.Queue[WatchItem],
+    root: str | None = None,
+) -> None:
+    """Follow every new socket that appears in the plugins dir (whole-node watch)."""
+    said_empty = False
+    while True:
+        found = plugin_sockets(plugins_dir, root)
+        if not found and not known and not said_empty:
+            out.put_nowait(Notice(now(), f"no device plugin sockets in {plugins_dir} yet; waiting for one"))
+            said_empty = True
+        for socket in found:
+            if socket not in known:
+                known.add(socket)
+                start(socket)
+        await asyncio.sleep(DISCOVERY_POLL)
+
+
+async def _forward_udev(out: asyncio.Queue[WatchItem]) -> None:
+    try:
+        async for event in kernel_events(on_notice=lambda m: out.put_nowait(Notice(now(), m))):
+            out.put_nowait(event)
+    except UdevUnavailable as e:
+        out.put_nowait(Notice(now(), f"{e}; going on without kernel device events"))
+
+
+_DONE = object()
+
+
+def _check_targets(paths: NodePaths, sockets: Sequence[str], whole_node: bool) -> None:
+    """Refuse named sockets that do not exist, and a whole-node watch without a plugins dir."""
+    missing = [s for s in sockets if not os.path.exists(s)]
+    if missing:
+        raise UnknownTarget(f"{missing[0]}: no such socket (use --wait to wait for it)")
+    if whole_node and not os.path.isdir(paths.plugins_dir):
+        raise NoPluginsDir(f"{paths.plugins_dir}: no such directory (use --wait to wait for plugins)")
+
+
+def _not_served(paths: NodePaths, unknown: Sequence[str], served: set[str | None]) -> str:
+    """Why named resources cannot be watched, with what a person most likely needs to hear.
+
+    Connecting to a unix socket needs write permission on it: a user who lacks
+    it sees no plugin serve anything, which is not the same as none serving.
+    """
+    import difflib
+
+    denied = [s for s in plugin_sockets(paths.plugins_dir, paths.root) if not os.access(s, os.W_OK)]
+    close = difflib.get_close_matches(unknown[0], sorted(r for r in served if r), n=1)
+    if denied:
+        hint = f"{len(denied)} plugin socket(s) refuse devctl: permission denied; run as root"
+    elif close:
+        hint = f"did you mean {close[0]}? see `devctl plugins`"
+    else:
+        hint = "see `devctl plugins`; use --wait to wait for it"
+    return f"no plugin serves {', '.join(unknown)} ({hint})"
+
+
+async def _served_or_settled(scouts: Scouts, resources: Sequence[str]) -> list[str]:
+    """Wait until each resource has a socket, or every socket has answered or timed out; the unserved ones."""
+    while True:
+        unknown = [r for r in resources if not scouts.serving(r)]
+        if not unknown or scouts.settled():
+            return unknown
+        await scouts.changed(0.1)
+
+
+async def watch(
+    paths: NodePaths,
+    resources: Sequence[str] = (),
+    sockets: Sequence[str] = (),
+    *,
+    wait: bool = False,
+    once: bool = False,
+    udev: bool = False,
+    timeout: float = 5.0,
+    resolve: Resolver | None = None,
+    backoff: Callable[[], Backoff] = Backoff,
+) -> AsyncIterator[WatchItem]:
+    """Yield events of every target on one timeline, until the caller stops (or ``once`` is done).
+
+    Targets are ``resources`` and ``sockets``; with neither, every socket in
+    the plugins dir, including ones that appear later. A socket is named from
+    its own first list (the device IDs the kubelet knows, or ``resolve``'s
+    mapping when given), so a resource's stream starts as soon as its socket
+    answers, whatever other sockets do. Raises :class:`UnknownTarget` (or
+    :class:`NoPluginsDir`) before the first item when a target does not
+    exist and ``wait`` is false. With ``once``, ends after each target's
+    snapshot (or its first failure, without ``wait``). Close it with
+    ``contextlib.aclosing`` so its streams are cancelled at once.
+    """
+    name: Namer = by_resolver(_CachedResolver(resolve)) if resolve is not None else FromKnownIds(paths, timeout)
+    out: asyncio.Queue[WatchItem] = asyncio.Queue()
+    followers: list[Follower] = []
+    tasks: list[asyncio.Future[None]] = []
+    wanted = list(dict.fromkeys(resources))
+    scouts = Scouts(paths.plugins_dir, set(wanted), name, timeout, paths.root) if wanted else None
+
+    def start(resource: str | None, socket: str | None) -> None:
+        f = Follower(
+            out,
+            name,
+            resource=resource,
+            socket=socket,
+            scouts=scouts if resource is not None else None,
+            wait=wait,
+            once=once,
+            timeout=timeout,
+            backoff=backoff(),
+        )
+        followers.append(f)
+        tasks.append(asyncio.ensure_future(f.run()))
+
+    whole_node = not resources and not sockets
+    socket_paths = [_absolute(s) for s in sockets]
+    if not wait:
+        _check_targets(paths, socket_paths, whole_node)
+    try:
+        if isinstance(name, FromKnownIds):
+            tasks.append(asyncio.ensure_future(name.prime()))
+        if scouts is not None:
+            tasks.append(asyncio.ensure_future(scouts.run()))
+            if not wait:
+                unknown = await _served_or_settled(scouts, wanted)
+                if unknown:
+                    raise UnknownTarget(_not_served(paths, unknown, scouts.names()))
+        for r in wanted:
+            start(r, None)
+        for s in dict.fromkeys(socket_paths):
+            start(None, s)
+        if whole_node:
+            known: set[str] = set()
+            if once:
+                for s in plugin_sockets(paths.plugins_dir, paths.root):
+                    start(None, s)
+            else:
+                discover = _discover(paths.plugins_dir, lambda s: start(None, s), known, out, paths.root)
+                tasks.append(asyncio.ensure_future(discover))
+        if udev and not once:
+            tasks.append(asyncio.ensure_future(_forward_udev(out)))
+        if once:
+
+            async def settle() -> None:
+                await asyncio.gather(*(f.settled.wait() for f in followers))
+                out.put_nowait(_DONE)  # type: ignore[arg-type]
+
+            tasks.append(asyncio.ensure_future(settle()))
+        while True:
+            item = await out.get()
+            if item is _DONE:
+                return
+            yield item
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+__all__ = [
+    "ADDED",
+    "DISCONNECTED",
+    "HEALTH",
+    "NO_TOPOLOGY",
+    "RECONNECTED",
+    "REMOVED",
+    "SNAPSHOT",
+    "TOPOLOGY",
+    "Backoff",
+    "Change",
+    "NoPluginsDir",
+    "Notice",
+    "Resolver",
+    "UnknownTarget",
+    "WatchError",
+    "WatchEvent",
+    "WatchItem",
+    "counts",
+    "diff",
+    "numa_text",
+    "plugin_sockets",
+    "resolve_plugins",
+    "socket_resources",
+    "watch",
+]

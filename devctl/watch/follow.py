@@ -1,0 +1,431 @@
+"""Following one target's ListAndWatch stream across plugin and kubelet restarts.
+
+A target is a socket (``--socket``, or each socket of a whole-node watch),
+or a resource, whose socket the scouts find. We open our own stream on a
+plugin socket (a plugin serves many streams; the kubelet's own is untouched),
+and the first list of that very stream is the snapshot: nothing is probed
+first and streamed later, so no change falls between the two.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from devctl.events import DISCONNECTED, RECONNECTED, SNAPSHOT, Change, Notice, WatchEvent
+from devctl.model import Device
+from devctl.node.deviceplugin import DevicePluginClient
+from devctl.node.rpc import RpcFailure, check_socket
+from devctl.node.udev import KernelEvent
+from devctl.watch.backoff import Backoff
+from devctl.watch.diff import counts, diff
+from devctl.watch.sockets import Namer, plugin_sockets
+
+log = logging.getLogger(__name__)
+
+WatchItem = WatchEvent | KernelEvent | Notice
+
+# How often a live stream checks that its socket file is still the one it dialled.
+# A kubelet restart deletes every socket in the plugins dir
+# (pkg/kubelet/cm/devicemanager/plugin/v1beta1/server.go, Start -> cleanup); the
+# kubelet then cannot reach a plugin until the plugin serves a new socket, even
+# if our old connection still lives.
+SOCKET_POLL = 0.25
+# A connection that lived this long resets the backoff; a flapping stream does not.
+STABLE_AFTER = 2.0
+# When the oldest list not yet taken from a stream waited longer than this, take the newest
+# instead: each list is the full list, and a person wants the present, not a queue of the past.
+BEHIND = 0.1
+# How often at most a stream says that it skipped lists to keep up.
+SKIP_NOTICE_EVERY = 5.0
+# How often the scouts list the plugins dir, and when they dial a failed socket again.
+SCOUT_POLL = 0.2
+SCOUT_RETRY = 1.0
+SCOUT_RETRY_CAP = 8.0
+
+
+def now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class _Ended(Exception):
+    """A stream session ended; the message says why, in one line."""
+
+
+def _exists(path: str | None) -> bool:
+    return path is not None and os.path.exists(path)
+
+
+def _inode(path: str) -> int | None:
+    try:
+        return os.stat(path).st_ino
+    except OSError:
+        return None
+
+
+@dataclass
+class _Open:
+    """A ListAndWatch stream with its first list already read: what a session starts from."""
+
+    socket: str
+    inode: int | None
+    client: DevicePluginClient
+    stream: AsyncIterator[tuple[Device, ...]]
+    first: tuple[Device, ...]
+
+    async def close(self) -> None:
+        with contextlib.suppress(Exception):
+            await self.stream.aclose()  # type: ignore[attr-defined]
+        await self.client.close()
+
+
+async def _open(socket: str, timeout: float, first_within: float | None) -> _Open:
+    """Dial ``socket`` and read its first list (within ``first_within`` seconds, or however long it takes)."""
+    await check_socket(socket, timeout)
+    inode = _inode(socket)
+    client = DevicePluginClient(socket, timeout)
+    stream = client.list_and_watch(behind=BEHIND)
+    try:
+        try:
+            first = await asyncio.wait_for(stream.__anext__(), first_within)
+        except asyncio.TimeoutError:
+            raise _Ended(f"{socket}: no device list within {first_within:g}s") from None
+        except StopAsyncIteration:
+            raise _Ended(f"{socket}: ListAndWatch ended before the first list") from None
+    except BaseException:
+        with contextlib.suppress(Exception):
+            await stream.aclose()  # type: ignore[attr-defined]
+        await client.close()
+        raise
+    return _Open(socket, inode, client, stream, first)
+
+
+@dataclass
+class _Scouted:
+    inode: int | None
+    settled: bool = False  # answered, failed, or passed its deadline
+    resource: str | None = None
+    named: bool = False
+    retry_at: float | None = None  # for a failed dial: when to try again
+    task: asyncio.Future[None] | None = None
+
+
+class Scouts:
+    """Dial every socket of the plugins dir at once and name each from its own first list.
+
+    A socket found to serve a wanted resource keeps its stream open for that
+    resource's follower (``take``); the others are closed. A hung socket holds
+    nobody up: it is only "settled" once its deadline passes, and if it
+    answers later still, it is named then and joins the watch.
+    """
+
+    def __init__(self, plugins_dir: str, wanted: set[str], name: Namer, timeout: float, root: str | None = None):
+        self.plugins_dir = plugins_dir
+        self.root = root
+        self.wanted = wanted
+        self.name = name
+        self.timeout = timeout
+        self.scanned = False
+        self._seen: dict[str, _Scouted] = {}
+        self._handoff: dict[str, _Open] = {}
+        self._changed = asyncio.Event()
+        self._closing: set[asyncio.Future[None]] = set()  # streams being closed, kept from the collector
+        self._tries: dict[str, int] = {}  # failed or unnamed dials of each socket in a row
+
+    def _notify(self) -> None:
+        self._changed.set()
+
+    async def changed(self, timeout: float) -> None:
+        """Return when something was found or failed, or after ``timeout``."""
+        self._changed.clear()
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._changed.wait(), timeout)
+
+    def serving(self, resource: str) -> list[str]:
+        return sorted(s for s, seen in self._seen.items() if seen.named and seen.resource == resource)
+
+    def names(self) -> set[str | None]:
+        return {seen.resource for seen in self._seen.values() if seen.named}
+
+    def settled(self) -> bool:
+        """Every socket listed so far has answered, failed, or passed its deadline."""
+        return self.scanned and all(seen.settled for seen in self._seen.values())
+
+    def take(self, resource: str, prefer: str | None) -> _Open | None:
+        """An open stream of a socket serving ``resource`` (``prefer``'s when it is one), or None."""
+        ready = [s for s in self.serving(resource) if s in self._handoff]
+        if not ready:
+            return None
+        return self._handoff.pop(prefer if prefer in ready else ready[0])
+
+    def release(self, resource: str) -> None:
+        """Dial the sockets of ``resource`` again: its stream ended, and it may come back on any of them."""
+        for socket in self.serving(resource):
+            self._forget(socket)
+
+    async def run(self) -> None:
+        try:
+            while True:
+                self._scan()
+                await asyncio.sleep(SCOUT_POLL)
+        finally:
+            for seen in self._seen.values():
+                if seen.task is not None:
+                    seen.task.cancel()
+            for opened in self._handoff.values():
+                await opened.close()
+            self._handoff.clear()
+
+    def _scan(self) -> None:
+        listed = plugin_sockets(self.plugins_dir, self.root)
+        for socket in set(self._seen) - set(listed):
+            self._forget(socket)
+        for socket in listed:
+            inode = _inode(socket)
+            seen = self._seen.get(socket)
+            if seen is not None and seen.inode == inode and (seen.retry_at is None or time.monotonic() < seen.retry_at):
+                continue
+            if seen is not None:
+                self._forget(socket)
+            seen = self._seen[socket] = _Scouted(inode)
+            seen.task = asyncio.ensure_future(self._scout(socket, seen))
+        if not self.scanned:
+            self.scanned = True
+            self._notify()
+
+    def _retry_at(self, socket: str) -> float:
+        """When to dial a socket again that failed or could not be named: sooner at first, then less often."""
+        tries = self._tries[socket] = self._tries.get(socket, 0) + 1
+        return time.monotonic() + min(SCOUT_RETRY * 2 ** (tries - 1), SCOUT_RETRY_CAP)
+
+    def _forget(self, socket: str) -> None:
+        seen = self._seen.pop(socket)
+        if seen.task is not None:
+            seen.task.cancel()
+        opened = self._handoff.pop(socket, None)
+        if opened is not None:
+            closing = asyncio.ensure_future(opened.close())
+            self._closing.add(closing)
+            closing.add_done_callback(self._closing.discard)
+        self._notify()
+
+    async def _scout(self, socket: str, seen: _Scouted) -> None:
+        def passed_deadline() -> None:
+            seen.settled = True
+            self._notify()
+
+        deadline = asyncio.get_running_loop().call_later(self.timeout, passed_deadline)
+        try:
+            opened = await _open(socket, self.timeout, None)
+        except Exception as e:  # stale, hung past nothing, another API: a socket that does not serve, for now
+            log.debug("scouting %s: %s", socket, e)
+            seen.settled = True
+            seen.retry_at = self._retry_at(socket)
+            self._notify()
+            return
+        finally:
+            deadline.cancel()
+        try:
+            seen.resource = await self.name(socket, opened.first)
+        except BaseException:
+            await opened.close()
+            raise
+        seen.named = seen.settled = True
+        if seen.resource is None:
+            seen.retry_at = self._retry_at(socket)  # the kubelet may learn its devices later
+        else:
+            self._tries.pop(socket, None)
+        if seen.resource in self.wanted and self._seen.get(socket) is seen:
+            self._handoff[socket] = opened
+        else:
+            await opened.close()
+        self._notify()
+
+
+class Follower:
+    """One watched target (a resource, or a socket) and the last device list known for it."""
+
+    def __init__(
+        self,
+        out: asyncio.Queue[WatchItem],
+        name: Namer,
+        *,
+        resource: str | None,
+        socket: str | None,
+        scouts: Scouts | None,
+        wait: bool,
+        once: bool,
+        timeout: float,
+        backoff: Backoff,
+    ):
+        self.out = out
+        self.namer = name
+        self.resource = resource
+        self.socket = socket
+        self.scouts = scouts  # a resource's; a socket target (None) is dialled directly
+        self.wait = wait
+        # ``--once`` without ``wait`` gives up after the first failure: no "retrying" then.
+        self.retries = wait or not once
+        self.timeout = timeout
+        self.backoff = backoff
+        self.last: tuple[Device, ...] | None = None
+        self.tally = (0, 0)  # (devices, healthy) of the last list
+        self.connected = False
+        # Set once the first list arrived, or (without wait) the first attempt failed: ``--once`` waits on it.
+        self.settled = asyncio.Event()
+
+    @property
+    def name(self) -> str:
+        return self.resource or self.socket or "?"
+
+    def _notice(self, message: str) -> None:
+        self.out.put_nowait(Notice(now(), message, self.resource, self.socket))
+
+    def _event(self, event: str, tally: tuple[int, int], change: Change | None = None) -> None:
+        self.out.put_nowait(
+            WatchEvent(
+                time=now(),
+                resource=self.resource,
+                socket=self.socket,
+                event=event,
+                device=change.device if change else None,
+                from_=change.from_ if change else None,
+                to=change.to if change else None,
+                devices=tally[0],
+                healthy=tally[1],
+            )
+        )
+
+    def _changes(self, devices: tuple[Device, ...]) -> None:
+        """Emit what changed since the last list; counts are taken once per list, not per event."""
+        changes = diff(self.last or (), devices)
+        if changes:
+            self.tally = counts(devices)
+            for change in changes:
+                self._event(change.event, self.tally, change)
+        self.last = devices
+
+    async def _connect(self) -> _Open | None:
+        """A stream to follow now, with its first list read; None when nothing serves the target yet."""
+        if self.scouts is None:
+            if not _exists(self.socket):
+                return None
+            assert self.socket is not None
+            return await _open(self.socket, self.timeout, self.timeout)
+        assert self.resource is not None
+        opened = self.scouts.take(self.resource, self.socket)
+        if opened is not None:
+            served = self.scouts.serving(self.resource)
+            if len(served) > 1 and self.socket not in served:
+                self._notice(f"{self.resource} is served by {len(served)} sockets; following {opened.socket}")
+            self.socket = opened.socket
+        return opened
+
+    async def _idle(self) -> None:
+        if self.scouts is None:
+            await asyncio.sleep(self.backoff.next())
+        else:
+            await self.scouts.changed(self.backoff.next())
+
+    async def run(self) -> None:
+        """Follow the target for ever: connect, stream, and after a failure try again with backoff."""
+        said: str | None = None  # the last notice given while not connected, not to repeat it
+        while True:
+            started = time.monotonic()
+            try:
+                opened = await self._connect()
+                if opened is None:
+                    # A resource is "not served" only once every socket has answered or timed out.
+                    if self.scouts is None or self.scouts.settled():
+                        message = (
+                            f"waiting for {self.name} to be served" if self.resource else f"waiting for {self.name}"
+                        )
+                        if said is None:
+                            self._notice(message)
+                            said = message
+                        if not self.wait:
+                            self.settled.set()
+                    await self._idle()
+                    continue
+                await self._session(opened)
+                reason = "ListAndWatch stream ended"
+            except (_Ended, RpcFailure) as e:
+                reason = e.args[0]
+            except Exception as e:  # one misbehaving plugin must never end the watch of the others
+                log.debug("watching %s failed", self.socket, exc_info=True)
+                reason = f"{type(e).__name__}: {e}"
+            if self.scouts is not None and self.resource is not None:
+                self.scouts.release(self.resource)
+            # Most reasons start with the socket's path already: name the target once.
+            why = reason if reason.startswith(f"{self.name}:") else f"{self.name}: {reason}"
+            if self.connected:
+                self.connected = False
+                self._event(DISCONNECTED, self.tally)
+                said = f"{why}; reconnecting"
+                self._notice(said)
+                if time.monotonic() - started >= STABLE_AFTER:
+                    self.backoff.reset()
+            elif said != (message := f"{why}; retrying" if self.retries else why):
+                self._notice(message)
+                said = message
+            if not self.wait:
+                self.settled.set()
+            await self._idle()
+
+    async def _session(self, opened: _Open) -> None:
+        """Emit the stream's first list and every change; return or raise when the stream ends."""
+        try:
+            if self.resource is None:
+                self.resource = await self.namer(opened.socket, opened.first)
+            self._first_list(opened.first)
+            consume = asyncio.ensure_future(self._consume(opened))
+            replaced = asyncio.ensure_future(self._until_replaced(opened.socket, opened.inode))
+            try:
+                await asyncio.wait({consume, replaced}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for task in (consume, replaced):
+                    task.cancel()
+                await asyncio.gather(consume, replaced, return_exceptions=True)
+            if replaced.done() and not replaced.cancelled() and replaced.exception() is None:
+                raise _Ended(replaced.result())
+            consume.result()  # re-raises the RpcFailure that ended the stream
+        finally:
+            await opened.close()
+
+    def _first_list(self, devices: tuple[Device, ...]) -> None:
+        self.connected = True
+        self.tally = counts(devices)
+        if self.last is None:
+            self._event(SNAPSHOT, self.tally)
+            self.last = devices
+        else:
+            self._event(RECONNECTED, self.tally)
+            self._changes(devices)
+        self.settled.set()
+
+    async def _consume(self, opened: _Open) -> None:
+        told, told_at = opened.client.skipped, -SKIP_NOTICE_EVERY
+        async for devices in opened.stream:
+            self._changes(devices)
+            skipped = opened.client.skipped
+            if skipped != told and time.monotonic() - told_at >= SKIP_NOTICE_EVERY:
+                self._notice(
+                    f"{self.name}: behind the plugin; skipped {skipped - told} list(s) to show the newest"
+                    " (their changes are folded into one diff)"
+                )
+                told, told_at = skipped, time.monotonic()
+
+    async def _until_replaced(self, socket: str, inode: int | None) -> str:
+        while True:
+            await asyncio.sleep(SOCKET_POLL)
+            current = _inode(socket)
+            if current is None:
+                return f"{socket} was deleted (plugin or kubelet restart)"
+            if current != inode:
+                return f"{socket} was created again (plugin or kubelet restart)"
