@@ -76,9 +76,17 @@ class LineServer:
         made.check_socket_path(self.path)
         made.private_dir(os.path.dirname(self.path))
         made.clear_for_bind(self.path)
-        self._server = await asyncio.start_unix_server(self._serve, self.path, limit=LINE_LIMIT)
-        os.chmod(self.path, 0o600)
+        # Bound here, not by asyncio: the mode is set before it listens, and the socket is known as ours
+        # (so stop removes it) even when a cancellation comes while the server starts.
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.bind(self.path)
+            os.chmod(self.path, 0o600)
+        except BaseException:
+            sock.close()
+            raise
         self._identity = made.socket_identity(self.path)
+        self._server = await asyncio.start_unix_server(self._serve, sock=sock, limit=LINE_LIMIT)
 
     async def stop(self) -> None:
         if self._server is not None:

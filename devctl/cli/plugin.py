@@ -191,6 +191,7 @@ async def _serve(spec: PluginSpec, opts: GlobalOptions, stopper: Stopper, *, reg
             raise
         return int(ExitCode.OK)  # a stop signal is how a plugin ends
     finally:
+        stopper.stopping()
         await server.stop()
     return int(ExitCode.OK)
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 
 import grpc
 
-from devctl import made
+from devctl import grpcserver, made
 from devctl.api.deviceplugin.v1beta1 import api_pb2 as dp
 from devctl.api.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
 from devctl.model import Device, PluginOptions
@@ -176,9 +176,9 @@ class DevicePluginServer:
         except RuntimeError:
             # gRPC's own message only says that binding failed; say what is in the way.
             raise ServeError(f"cannot bind {self.socket_path}: {made.what_is_at(self.socket_path)} is there") from None
-        await server.start()
-        self._server = server
-        self._socket_id = made.socket_identity(self.socket_path)
+        self._socket_id = made.socket_identity(self.socket_path)  # bound by add_insecure_port
+        self._server = server  # before it starts: a cancelled start still leaves it for stop() to shut down
+        await grpcserver.start(server)
         # The first time, whoever started the plugin says "serving"; a re-serve after a kubelet restart is news.
         self.log.log(
             logging.DEBUG if first else logging.INFO,
