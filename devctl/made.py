@@ -104,6 +104,19 @@ def what_is_at(path: str) -> str:
     return next((words for test, words in kinds if test(mode)), "a special file")
 
 
+def bind_failure(path: str) -> str:
+    """Why a socket could not be bound at ``path``, for the message that replaces gRPC's own log line."""
+    what = what_is_at(path)
+    if what != "nothing":
+        return f"{what} is there"
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        return f"{parent} is not a directory"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"{parent} is not writable here (read-only, or another user's)"
+    return "nothing is there, yet the kernel refused to bind it"
+
+
 def clear_for_bind(path: str) -> None:
     """Make ``path`` free for a new socket, or raise PathTaken saying what is there.
 

@@ -175,7 +175,7 @@ class DevicePluginServer:
             server.add_insecure_port(f"unix:{self.socket_path}")
         except RuntimeError:
             # gRPC's own message only says that binding failed; say what is in the way.
-            raise ServeError(f"cannot bind {self.socket_path}: {made.what_is_at(self.socket_path)} is there") from None
+            raise ServeError(f"cannot bind {self.socket_path}: {made.bind_failure(self.socket_path)}") from None
         self._socket_id = made.socket_identity(self.socket_path)  # bound by add_insecure_port
         self._server = server  # before it starts: a cancelled start still leaves it for stop() to shut down
         await grpcserver.start(server)

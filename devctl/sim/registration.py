@@ -80,7 +80,7 @@ class RegistrationServer:
         try:
             server.add_insecure_port(f"unix:{self.socket_path}")
         except RuntimeError:
-            raise OSError(f"cannot bind {self.socket_path}: {made.what_is_at(self.socket_path)} is there") from None
+            raise OSError(f"cannot bind {self.socket_path}: {made.bind_failure(self.socket_path)}") from None
         self._identity = made.socket_identity(self.socket_path)  # bound by add_insecure_port
         self._server = server  # before it starts: a cancelled start still leaves it for stop() to shut down
         await grpcserver.start(server)
