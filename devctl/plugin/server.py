@@ -258,7 +258,7 @@ class DevicePluginServer:
         # (pkg/kubelet/cm/devicemanager/manager.go, removeContents), then creates
         # kubelet.sock again and forgets every plugin until it registers again.
         if self._server is None or made.socket_identity(self.socket_path) != self._socket_id:
-            self.log.info("%s was removed; serving it again", self.socket_path)
+            self.log.debug("%s was removed; serving it again", self.socket_path)
             # Note: gRPC unlinks whatever socket sits at the path when the old server
             # stops, so this must happen before the new server binds, never after.
             await self._stop_server()
