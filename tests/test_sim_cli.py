@@ -335,3 +335,14 @@ def test_another_user_cannot_restart_the_kubelet_whatever_the_umask(short_root: 
         proc.send_signal(signal.SIGTERM)
         _, stderr = proc.communicate(timeout=TIMEOUT)
     assert f"{ctl}: refused a connection of uid 65534" in stderr
+
+
+def test_a_root_too_long_for_its_sockets_is_one_short_usage_line(short_root: Path) -> None:
+    root = short_root / ("r" * 90)
+    result = run_devctl("sim", "--root", str(root), "--", "true")
+    assert result.exit_code == 2
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"devctl: sim: {root} is too long a root: its socket ")
+    assert line.endswith("over the 107 of a unix socket path; choose a shorter root")
+    assert line.count(str(root)) == 1
+    assert not root.exists()

@@ -265,10 +265,12 @@ class SimNode:
             sockets.append(os.path.join(self.paths.plugins_dir, spec.socket))
             sockets.append(control_path(self.control_dir, spec.socket))
         for path in sockets:
-            if len(os.fsencode(os.path.abspath(path))) > MAX_SOCKET_PATH:
+            size = len(os.fsencode(os.path.abspath(path)))
+            if size > MAX_SOCKET_PATH:
+                inside = os.path.relpath(path, self.root)
                 raise SimError(
-                    f"{self.root} is too long a root: the socket path {path} would be longer than "
-                    f"{MAX_SOCKET_PATH} bytes; choose a shorter root"
+                    f"{self.root} is too long a root: its socket {inside} would take {size} bytes, "
+                    f"over the {MAX_SOCKET_PATH} of a unix socket path; choose a shorter root"
                 )
 
     def _prepare_root(self) -> None:
