@@ -346,3 +346,10 @@ def test_a_root_too_long_for_its_sockets_is_one_short_usage_line(short_root: Pat
     assert line.endswith("over the 107 of a unix socket path; choose a shorter root")
     assert line.count(str(root)) == 1
     assert not root.exists()
+
+
+def test_devctls_own_grpc_silencing_is_not_passed_to_the_command() -> None:
+    mine = run_devctl("sim", "--", "sh", "-c", 'echo "${GRPC_VERBOSITY:-unset}"')
+    assert (mine.exit_code, mine.stdout.strip()) == (0, "unset"), mine.stderr
+    theirs = run_devctl("sim", "--", "sh", "-c", 'echo "$GRPC_VERBOSITY"', env={"GRPC_VERBOSITY": "debug"})
+    assert theirs.stdout.strip() == "debug"
