@@ -349,7 +349,11 @@ def test_a_root_too_long_for_its_sockets_is_one_short_usage_line(short_root: Pat
 
 
 def test_devctls_own_grpc_silencing_is_not_passed_to_the_command() -> None:
-    mine = run_devctl("sim", "--", "sh", "-c", 'echo "${GRPC_VERBOSITY:-unset}"')
-    assert (mine.exit_code, mine.stdout.strip()) == (0, "unset"), mine.stderr
+    env = {k: v for k, v in devctl_env().items() if k != "GRPC_VERBOSITY"}  # in-process runs may have set it here
+    mine = subprocess.run(
+        [*DEVCTL, "sim", "--", "sh", "-c", 'echo "${GRPC_VERBOSITY:-unset}"'],
+        capture_output=True, text=True, timeout=TIMEOUT, env=env,
+    )  # fmt: skip
+    assert (mine.returncode, mine.stdout.strip()) == (0, "unset"), mine.stderr
     theirs = run_devctl("sim", "--", "sh", "-c", 'echo "$GRPC_VERBOSITY"', env={"GRPC_VERBOSITY": "debug"})
     assert theirs.stdout.strip() == "debug"
