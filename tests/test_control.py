@@ -7,6 +7,7 @@ import json
 import multiprocessing
 import os
 import socket
+import stat
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -51,14 +52,76 @@ async def test_bad_lines_and_failing_answers_are_replies_and_the_connection_stay
     ]
 
 
-async def test_stop_removes_the_socket_and_start_replaces_a_leftover_file(short_root: Path) -> None:
+async def test_stop_removes_the_socket_and_start_replaces_a_stale_socket(short_root: Path) -> None:
     path = short_root / "x.ctl"
-    path.write_text("left behind")
+    stale = socket.socket(socket.AF_UNIX)
+    stale.bind(str(path))  # left by a process that was killed: nothing listens
+    stale.close()
     server = LineServer(str(path), echo)
     await server.start()
     assert (await request(str(path), {}, 2))["ok"]
     await server.stop()
     assert not path.exists()
+
+
+@pytest.mark.parametrize("kind", ["file", "dir", "symlink", "live"])
+async def test_start_never_removes_what_it_did_not_make(short_root: Path, kind: str) -> None:
+    """A regular file, a directory, a symlink or another process' live socket at the path stays; start refuses."""
+    path = short_root / "x.ctl"
+    other = None
+    if kind == "file":
+        path.write_text("precious")
+    elif kind == "dir":
+        path.mkdir()
+    elif kind == "symlink":
+        path.symlink_to(short_root / "elsewhere")
+    else:
+        other = LineServer(str(path), echo)
+        await other.start()
+    before = os.lstat(path)
+    server = LineServer(str(path), echo)
+    try:
+        with pytest.raises(OSError) as caught:
+            await server.start()
+        after = os.lstat(path)
+        assert (after.st_ino, after.st_mode) == (before.st_ino, before.st_mode)
+        assert str(caught.value).startswith(f"{path} is taken: ")
+        if kind == "file":
+            assert path.read_text() == "precious"
+    finally:
+        if other is not None:
+            await other.stop()
+
+
+async def test_stop_leaves_a_socket_that_is_not_the_one_it_bound(short_root: Path) -> None:
+    path = short_root / "x.ctl"
+    server = LineServer(str(path), echo)
+    await server.start()
+    os.unlink(path)
+    replacement = socket.socket(socket.AF_UNIX)
+    replacement.bind(str(path))  # someone else's socket now sits at the path
+    try:
+        await server.stop()
+        assert path.is_socket()
+    finally:
+        replacement.close()
+
+
+async def test_the_socket_is_the_owners_alone_whatever_the_umask(short_root: Path) -> None:
+    path = short_root / "run" / "devctl" / "x.ctl"
+    (short_root / "run").mkdir(mode=0o777)
+    os.chmod(short_root / "run", 0o777)  # a directory others may enter is tightened, not trusted
+    old = os.umask(0)
+    try:
+        server = LineServer(str(path), echo)
+        await server.start()
+    finally:
+        os.umask(old)
+    try:
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+        assert stat.S_IMODE(os.stat(path.parent).st_mode) == 0o700
+    finally:
+        await server.stop()
 
 
 async def test_no_socket_is_not_listening(short_root: Path) -> None:
@@ -137,3 +200,28 @@ async def test_permission_denied_is_said_apart(served: str, short_root: Path) ->
     finally:
         await asyncio.to_thread(child.join, 5)
     assert (kind, message) == (AccessDenied.__name__, f"{served}: permission denied")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop privileges")
+async def test_another_user_is_refused_by_peer_credentials(
+    served: str, short_root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # GIVEN a socket that file modes would let anyone reach (someone chmodded it all open)
+    for path in (short_root, short_root / "run", Path(served)):
+        path.chmod(0o777)
+    context = multiprocessing.get_context("spawn")
+    results = context.Queue()
+    child = context.Process(target=_request_as_nobody, args=(served, results))
+    child.start()
+    try:
+        kind, message = await asyncio.wait_for(asyncio.to_thread(results.get, True, 20), 25)
+    finally:
+        await asyncio.to_thread(child.join, 5)
+    # THEN the server still refuses uid 65534, says why, and logs it once
+    assert (kind, message) == (
+        AccessDenied.__name__,
+        f"{served}: permission denied: only uid 0 and root may use this socket",
+    )
+    refusals = [r.getMessage() for r in caplog.records if r.name == "devctl.control"]
+    assert len(refusals) == 1
+    assert refusals[0].startswith(f"{served}: refused a connection of uid 65534 (pid ")

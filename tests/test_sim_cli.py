@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import selectors
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -117,15 +119,21 @@ def test_restart_kubelet_from_another_shell(running_sim) -> None:
     assert proc.poll() is None
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
 def test_a_signal_stops_the_sim_cleanly(running_sim, sig: signal.Signals) -> None:
+    """SIGHUP (a dropped SSH session) ends it as SIGTERM and Ctrl-C do: everything it made under the root is gone."""
     proc, root = running_sim
     proc.send_signal(sig)
     _, stderr = proc.communicate(timeout=TIMEOUT)
     assert proc.returncode == 0, stderr
-    assert "Traceback" not in stderr
-    assert sockets_under(root) == []
-    assert (root / "var/lib/kubelet/device-plugins/kubelet_internal_checkpoint").is_file()
+    assert_clean(stderr)
+    assert list(root.iterdir()) == []  # the root was the user's: it stays, empty, ready to be used again
+
+
+def assert_clean(stderr: str) -> None:
+    """Only devctl's own one-line messages: no traceback, no asyncio warning, no gRPC log line."""
+    for line in stderr.splitlines():
+        assert line.startswith("devctl: "), stderr
 
 
 def test_a_second_sim_on_a_running_root_is_refused(running_sim) -> None:
@@ -162,3 +170,190 @@ def test_the_command_finds_this_devctl_without_an_activated_venv() -> None:
     result = run_devctl("sim", "--", "sh", "-c", "devctl ls -q", env={"PATH": "/usr/bin:/bin"})
     assert result.exit_code == 0, result.stderr
     assert result.stdout.split() == ["hardware-vendor.example/foo", "intel.com/sriov_netdevice", "nvidia.com/gpu"]
+
+
+def temp_roots_of(pid: int) -> list[Path]:
+    """The sim temp roots whose owner record names ``pid`` (other runs on this machine have their own)."""
+    found = []
+    for root in Path("/tmp").glob("devctl-sim-*"):
+        try:
+            if json.loads((root / ".devctl-owner").read_text())["pid"] == pid:
+                found.append(root)
+        except (OSError, ValueError, KeyError):
+            continue
+    return found
+
+
+def test_a_host_tree_given_as_root_is_refused_and_its_files_survive(short_root: Path) -> None:
+    # GIVEN a host mount with pod logs and no kubelet dir (the case that lost a node's pod logs)
+    host = short_root / "host"
+    logs = host / "var/log/pods/prod_web-0_0a1b/app"
+    logs.mkdir(parents=True)
+    (logs / "0.log").write_text("production\n")
+    (host / "var/lib/kubelet").mkdir(parents=True)
+    # WHEN the sim is pointed at it with --root, or with DEVCTL_ROOT exported
+    refused = run_devctl("sim", "--root", str(host), "--", "true")
+    fresh = run_devctl("sim", "--", "sh", "-c", 'echo "$DEVCTL_ROOT"', env={"DEVCTL_ROOT": str(host)})
+    # THEN --root is refused with one line, DEVCTL_ROOT is not taken as the root, and the logs survive
+    assert refused.exit_code == 2
+    assert refused.stderr.strip() == (
+        f"devctl: sim: {host} holds files devctl sim did not make in this run (such as {logs / '0.log'}); "
+        "give a new or empty directory with --root"
+    )
+    assert fresh.exit_code == 0, fresh.stderr
+    assert fresh.stdout.strip().startswith("/tmp/devctl-sim-")
+    assert fresh.stderr.strip() == (
+        f"devctl: sim: starting a fresh node; DEVCTL_ROOT={host} from the environment is not used as its root "
+        "(give --root DIR for that)"
+    )
+    assert (logs / "0.log").read_text() == "production\n"
+    assert sorted(str(p.relative_to(host)) for p in host.rglob("*")) == [
+        "var",
+        "var/lib",
+        "var/lib/kubelet",
+        "var/log",
+        "var/log/pods",
+        "var/log/pods/prod_web-0_0a1b",
+        "var/log/pods/prod_web-0_0a1b/app",
+        "var/log/pods/prod_web-0_0a1b/app/0.log",
+    ]
+
+
+def test_the_same_root_serves_again_and_again(short_root: Path) -> None:
+    """`devctl sim --root DIR` leaves DIR as it found it, so the export line of the last run stays valid."""
+    root = short_root / "node"
+    for _ in range(2):
+        result = run_devctl("sim", "--root", str(root), "--", "sh", "-c", "devctl ls -q")
+        assert result.exit_code == 0, result.stderr
+        assert result.stdout.split() == ["hardware-vendor.example/foo", "intel.com/sriov_netdevice", "nvidia.com/gpu"]
+        assert not root.exists()  # it made the directory, so it removed it
+
+
+def test_a_killed_runs_temp_root_is_removed_at_the_next_start(short_root: Path) -> None:
+    # GIVEN a sim killed with SIGKILL (no cleanup possible), and a devctl-sim-* dir that no devctl run recorded
+    proc = subprocess.Popen(
+        [*DEVCTL, "sim"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=devctl_env()
+    )
+    try:
+        line = read_line(proc, TIMEOUT)
+    finally:
+        proc.kill()
+        proc.communicate(timeout=TIMEOUT)
+    left = Path(line.strip().removeprefix("export DEVCTL_ROOT="))
+    assert left.is_dir()
+    stranger = Path("/tmp") / f"devctl-sim-{short_root.name}"
+    stranger.mkdir(mode=0o700)
+    try:
+        # WHEN the next sim starts
+        result = run_devctl("sim", "--", "true")
+        # THEN the killed run's root is gone, the unrecorded one stays
+        assert result.exit_code == 0, result.stderr
+        assert not left.exists()
+        assert stranger.is_dir()
+    finally:
+        stranger.rmdir()
+
+
+def grpc_loaded(pid: int) -> bool:
+    try:
+        return "cygrpc" in Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return False
+
+
+# Moments of start-up, each a condition seen from outside: gRPC imported, the root laid out,
+# the plugins' control sockets bound, the node ready (its export line printed).
+START_UP_POINTS = {
+    "grpc-imported": lambda proc, root: grpc_loaded(proc.pid),
+    "root-laid-out": lambda proc, root: (root / "sys").is_dir(),
+    "plugins-serving": lambda proc, root: any((root / "run/devctl/plugins").glob("*.ctl")),
+    "ready": lambda proc, root: bool(read_line(proc, TIMEOUT)),
+}
+
+
+@pytest.mark.parametrize("point", list(START_UP_POINTS))
+def test_ctrl_c_at_any_moment_of_start_up_is_one_clean_exit(short_root: Path, point: str) -> None:
+    """One Ctrl-C (SIGINT to the process group, as a terminal sends it) ends the sim, whatever it was doing."""
+    root = short_root / "node"
+    proc = subprocess.Popen(
+        [*DEVCTL, "sim", "--root", str(root)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=devctl_env(),
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        reached = START_UP_POINTS[point]
+        while not reached(proc, root) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.002)
+        os.killpg(proc.pid, signal.SIGINT)
+        _, stderr = proc.communicate(timeout=TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    # 130 when it was still starting, 0 when it was already serving: either way at once, and clean
+    assert proc.returncode in (0, 130), stderr
+    assert_clean(stderr)
+    assert not root.exists()
+    assert temp_roots_of(proc.pid) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop privileges")
+def test_another_user_cannot_restart_the_kubelet_whatever_the_umask(short_root: Path) -> None:
+    from helpers import call_as_nobody
+
+    from devctl.sim.control import request
+
+    root = short_root / "node"
+    proc = subprocess.Popen(
+        ["sh", "-c", 'umask 000 && exec "$@"', "sh", *DEVCTL, "sim", "--root", str(root)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=devctl_env(),
+    )
+    try:
+        read_line(proc, TIMEOUT)
+        kubelet = root / "var/lib/kubelet/device-plugins/kubelet.sock"
+        before = os.stat(kubelet)
+        ctl = root / "run/devctl/sim.ctl"
+        assert oct(os.stat(ctl).st_mode & 0o777) == "0o600"
+        assert oct(os.stat(ctl.parent).st_mode & 0o777) == "0o700"
+        said = call_as_nobody(lambda: asyncio.run(request(str(root), {"op": "restart-kubelet"}, 5)))
+        assert "permission denied" in said["error"]
+        # even with every directory on the way opened up, the socket's peer check refuses uid 65534
+        for path in (short_root, root, root / "run", ctl.parent, ctl):
+            path.chmod(0o777)
+        said = call_as_nobody(lambda: asyncio.run(request(str(root), {"op": "restart-kubelet"}, 5)))
+        assert "permission denied: only uid 0 and root may use this socket" in said["error"]
+        after = os.stat(kubelet)
+        assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)  # no restart happened
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=TIMEOUT)
+    assert f"{ctl}: refused a connection of uid 65534" in stderr
+
+
+def test_a_root_too_long_for_its_sockets_is_one_short_usage_line(short_root: Path) -> None:
+    root = short_root / ("r" * 90)
+    result = run_devctl("sim", "--root", str(root), "--", "true")
+    assert result.exit_code == 2
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"devctl: sim: {root} is too long a root: its socket ")
+    assert line.endswith("over the 107 of a unix socket path; choose a shorter root")
+    assert line.count(str(root)) == 1
+    assert not root.exists()
+
+
+def test_devctls_own_grpc_silencing_is_not_passed_to_the_command() -> None:
+    env = {k: v for k, v in devctl_env().items() if k != "GRPC_VERBOSITY"}  # in-process runs may have set it here
+    mine = subprocess.run(
+        [*DEVCTL, "sim", "--", "sh", "-c", 'echo "${GRPC_VERBOSITY:-unset}"'],
+        capture_output=True, text=True, timeout=TIMEOUT, env=env,
+    )  # fmt: skip
+    assert (mine.returncode, mine.stdout.strip()) == (0, "unset"), mine.stderr
+    theirs = run_devctl("sim", "--", "sh", "-c", 'echo "$GRPC_VERBOSITY"', env={"GRPC_VERBOSITY": "debug"})
+    assert theirs.stdout.strip() == "debug"

@@ -19,7 +19,7 @@ from devctl.node.sysfs import read_topology
 from devctl.plugin.server import DevicePluginServer
 from devctl.plugin.spec import PluginSpec, counted_devices
 from devctl.sim.control import SimNotRunning, request
-from devctl.sim.node import MARKER, SimError, SimNode
+from devctl.sim.node import SimError, SimNode
 from devctl.sim.scenario import default_scenario
 
 WAIT = 10.0
@@ -191,21 +191,72 @@ def test_the_real_root_is_refused() -> None:
     assert said.startswith("refusing to simulate a node over the real /")
 
 
-async def test_roots_that_are_not_ours_are_refused(short_root: Path) -> None:
-    foreign = short_root / "host"
-    (foreign / "var/lib/kubelet/pods").mkdir(parents=True)
-    with pytest.raises(SimError, match="did not make"):
-        await SimNode(foreign, default_scenario()).start()
-    assert not (foreign / MARKER).exists()
+def tree(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+def host_tree(host: Path) -> dict[str, bytes]:
+    """A host mount as a person might give it by mistake: pod logs and nothing else of the kubelet's."""
+    files = {
+        "var/log/pods/prod_web-0_0a1b/app/0.log": b"a production log line\n",
+        "var/log/pods/prod_web-0_0a1b/app/1.log": b"another\n",
+        "etc/hostname": b"node-7\n",
+    }
+    for name, data in files.items():
+        (host / name).parent.mkdir(parents=True, exist_ok=True)
+        (host / name).write_bytes(data)
+    return files
+
+
+@pytest.mark.parametrize("kubelet_dir", ["missing", "empty", "marked"])
+async def test_a_root_holding_files_it_did_not_make_is_refused_and_kept(short_root: Path, kubelet_dir: str) -> None:
+    # GIVEN a host tree with pod logs, where var/lib/kubelet is missing, empty, or holds an old sim's marker
+    host = short_root / "host"
+    files = host_tree(host)
+    if kubelet_dir != "missing":
+        (host / "var/lib/kubelet").mkdir(parents=True)
+    if kubelet_dir == "marked":  # a marker no run of this process wrote is no proof of anything
+        (host / "run/devctl").mkdir(parents=True)
+        (host / "run/devctl/sim-root").touch()
+    # WHEN a node is started on it
+    with pytest.raises(SimError, match="holds files devctl sim did not make in this run") as caught:
+        await SimNode(host, default_scenario()).start()
+    # THEN it is refused, and every file survives
+    assert str(caught.value).startswith(f"{host} holds files")
+    assert {name: (host / name).read_bytes() for name in files} == files
+    assert not (host / "sys").exists() and not (host / "var/lib/kubelet/device-plugins").exists()
+
+
+async def test_roots_that_cannot_hold_a_node_are_refused(short_root: Path) -> None:
     deep = short_root / ("x" * 80)
-    with pytest.raises(SimError, match="longer than 107 bytes"):
+    with pytest.raises(SimError, match=r"is too long a root: its socket var/lib/kubelet/device-plugins/kubelet\.sock"):
         await SimNode(deep, default_scenario()).start()
+    assert not deep.exists()
+    a_file = short_root / "f"
+    a_file.write_text("x")
+    with pytest.raises(SimError, match="is not a directory"):
+        await SimNode(a_file, default_scenario()).start()
+    assert a_file.read_text() == "x"
 
 
-async def test_stop_removes_every_socket_and_keeps_the_state(short_root: Path) -> None:
+async def test_stop_removes_what_it_made_and_keeps_what_was_there(short_root: Path) -> None:
+    # GIVEN a root of empty directories a person made beforehand (no files)
+    (short_root / "var/log").mkdir(parents=True)
     async with SimNode(short_root, default_scenario()) as n:
         await n.ready(WAIT)
-    assert layout(short_root) == ([], True)
+        assert layout(short_root)[1]
+    # THEN the node's files and directories are gone, the person's directories stay, and the root can be used again
+    assert tree(short_root) == ["var", "var/log"]
+    async with SimNode(short_root, default_scenario()) as n:
+        await n.ready(WAIT)
+
+
+async def test_a_new_root_is_made_and_removed(short_root: Path) -> None:
+    root = short_root / "new"
+    async with SimNode(root, default_scenario()) as n:
+        await n.ready(WAIT)
+        assert root.is_dir()
+    assert not root.exists()
 
 
 def test_sim_node_fixture_serves_callers_on_other_loops(sim_node) -> None:

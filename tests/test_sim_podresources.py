@@ -350,7 +350,7 @@ async def test_start_replaces_a_stale_socket_file(sock: str):
 def test_start_refuses_to_delete_a_file_that_is_not_a_socket(sock: str):
     os.makedirs(os.path.dirname(sock))
     Path(sock).write_text("not mine\n")
-    with pytest.raises(OSError, match="exists and is not a socket"):
+    with pytest.raises(OSError, match="is taken: a regular file is there"):
         asyncio.run(PodResourcesServer(sock, Node()).start())
     assert Path(sock).read_text() == "not mine\n"
 

@@ -9,6 +9,7 @@ import os
 import pty
 import re
 import select
+import signal
 import struct
 import subprocess
 import sys
@@ -179,3 +180,45 @@ def test_textual_is_imported_only_by_the_app(code: str, allowed: bool) -> None:
     probe = f"{code}; import sys, json; print(json.dumps(sorted(m for m in sys.modules if m.startswith('textual'))))"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
     assert bool(json.loads(out.stdout)) == allowed
+
+
+@pytest.mark.parametrize("terminal_gone", [False, True])
+def test_a_hang_up_ends_the_demo_restores_the_terminal_and_removes_its_root(terminal_gone: bool) -> None:
+    """SIGHUP (the SSH session dropped) ends the demo as q does: terminal restored, temporary root removed."""
+    term = Terminal("demo")
+    term.wait_for("serving")
+    roots = [p for p in Path("/tmp").glob("devctl-demo-*") if owner_pid(p) == term.process.pid]
+    assert len(roots) == 1
+    before = term.mark()
+    if terminal_gone:
+        os.close(term.fd)  # the far end of the terminal is gone: every write to it fails
+        term.fd = os.open(os.devnull, os.O_RDONLY)
+    term.process.send_signal(signal.SIGHUP)
+    assert term.wait_exit() == 128 + signal.SIGHUP
+    assert not roots[0].exists()
+    if not terminal_gone:
+        assert b"\x1b[?1049l" in term.output[before:], "the alternate screen is left: the terminal is restored"
+        assert "Traceback" not in term.text
+
+
+def owner_pid(root: Path) -> int | None:
+    try:
+        return json.loads((root / ".devctl-owner").read_text())["pid"]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_a_stop_signal_ends_tui_plugin_and_removes_its_sockets(sim_node: SimHandle, tmp_path: Path, sig: int) -> None:
+    config = tmp_path / "fpga.yaml"
+    config.write_text("name: example.com/fpga\ncount: 2\n")
+    socket = Path(sim_node.paths.plugins_dir, "devctl-example.com-fpga.sock")
+    control = Path(sim_node.root, "run/devctl/plugins/devctl-example.com-fpga.sock.ctl")
+    term = Terminal("--root", str(sim_node.root), "tui", "--plugin", str(config))
+    term.wait_for("example.com/fpga")
+    assert socket.exists() and control.exists()
+    before = term.mark()
+    term.process.send_signal(sig)
+    assert term.wait_exit() == 128 + sig
+    assert b"\x1b[?1049l" in term.output[before:]
+    assert not socket.exists() and not control.exists()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from typing import Annotated
 
@@ -11,8 +12,8 @@ import typer
 # typer carries its own copy of click (typer._click); its usage errors are these.
 from typer._click.exceptions import ClickException
 
-from devctl import __version__
-from devctl.cli import call, completion, doctor, plugin, read, sim, tui, watch
+from devctl import __version__, quiet_interrupt
+from devctl.cli import call, completion, doctor, grpclog, plugin, read, sim, tui, watch
 from devctl.cli.common import ExitCode, GlobalOptions, escape_unencodable, setup_logging
 from devctl.cli.lazy import LazyGroup, commands
 from devctl.escape import escape
@@ -125,6 +126,7 @@ def main_options(
     ] = False,
 ) -> None:
     setup_logging(verbose)
+    grpclog.quiet()  # before any command imports grpc
     ctx.obj = GlobalOptions(
         root=root,
         kubelet_dir=kubelet_dir,
@@ -143,6 +145,8 @@ for _group in (read, doctor, call, watch, plugin, sim, tui, completion):
 
 
 def main() -> None:
+    if signal.getsignal(signal.SIGINT) is quiet_interrupt:  # the imports are done: Ctrl-C is KeyboardInterrupt again
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     completion.enable_runtime_completion()
     escape_unencodable()
     try:

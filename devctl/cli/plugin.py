@@ -7,7 +7,6 @@ are imported inside the commands so that `devctl --help` stays fast.
 from __future__ import annotations
 
 import logging
-import signal
 from enum import Enum
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -17,6 +16,7 @@ from devctl.cli.common import ExitCode, GlobalOptions, fail, options, run, say
 from devctl.escape import escape
 
 if TYPE_CHECKING:
+    from devctl.cli.signals import Stopper
     from devctl.plugin.spec import PluginSpec
 
 plugin_app = typer.Typer(
@@ -38,7 +38,8 @@ def serve(
         str | None, typer.Option("--resource", help="Extended resource name, e.g. example.com/gpu.")
     ] = None,
     count: Annotated[
-        int | None, typer.Option("--count", min=0, help="Serve N devices named <name part>-0 … -N-1.")
+        int | None,
+        typer.Option("--count", min=0, help="Serve N devices named <name part>-0 … -N-1 (at most 100,000)."),
     ] = None,
     device: Annotated[
         list[str] | None, typer.Option("--device", help="A device ID[@NUMA[+NUMA]]; repeat for more.")
@@ -47,7 +48,8 @@ def serve(
         str | None, typer.Option("--config", help="YAML file shaped like a scenario `resources:` entry.")
     ] = None,
     socket: Annotated[
-        str | None, typer.Option("--socket", help="Socket file name in the plugins dir [devctl-<resource>.sock].")
+        str | None,
+        typer.Option("--socket", help="Socket file name in the plugins dir, no '/' [devctl-<resource>.sock]."),
     ] = None,
     preferred: Annotated[
         bool | None, typer.Option("--preferred/--no-preferred", help="Offer GetPreferredAllocation [on].")
@@ -64,7 +66,7 @@ def serve(
         bool, typer.Option("--no-register", help="Only serve the socket; do not register with the kubelet.")
     ] = False,
 ) -> None:
-    """Serve a device plugin until SIGINT/SIGTERM, then remove its socket.
+    """Serve a device plugin until SIGINT, SIGTERM or SIGHUP, then remove its sockets.
 
     It serves on a socket in the plugins dir, then registers with kubelet.sock,
     and registers again whenever the kubelet restarts. It refuses a resource that
@@ -79,7 +81,10 @@ def serve(
     except (SpecError, OSError) as e:
         fail(str(e))
     logging.getLogger("devctl.plugin").setLevel(logging.DEBUG if opts.verbose else logging.INFO)
-    run(_serve(spec, opts, register=not no_register, force=force))
+    from devctl.cli.signals import run_until_signal
+
+    code = run_until_signal(lambda stopper: _serve(spec, opts, stopper, register=not no_register, force=force))
+    raise typer.Exit(code)
 
 
 def build_spec(
@@ -95,10 +100,12 @@ def build_spec(
     """The PluginSpec the flags describe: the config file first, then each flag given on top of it."""
     from dataclasses import replace
 
-    from devctl.plugin.spec import SpecError, counted_devices, parse_device, spec_from_mapping
+    from devctl.plugin.spec import SpecError, counted_devices, parse_device, socket_name_error, spec_from_mapping
 
     if count is not None and devices:
         raise SpecError("give either --count or --device, not both")
+    if socket is not None and (why := socket_name_error(socket)) is not None:
+        raise SpecError(f"--socket: {why}")
     data: dict[str, Any] = {}
     if config is not None:
         data = _load_config(config)
@@ -138,17 +145,19 @@ def _load_config(path: str) -> dict[str, Any]:
 
     from devctl.plugin.spec import SpecError
 
-    with open(path, encoding="utf-8") as f:
-        try:
+    try:
+        with open(path, encoding="utf-8") as f:
             data = yaml.safe_load(f)
-        except yaml.YAMLError as e:
-            raise SpecError(f"{path}: not valid YAML: {str(e).splitlines()[0]}") from None
+    except OSError as e:
+        raise SpecError(f"cannot read {path}: {e.strerror or e}") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as e:
+        raise SpecError(f"{path}: not valid YAML: {str(e).splitlines()[0]}") from None
     if not isinstance(data, dict):
         raise SpecError(f"{path}: expected a mapping like a scenario `resources:` entry")
     return data
 
 
-async def _serve(spec: PluginSpec, opts: GlobalOptions, *, register: bool, force: bool) -> None:
+async def _serve(spec: PluginSpec, opts: GlobalOptions, stopper: Stopper, *, register: bool, force: bool) -> int:
     import asyncio
 
     from devctl.plugin.control import default_control_dir
@@ -165,23 +174,24 @@ async def _serve(spec: PluginSpec, opts: GlobalOptions, *, register: bool, force
                 "would take it from that plugin (use --force to do it anyway)"
             )
     server = DevicePluginServer(spec, paths.plugins_dir, register=register, control_dir=control_dir)
-    stopping = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stopping.set)
     try:
-        await server.start()
-    except (ServeError, OSError) as e:
-        await server.stop()
-        fail(str(e))
-    say(
-        f"serving {spec.resource} ({len(spec.devices)} devices) on {server.socket_path}; "
-        f"stop with Ctrl-C. Try: devctl plugin set-health {spec.resource} ID unhealthy"
-    )
-    try:
-        await stopping.wait()
+        try:
+            await server.start()
+        except (ServeError, OSError) as e:
+            fail(str(e))
+        say(
+            f"serving {spec.resource} ({len(spec.devices)} devices) on {server.socket_path}; "
+            f"stop with Ctrl-C. Try: devctl plugin set-health {spec.resource} ID unhealthy"
+        )
+        await asyncio.Event().wait()  # until a stop signal cancels this task
+    except asyncio.CancelledError:
+        if stopper.received is None:
+            raise
+        return int(ExitCode.OK)  # a stop signal is how a plugin ends
     finally:
+        stopper.stopping()
         await server.stop()
+    return int(ExitCode.OK)
 
 
 def _control(ctx: typer.Context, resource: str, request: dict[str, Any]) -> None:
@@ -224,8 +234,23 @@ def add(
         parsed = parse_device(device)
     except SpecError as e:
         fail(str(e))
+    _refuse_absent_numa(options(ctx).paths().sysfs, parsed.numa_nodes)
     _control(ctx, resource, {"op": "add", "id": parsed.id, "numa": list(parsed.numa_nodes), "health": health.value})
     print(escape(f"{resource} {parsed.id}: added"))
+
+
+def _refuse_absent_numa(sysfs: str, nodes: tuple[int, ...]) -> None:
+    """Usage error when the host (its sysfs) has no such NUMA node; no check when sysfs says nothing."""
+    from devctl.node.sysfs import TopologyError, read_topology
+
+    try:
+        known = {n.id for n in read_topology(sysfs, use_udev=False).numa_nodes}
+    except TopologyError:
+        return
+    absent = [n for n in nodes if n not in known]
+    if known and absent:
+        have = ", ".join(str(n) for n in sorted(known))
+        fail(f"NUMA node {absent[0]} does not exist on this host (its nodes: {have}; read from {sysfs})")
 
 
 @plugin_app.command("remove")

@@ -12,20 +12,19 @@ from __future__ import annotations
 import logging
 import os
 import shlex
-import shutil
 import signal
 import sys
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from typer.core import TyperGroup
 
-from devctl.cli.common import ExitCode, fail, options, run, say
+from devctl.cli.common import ExitCode, GlobalOptions, fail, options, run, say
 from devctl.escape import escape
 
 if TYPE_CHECKING:
+    from devctl.cli.signals import Stopper
     from devctl.sim.scenario import Scenario
 
 # Where the group keeps what followed "--" (click would take its first word for a subcommand).
@@ -63,7 +62,12 @@ def sim(
     ] = None,
     root: Annotated[
         str | None,
-        typer.Option("--root", metavar="DIR", help="Root of the simulated node [global --root, else a temp dir]."),
+        typer.Option(
+            "--root",
+            metavar="DIR",
+            help="Root of the simulated node: a new or empty directory [global --root, else a fresh temp dir; "
+            "never DEVCTL_ROOT].",
+        ),
     ] = None,
 ) -> None:
     """Run a simulated node (kubelet, device plugins, pods) on real sockets under one root.
@@ -85,69 +89,96 @@ def sim(
     except ScenarioError as e:
         fail(f"scenario: {e}")
     opts = options(ctx)
-    chosen = root or opts.root
-    temp = chosen is None
-    # Short, under /tmp: every socket path of the node must fit in 107 bytes.
-    node_root = Path(tempfile.mkdtemp(prefix="devctl-sim-", dir="/tmp") if temp else chosen)
+    given = root or _global_root_given(ctx, opts)
+    if given is None and os.environ.get("DEVCTL_ROOT"):
+        # Most often exported from another sim: that root is in use, and a root is never taken from the environment.
+        print(
+            f"devctl: sim: starting a fresh node; DEVCTL_ROOT={os.environ['DEVCTL_ROOT']} from the environment "
+            "is not used as its root (give --root DIR for that)",
+            file=sys.stderr,
+        )
     if opts.verbose:
         logging.getLogger("devctl").setLevel(logging.DEBUG)
     elif command is None:
         # In the foreground the simulator's log is what a kubelet's journal would show.
         for name in ("devctl.sim", "devctl.plugin"):
             logging.getLogger(name).setLevel(logging.INFO)
-    try:
-        code = run(_serve(node_root, node_scenario, command))
-    finally:
-        if temp:
-            shutil.rmtree(node_root, ignore_errors=True)
+    from devctl.cli.signals import run_until_signal
+
+    code = run_until_signal(lambda stopper: _serve(Path(given) if given else None, node_scenario, command, stopper))
     raise typer.Exit(code)
 
 
-async def _serve(root: Path, scenario: Scenario, command: list[str] | None) -> int:
+def _global_root_given(ctx: typer.Context, opts: GlobalOptions) -> str | None:
+    """``devctl --root DIR sim``: the global option when typed on the command line, never DEVCTL_ROOT."""
+    from click.core import ParameterSource
+
+    top = ctx.find_root()
+    return opts.root if top.get_parameter_source("root") == ParameterSource.COMMANDLINE else None
+
+
+async def _serve(root: Path | None, scenario: Scenario, command: list[str] | None, stopper: Stopper) -> int:
+    """Run the node until a stop signal (or the command's end); the exit code.
+
+    A stop signal before the node is ready ends it with 128+N; once it runs,
+    a stop signal is its normal end (0). Everything it made is removed on the way out.
+    """
     import asyncio
 
+    from devctl.made import Made
     from devctl.plugin.server import ServeError
+    from devctl.sim import temproot
     from devctl.sim.node import SimError, SimNode
 
-    node = SimNode(root, scenario)
-    stopping = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stopping.set)
+    made = Made()
+    ready = False
     try:
+        node_root = root if root is not None else temproot.create("devctl-sim-", made)
+        node = SimNode(node_root, scenario, made=made)
         try:
-            await node.start()
-        except SimError as e:  # the root cannot hold a simulated node: a usage problem
-            say(f"sim: {e}")
-            return int(ExitCode.USAGE)
-        except (ServeError, OSError, ValueError) as e:  # a socket that cannot be served
-            say(f"sim: {e}")
-            return int(ExitCode.FINDINGS)
-        try:
-            await node.ready(READY_TIMEOUT)
-        except SimError as e:
-            say(f"sim: {e}")
-            return int(ExitCode.FINDINGS)
-        failed = node.device_manager.failed
-        for (namespace, name), why in failed.items():
-            say(f"sim: pod {namespace}/{name} not admitted: {why}")
-        if command is not None:
-            return await _run_command(command, root)
-        print(f"export DEVCTL_ROOT={shlex.quote(str(root))}", flush=True)
-        say(
-            f"simulated node at {root}: {len(node.plugins)} device plugins, "
-            f"{len(node.device_manager.running_pods())} pods running; stop with Ctrl-C. "
-            "From another shell: devctl sim restart-kubelet"
-        )
-        await stopping.wait()
-        return int(ExitCode.OK)
+            try:
+                await node.start()
+            except SimError as e:  # the root cannot hold a simulated node: a usage problem
+                say(f"sim: {e}")
+                return int(ExitCode.USAGE)
+            except (ServeError, OSError, ValueError) as e:  # a socket that cannot be served
+                say(f"sim: {e}")
+                return int(ExitCode.FINDINGS)
+            try:
+                await node.ready(READY_TIMEOUT)
+            except SimError as e:
+                say(f"sim: {e}")
+                return int(ExitCode.FINDINGS)
+            ready = True
+            failed = node.device_manager.failed
+            for (namespace, name), why in failed.items():
+                say(f"sim: pod {namespace}/{name} not admitted: {why}")
+            if command is not None:
+                return await _run_command(command, node_root, stopper)
+            print(f"export DEVCTL_ROOT={shlex.quote(str(node_root))}", flush=True)
+            say(
+                f"simulated node at {node_root}: {len(node.plugins)} device plugins, "
+                f"{len(node.device_manager.running_pods())} pods running; stop with Ctrl-C. "
+                "From another shell: devctl sim restart-kubelet"
+            )
+            await asyncio.Event().wait()  # until a stop signal cancels this task
+            return int(ExitCode.OK)
+        except asyncio.CancelledError:
+            if stopper.received is None:
+                raise
+            return int(ExitCode.OK) if ready else stopper.exit_code
+        finally:
+            stopper.stopping()  # later signals must not cut the cleanup short
+            await node.stop()
     finally:
-        await node.stop()
+        made.remove()
 
 
 def _command_env(root: Path) -> dict[str, str]:
     """The command's environment: this node's root, no other path override, and this devctl on PATH."""
-    env = {k: v for k, v in os.environ.items() if k not in _PATH_VARS}
+    from devctl.cli import grpclog
+
+    env = {k: v for k, v in grpclog.child_env(os.environ).items() if k not in _PATH_VARS}
     env["DEVCTL_ROOT"] = str(root)
     # `devctl sim -- devctl ls` must find this devctl even from a venv that is not activated.
     bindir = os.path.dirname(sys.executable)
@@ -156,7 +187,7 @@ def _command_env(root: Path) -> dict[str, str]:
     return env
 
 
-async def _run_command(command: list[str], root: Path) -> int:
+async def _run_command(command: list[str], root: Path, stopper: Stopper) -> int:
     import asyncio
 
     try:
@@ -167,10 +198,15 @@ async def _run_command(command: list[str], root: Path) -> int:
     except PermissionError:
         say(f"sim: {command[0]}: permission denied")
         return 126
-    loop = asyncio.get_running_loop()
-    # Ctrl-C reaches the command too (same process group): its exit decides. SIGTERM is passed on.
-    loop.add_signal_handler(signal.SIGINT, lambda: None)
-    loop.add_signal_handler(signal.SIGTERM, lambda: proc.returncode is None and proc.send_signal(signal.SIGTERM))
+
+    def pass_on(sig: signal.Signals) -> None:
+        # Ctrl-C reaches the command too (same process group): its exit decides. SIGTERM and SIGHUP are passed on.
+        if sig != signal.SIGINT and proc.returncode is None:
+            proc.send_signal(sig)
+
+    stopper.on_signal(pass_on)
+    if stopper.received is not None and stopper.received != signal.SIGINT:
+        pass_on(stopper.received)  # it came while the command was being started
     code = await proc.wait()
     return 128 - code if code < 0 else code  # killed by signal N: 128+N, as a shell reports it
 

@@ -7,8 +7,6 @@ simulator are imported inside the commands, so that no other command (and not
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -17,6 +15,7 @@ import typer
 from devctl.cli.common import ExitCode, GlobalOptions, fail, options, run
 
 if TYPE_CHECKING:
+    from devctl.cli.signals import Stopper
     from devctl.plugin.spec import PluginSpec
     from devctl.sim.scenario import Scenario
     from devctl.tui.feeds import Feed
@@ -51,7 +50,9 @@ def tui(
             fail("--plugin needs the live node; it cannot be combined with --from")
         run(_run_app(_snapshot_feed(opts.from_file), f"snapshot {Path(opts.from_file).name}"))
         return
-    run(_tui(opts, specs, force))
+    from devctl.cli.signals import run_until_signal
+
+    raise typer.Exit(run_until_signal(lambda stopper: _tui(opts, specs, force, stopper)))
 
 
 def demo(
@@ -62,7 +63,8 @@ def demo(
 ) -> None:
     """The TUI on a simulated node (the default scenario), with its plugins under your keys.
 
-    Everything runs in this process on real sockets in a temporary root, removed on exit.
+    Everything runs in this process on real sockets in a temporary root, removed on exit
+    (on SIGTERM or SIGHUP too; a root left by a killed demo goes at the next start).
     In the devices view: h flips a device's health, a adds a device, x removes one.
     """
     from devctl.sim.scenario import ScenarioError, default_scenario, load_scenario
@@ -72,7 +74,9 @@ def demo(
         chosen = load_scenario(scenario) if scenario else default_scenario()
     except (ScenarioError, OSError) as e:
         fail(str(e))
-    run(_demo(opts, chosen))
+    from devctl.cli.signals import run_until_signal
+
+    raise typer.Exit(run_until_signal(lambda stopper: _demo(opts, chosen, stopper)))
 
 
 def _plugin_spec(path: str) -> PluginSpec:
@@ -95,16 +99,30 @@ def _snapshot_feed(path: str) -> Feed:
         fail(str(e), ExitCode.NO_SOURCE)
 
 
-async def _run_app(feed: Feed, label: str) -> None:
-    """Run the app on this loop with every log record going to its event log instead of the terminal."""
+async def _run_app(feed: Feed, label: str, stopper: Stopper | None = None) -> None:
+    """Run the app on this loop with every log record going to its event log instead of the terminal.
+
+    With ``stopper``, a stop signal (SIGTERM, SIGHUP: the SSH session dropped)
+    exits the app as ``q`` does, so that it restores the terminal, and then the
+    caller's cleanup runs.
+    """
     from devctl.tui.app import make_app
     from devctl.tui.feeds import captured_logs
 
     with captured_logs() as logs:
-        await make_app(feed, label=label, logs=logs).run_async()
+        app = make_app(feed, label=label, logs=logs)
+        if stopper is not None:
+            if stopper.received is not None:
+                return  # it came while the node or plugins were starting
+            stopper.on_signal(lambda sig: app.exit())
+        try:
+            await app.run_async()
+        finally:
+            if stopper is not None:
+                stopper.stopping()
 
 
-async def _tui(opts: GlobalOptions, specs: list[PluginSpec], force: bool) -> None:
+async def _tui(opts: GlobalOptions, specs: list[PluginSpec], force: bool, stopper: Stopper) -> int:
     from devctl.plugin.control import default_control_dir
     from devctl.plugin.guard import live_server_for
     from devctl.plugin.server import DevicePluginServer, ServeError
@@ -133,33 +151,38 @@ async def _tui(opts: GlobalOptions, specs: list[PluginSpec], force: bool) -> Non
         controls = PluginControls(servers) if servers else None
         # A real node's plugins may list thousands of devices: follow them in a child process.
         feed = NodeFeed(paths, opts.timeout, controls=controls, watch_subprocess=True)
-        await _run_app(feed, f"node {paths.root}")
+        await _run_app(feed, f"node {paths.root}", stopper)
     finally:
+        stopper.stopping()
         for server in servers.values():
             await server.stop()
+    return stopper.exit_code
 
 
-async def _demo(opts: GlobalOptions, scenario: Scenario) -> None:
+async def _demo(opts: GlobalOptions, scenario: Scenario, stopper: Stopper) -> int:
+    from devctl.made import Made
+    from devctl.sim import temproot
     from devctl.sim.node import SimError, SimNode
     from devctl.tui.feeds import NodeFeed, PluginControls
 
-    # A short path under /tmp: a unix socket path has at most 107 bytes.
-    root = Path(tempfile.mkdtemp(prefix="devctl-demo-", dir="/tmp"))
+    made = Made()
     try:
-        node = SimNode(root, scenario)
+        # A short path under /tmp: a unix socket path has at most 107 bytes.
+        node = SimNode(temproot.create("devctl-demo-", made), scenario, made=made)
         try:
-            await node.start()
-            await node.ready(DEMO_READY_TIMEOUT)
-        except SimError as e:
-            await node.stop()
-            fail(f"the simulated node did not start: {e}", ExitCode.NO_SOURCE)
-        try:
+            try:
+                await node.start()
+                await node.ready(DEMO_READY_TIMEOUT)
+            except SimError as e:
+                fail(f"the simulated node did not start: {e}", ExitCode.NO_SOURCE)
             feed = NodeFeed(node.paths, opts.timeout, controls=PluginControls(node.plugins))
-            await _run_app(feed, "demo (simulated node)")
+            await _run_app(feed, "demo (simulated node)", stopper)
         finally:
+            stopper.stopping()
             await node.stop()
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        made.remove()
+    return stopper.exit_code
 
 
 def register(app: typer.Typer) -> None:

@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import stat
 import time
 from collections import deque
 from collections.abc import AsyncIterator
@@ -24,6 +23,7 @@ from dataclasses import dataclass, replace
 
 import grpc
 
+from devctl import grpcserver, made
 from devctl.api.deviceplugin.v1beta1 import api_pb2 as dp
 from devctl.api.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
 from devctl.model import Device, PluginOptions
@@ -64,17 +64,8 @@ class RpcRecord:
 
 
 def _identity(path: str) -> tuple[int, int] | None:
-    """Which socket file sits at ``path``, or None.
-
-    The inode alone is not enough (a deleted socket's inode is reused at once), so
-    the modification time, set when the socket is bound, tells a new socket from
-    the old one. Not the change time: a chmod of the socket changes that.
-    """
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_ino, st.st_mtime_ns) if stat.S_ISSOCK(st.st_mode) else None
+    """Which socket file sits at ``path`` (through a symlink: kubelet.sock may be one), or None."""
+    return made.socket_identity(path, follow_symlinks=True)
 
 
 class DevicePluginServer:
@@ -121,10 +112,18 @@ class DevicePluginServer:
     # --- lifecycle ----------------------------------------------------------------
 
     async def start(self) -> None:
-        """Serve, then register, then watch the plugins dir for a kubelet restart."""
+        """Serve, then register, then watch the plugins dir for a kubelet restart.
+
+        ServeError (one line) when the socket path is too long, or taken by a live
+        plugin or by anything that is not a socket: nothing there is removed.
+        """
+        try:
+            made.check_socket_path(self.socket_path)
+        except ValueError as e:
+            raise ServeError(str(e)) from None
         os.makedirs(self.plugins_dir, exist_ok=True)
         await self._refuse_live_socket()
-        await self._serve()
+        await self._serve(first=True)
         if self.control_dir is not None:
             self._control = ControlServer(self, self.control_dir)
             await self._control.start()
@@ -156,9 +155,11 @@ class DevicePluginServer:
         await self.stop()
 
     async def _refuse_live_socket(self) -> None:
-        # gRPC unlinks whatever sits at a unix path before it binds, which would
+        # gRPC unlinks any socket at a unix path before it binds, which would
         # silently take the socket of a plugin that is still serving.
-        if _identity(self.socket_path) is None:
+        if made.socket_identity(self.socket_path) is None:
+            if (taken := made.what_is_at(self.socket_path)) != "nothing":
+                raise ServeError(f"{self.socket_path} is taken: {taken} is there (devctl removes only its own sockets)")
             return
         try:
             _, writer = await asyncio.wait_for(asyncio.open_unix_connection(self.socket_path), 1.0)
@@ -167,17 +168,25 @@ class DevicePluginServer:
         writer.close()
         raise ServeError(f"{self.socket_path} is already served by a live process; choose another --socket")
 
-    async def _serve(self) -> None:
+    async def _serve(self, first: bool = False) -> None:
         server = grpc.aio.server()
         dp_grpc.add_DevicePluginServicer_to_server(_Servicer(self), server)
         try:
             server.add_insecure_port(f"unix:{self.socket_path}")
-        except RuntimeError as e:
-            raise ServeError(f"cannot serve on {self.socket_path}: {e}") from None
-        await server.start()
-        self._server = server
-        self._socket_id = _identity(self.socket_path)
-        self.log.info("serving %s on %s (%d devices)", self.spec.resource, self.socket_path, len(self._devices))
+        except RuntimeError:
+            # gRPC's own message only says that binding failed; say what is in the way.
+            raise ServeError(f"cannot bind {self.socket_path}: {made.bind_failure(self.socket_path)}") from None
+        self._socket_id = made.socket_identity(self.socket_path)  # bound by add_insecure_port
+        self._server = server  # before it starts: a cancelled start still leaves it for stop() to shut down
+        await grpcserver.start(server)
+        # The first time, whoever started the plugin says "serving"; a re-serve after a kubelet restart is news.
+        self.log.log(
+            logging.DEBUG if first else logging.INFO,
+            "serving %s on %s (%d devices)",
+            self.spec.resource,
+            self.socket_path,
+            len(self._devices),
+        )
 
     async def _stop_server(self) -> None:
         for stream in self._streams:
@@ -186,9 +195,7 @@ class DevicePluginServer:
             await self._server.stop(STOP_GRACE)
             self._server = None
         # gRPC unlinks the path on shutdown in most cases; if our socket is still there, remove it ourselves.
-        if self._socket_id is not None and _identity(self.socket_path) == self._socket_id:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.socket_path)
+        made.unlink_socket(self.socket_path, self._socket_id)
         self._socket_id = None
 
     # --- registration and kubelet restarts ------------------------------------------
@@ -250,8 +257,8 @@ class DevicePluginServer:
         # A restarting kubelet deletes every socket in the plugins dir, ours too
         # (pkg/kubelet/cm/devicemanager/manager.go, removeContents), then creates
         # kubelet.sock again and forgets every plugin until it registers again.
-        if self._server is None or _identity(self.socket_path) != self._socket_id:
-            self.log.info("%s was removed; serving it again", self.socket_path)
+        if self._server is None or made.socket_identity(self.socket_path) != self._socket_id:
+            self.log.debug("%s was removed; serving it again", self.socket_path)
             # Note: gRPC unlinks whatever socket sits at the path when the old server
             # stops, so this must happen before the new server binds, never after.
             await self._stop_server()

@@ -18,6 +18,12 @@ from devctl.model import HEALTHY, Allocation, Device, DeviceNode, Mount
 _NAME_PART = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
+# Bounds checked when a spec is parsed, so that a typo (``--count 10**12``, a NUMA
+# ID of 20 digits) is a usage error instead of a process that grows without end
+# or a ListAndWatch reply that no int64 field can carry.
+MAX_DEVICES = 100_000  # per plugin; the kubelet itself slows to a crawl long before
+MAX_NUMA_NODE = 1023  # the kernel's largest MAX_NUMNODES (CONFIG_NODES_SHIFT=10)
+
 
 class SpecError(ValueError):
     """A plugin or scenario description that cannot be served."""
@@ -40,6 +46,32 @@ def resource_name_error(name: str) -> str | None:
             f"{name!r} is invalid: the name part must be 1-63 characters of [A-Za-z0-9-_.], alphanumeric at both ends"
         )
     return None
+
+
+def socket_name_error(name: str) -> str | None:
+    """Why ``name`` cannot be a plugin socket's file name in the plugins dir, or None if it can.
+
+    A plain file name only: a path (``/``) or ``..`` would serve, and later
+    remove, a socket outside the plugins dir.
+    """
+    if not name or "/" in name or "\0" in name or name in (".", ".."):
+        return f"socket {name!r} must be a plain file name in the plugins dir (no '/', not '.' or '..')"
+    return None
+
+
+def numa_node_error(node: int) -> str | None:
+    """Why ``node`` cannot be a NUMA node ID, or None if it can."""
+    if not 0 <= node <= MAX_NUMA_NODE:
+        return f"NUMA node {node} is out of range 0..{MAX_NUMA_NODE}"
+    return None
+
+
+def check_devices(resource: str, count: int) -> None:
+    """SpecError when a plugin would serve more than MAX_DEVICES devices (or a negative count)."""
+    if count < 0:
+        raise SpecError(f"{resource}: a device count cannot be negative ({count})")
+    if count > MAX_DEVICES:
+        raise SpecError(f"{resource}: {count} devices is more than the limit of {MAX_DEVICES:,} per plugin")
 
 
 def default_socket(resource: str) -> str:
@@ -65,6 +97,9 @@ class PluginSpec:
     def __post_init__(self) -> None:
         if not self.socket:
             object.__setattr__(self, "socket", default_socket(self.resource))
+        if (why := socket_name_error(self.socket)) is not None:
+            raise SpecError(why)
+        check_devices(self.resource, len(self.devices))
 
     def render_allocation(self, device_ids: Sequence[str]) -> Allocation:
         """The Allocate reply for these devices, with the template's placeholders filled in."""
@@ -97,28 +132,38 @@ def parse_device(text: str) -> Device:
         nodes = tuple(int(n) for n in numa.split("+")) if numa else ()
     except ValueError:
         raise SpecError(f"device {text!r}: NUMA nodes must be integers, as in GPU-0@0 or GPU-0@0+1") from None
-    return Device(id=ident, numa_nodes=nodes)
+    return Device(id=ident, numa_nodes=_checked(nodes, f"device {text!r}"))
+
+
+def _checked(nodes: tuple[int, ...], where: str) -> tuple[int, ...]:
+    for node in nodes:
+        if (why := numa_node_error(node)) is not None:
+            raise SpecError(f"{where}: {why}")
+    return nodes
 
 
 def counted_devices(resource: str, count: int, numa: Sequence[int | Sequence[int]] = ()) -> tuple[Device, ...]:
     """``count`` devices named ``<last part of the resource>-0`` …, with NUMA nodes taken in order."""
+    check_devices(resource, count)
     base = resource.rsplit("/", 1)[-1]
     out = []
     for i in range(count):
         nodes: tuple[int, ...] = ()
         if i < len(numa):
             n = numa[i]
-            nodes = (n,) if isinstance(n, int) else tuple(n)
+            nodes = _checked((n,) if isinstance(n, int) else tuple(n), resource)
         out.append(Device(id=f"{base}-{i}", numa_nodes=nodes))
     return tuple(out)
 
 
-def _numa(value: Any) -> tuple[int, ...]:
+def _numa(value: Any, where: str) -> tuple[int, ...]:
     if value is None:
         return ()
-    if isinstance(value, int):
-        return (value,)
-    return tuple(int(v) for v in value)
+    try:
+        nodes = (value,) if isinstance(value, int) else tuple(int(v) for v in value)
+    except (TypeError, ValueError):
+        raise SpecError(f"{where}: numa must be a NUMA node ID or a list of them, not {value!r}") from None
+    return _checked(nodes, where)
 
 
 def _allocation(data: Mapping[str, Any]) -> Allocation:
@@ -148,6 +193,8 @@ def spec_from_mapping(data: Mapping[str, Any]) -> PluginSpec:
     if (why := resource_name_error(name)) is not None:
         raise SpecError(why)
     if "devices" in data and data["devices"] is not None:
+        if len(data["devices"]) > MAX_DEVICES:  # before building any: the list itself may be huge
+            check_devices(name, len(data["devices"]))
         devices = []
         for d in data["devices"]:
             if isinstance(d, str):
@@ -156,12 +203,20 @@ def spec_from_mapping(data: Mapping[str, Any]) -> PluginSpec:
             if not isinstance(d, Mapping) or "id" not in d:
                 raise SpecError(f"{name}: each device needs an 'id'")
             devices.append(
-                Device(id=str(d["id"]), health=str(d.get("health", HEALTHY)), numa_nodes=_numa(d.get("numa")))
+                Device(
+                    id=str(d["id"]),
+                    health=str(d.get("health", HEALTHY)),
+                    numa_nodes=_numa(d.get("numa"), f"{name}: device {d['id']!r}"),
+                )
             )
         devs = tuple(devices)
     else:
         numa = data.get("numa") or ()
-        devs = counted_devices(name, int(data.get("count", 0)), [n if isinstance(n, int) else tuple(n) for n in numa])
+        try:
+            count = int(data.get("count", 0))
+        except (TypeError, ValueError):
+            raise SpecError(f"{name}: count must be a whole number, not {data.get('count')!r}") from None
+        devs = counted_devices(name, count, [n if isinstance(n, int) else tuple(n) for n in numa])
     ids = [d.id for d in devs]
     if len(set(ids)) != len(ids):
         raise SpecError(f"{name}: device IDs must be unique")

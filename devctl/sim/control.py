@@ -47,6 +47,8 @@ async def request(root: str, message: Mapping[str, Any], timeout: float) -> dict
     try:
         return await control.request(control_socket(root), message, timeout)
     except control.NotListening as e:
-        raise SimNotRunning(f"no simulated node runs at {root} ({e}); start one with: devctl sim") from None
+        raise SimNotRunning(f"no simulated node runs at {root} ({e.reason}); start one with: devctl sim") from None
+    except control.AccessDenied as e:
+        raise SimNotRunning(f"the simulated node at {root} refused: {e.reason} (it runs as another user)") from None
     except control.ControlSocketError as e:
-        raise SimNotRunning(f"the simulated node at {root} did not answer ({e})") from None
+        raise SimNotRunning(f"the simulated node at {root} did not answer ({e.reason})") from None

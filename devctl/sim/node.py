@@ -13,6 +13,12 @@ so that ``DEVCTL_ROOT=<root>`` points every devctl command at it:
 Each scenario resource is served by an in-process ``DevicePluginServer`` that
 registers with the simulated kubelet exactly as an external plugin would, and
 any other process that registers is served the same way.
+
+The root may be a host mount given by mistake, so the node only ever removes
+what it made in this run (``devctl.made``): it starts only on a root that holds
+no file it did not make (a new or empty directory, or one of empty
+directories), records every directory it creates, and removes exactly those
+when it stops. No marker from an earlier run is trusted.
 """
 
 from __future__ import annotations
@@ -21,11 +27,12 @@ import asyncio
 import contextlib
 import logging
 import os
-import shutil
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from devctl.made import MAX_SOCKET_PATH, Made
 from devctl.node.paths import resolve_paths
 from devctl.plugin.control import control_path, default_control_dir
 from devctl.plugin.server import DevicePluginServer
@@ -37,11 +44,6 @@ from devctl.sim.scenario import PodSpec, Scenario
 from devctl.sim.sysfs import write_topology
 
 log = logging.getLogger("devctl.sim")
-
-# sockaddr_un.sun_path holds 108 bytes with the terminating NUL.
-MAX_SOCKET_PATH = 107
-# Marks a root made by the simulator: only such a root, or an empty one, is ever cleaned.
-MARKER = "run/devctl/sim-root"
 
 
 class SimError(Exception):
@@ -95,12 +97,22 @@ class SimNode:
     """A simulated node under ``root``; use as ``async with SimNode(root, scenario) as node: await node.ready()``.
 
     ``grace_period`` is how long a resource whose plugin went away keeps its
-    capacity (the kubelet's 5 minutes; tests shorten it). All methods run on the
-    loop that started the node.
+    capacity (the kubelet's 5 minutes; tests shorten it). ``made`` is the record
+    of what this run created, when the caller created the root itself (a
+    temporary root); what it holds may be in the root, and is removed with the
+    node's own files on stop. All methods run on the loop that started the node.
     """
 
-    def __init__(self, root: Path, scenario: Scenario, *, grace_period: float = DEFAULT_GRACE_PERIOD):
+    def __init__(
+        self,
+        root: Path,
+        scenario: Scenario,
+        *,
+        grace_period: float = DEFAULT_GRACE_PERIOD,
+        made: Made | None = None,
+    ):
         self.root = Path(root)
+        self.made = made if made is not None else Made()
         self.scenario = scenario
         self.grace_period = grace_period
         self.paths = resolve_paths(root=str(self.root), env={})
@@ -129,23 +141,27 @@ class SimNode:
         await self.stop()
 
     async def start(self) -> None:
-        """Lay out the root, start the kubelet and the plugins, and begin admitting pods (see ``ready``)."""
-        self._check_root()
-        self._check_socket_paths()
+        """Lay out the root, start the kubelet and the plugins, and begin admitting pods (see ``ready``).
+
+        SimError (one line) when the root cannot hold a node: too long for its
+        sockets, a node already runs there, or it holds files this run did not make.
+        """
+        self._check_root_path()
         with contextlib.suppress(SimNotRunning):
             await request(str(self.root), {"op": "info"}, 1.0)
             raise SimError(f"a simulated node already runs at {self.root}; stop it or choose another root")
+        self._check_root()
         try:
-            self._prepare_root()
-        except OSError as e:
-            raise SimError(f"cannot lay out a node under {self.root}: {e.strerror or e}") from None
-        try:
+            try:
+                self._prepare_root()
+            except OSError as e:
+                raise SimError(f"cannot lay out a node under {self.root}: {e.strerror or e}") from None
             self._kubelet = _Kubelet(self)
             await self._kubelet.start(running=None)
             for spec in self.scenario.resources:
                 plugin = DevicePluginServer(spec, self.paths.plugins_dir, control_dir=self.control_dir)
+                self.plugins[spec.resource] = plugin  # before it starts: stop() must reach a half-started one
                 await plugin.start()
-                self.plugins[spec.resource] = plugin
             self._control = SimControlServer(
                 self.control_socket, {"info": self._ctl_info, "restart-kubelet": self._ctl_restart}
             )
@@ -157,7 +173,7 @@ class SimNode:
         log.info("simulated node at %s: %d resources, %d pods", self.root, len(self.plugins), len(self.scenario.pods))
 
     async def stop(self) -> None:
-        """Stop everything and remove every socket; the rest of the root (checkpoint, sys, pod dirs) stays."""
+        """Stop everything, then remove what this run made under the root (and nothing else). Safe to call twice."""
         if self._admission is not None:
             self._admission.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -172,6 +188,7 @@ class SimNode:
         for plugin in self.plugins.values():
             await plugin.stop()
         self.plugins.clear()
+        self.made.remove()
 
     async def ready(self, timeout: float = 10.0) -> None:
         """Wait until every plugin registered and every pod went through admission; SimError after ``timeout``."""
@@ -218,33 +235,58 @@ class SimNode:
     # --- the root -----------------------------------------------------------------------
 
     def _check_root(self) -> None:
+        """SimError unless the root is new, or ours and holds nothing but directories and what this run made."""
+        try:
+            st = os.lstat(self.root)
+        except FileNotFoundError:
+            return
+        except OSError as e:
+            raise SimError(f"cannot use {self.root} as a root: {e.strerror or e}") from None
+        if not stat.S_ISDIR(st.st_mode):
+            raise SimError(f"{self.root} is not a directory; give a new or empty directory with --root")
+        if st.st_uid != os.geteuid():
+            raise SimError(f"{self.root} belongs to uid {st.st_uid}; give a directory of your own with --root")
+        try:
+            foreign = _first_foreign_file(str(self.root), self.made)
+        except OSError as e:
+            raise SimError(f"cannot read {e.filename or self.root}: {e.strerror or e}") from None
+        if foreign is not None:
+            raise SimError(
+                f"{self.root} holds files devctl sim did not make in this run (such as {foreign}); "
+                "give a new or empty directory with --root"
+            )
+
+    def _check_root_path(self) -> None:
+        """SimError for the real / and for a root too long for the node's socket paths."""
         if os.path.realpath(self.root) == "/":
             raise SimError("refusing to simulate a node over the real / ; choose an empty directory with --root")
-        kubelet_dir = Path(self.paths.kubelet_dir)
-        if kubelet_dir.is_dir() and any(kubelet_dir.iterdir()) and not (self.root / MARKER).exists():
-            raise SimError(f"{self.root} holds a kubelet directory devctl sim did not make; choose an empty directory")
-
-    def _check_socket_paths(self) -> None:
         sockets = [self.paths.kubelet_socket, self.paths.pod_resources, self.control_socket]
         for spec in self.scenario.resources:
             sockets.append(os.path.join(self.paths.plugins_dir, spec.socket))
             sockets.append(control_path(self.control_dir, spec.socket))
         for path in sockets:
-            if len(os.fsencode(os.path.abspath(path))) > MAX_SOCKET_PATH:
-                raise SimError(f"socket path {path} is longer than {MAX_SOCKET_PATH} bytes; choose a shorter root")
+            size = len(os.fsencode(os.path.abspath(path)))
+            if size > MAX_SOCKET_PATH:
+                inside = os.path.relpath(path, self.root)
+                raise SimError(
+                    f"{self.root} is too long a root: its socket {inside} would take {size} bytes, "
+                    f"over the {MAX_SOCKET_PATH} of a unix socket path; choose a shorter root"
+                )
 
     def _prepare_root(self) -> None:
-        marker = self.root / MARKER
-        marker.parent.mkdir(parents=True, exist_ok=True)
-        marker.touch()
+        # Every directory the node writes into is made here and recorded, so stop removes exactly these.
+        # The root held no file, so the node starts fresh: no pods ran here yet, and no checkpoint.
+        for directory in (
+            self.root,
+            self.paths.sysfs,
+            self.paths.plugins_dir,
+            os.path.dirname(self.paths.pod_resources),
+            os.path.join(self.paths.kubelet_dir, "pods"),
+            self.paths.pod_logs,
+            self.control_dir,
+        ):
+            self.made.makedirs(directory)
         write_topology(Path(self.paths.sysfs), self.scenario.numa_nodes, self.scenario.pci_devices)
-        # A fresh node: no pods ran here yet, and the device manager starts without a checkpoint.
-        for directory in (Path(self.paths.pod_logs), Path(self.paths.kubelet_dir, "pods")):
-            shutil.rmtree(directory, ignore_errors=True)
-            directory.mkdir(parents=True)
-        os.makedirs(self.paths.plugins_dir, exist_ok=True)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.paths.checkpoint)
 
     def _pod_dirs(self, pod: PodSpec) -> None:
         # What the kubelet makes for a pod it runs (pkg/kubelet/kubelet_pods.go, kuberuntime logs).
@@ -301,3 +343,21 @@ class SimNode:
             return {"ok": False, "error": str(e)}
         dm = self.device_manager
         return {"ok": True, "registered": [n for n in dm.resource_names() if dm.connected(n)]}
+
+
+def _first_foreign_file(root: str, made: Made) -> str | None:
+    """The first entry under ``root`` that is not a directory and that ``made`` did not record, or None.
+
+    Symlinks count as files and are never followed; an unreadable directory raises OSError.
+    """
+    pending = [root]
+    while pending:
+        with os.scandir(pending.pop()) as entries:
+            for entry in entries:
+                if entry.path in made:
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append(entry.path)
+                else:
+                    return entry.path
+    return None

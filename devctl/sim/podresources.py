@@ -10,15 +10,14 @@ turns it into the wire.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-import stat
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import Any, Protocol
 
 import grpc
 
+from devctl import grpcserver, made
 from devctl.api.podresources.v1 import api_pb2 as v1
 from devctl.api.podresources.v1 import api_pb2_grpc as v1_grpc
 from devctl.api.podresources.v1alpha1 import api_pb2 as v1alpha1
@@ -245,13 +244,14 @@ class PodResourcesServer:
         self.bucket = TokenBucket(rate, burst)
         self.rejected = 0
         self._server: grpc.aio.Server | None = None
+        self._identity: made.SocketId | None = None
 
     async def start(self) -> None:
         """Listen on the socket, replacing a stale socket file as the kubelet does."""
         if self._server is not None:
             return
         os.makedirs(os.path.dirname(self.socket_path), exist_ok=True)
-        _remove_socket(self.socket_path)
+        made.clear_for_bind(self.socket_path)  # a stale socket goes, as the kubelet's CreateListener does
         server = grpc.aio.server(
             interceptors=[_RateLimit(self)],
             # The kubelet sends replies of any size; clients must raise their receive limit.
@@ -263,10 +263,11 @@ class PodResourcesServer:
         try:
             server.add_insecure_port(f"unix:{self.socket_path}")
         except RuntimeError:
-            # grpc core gives no reason; the directory's permissions are the usual one.
-            raise OSError(f"{self.socket_path}: cannot listen on this socket") from None
-        await server.start()
-        self._server = server
+            # gRPC's own message gives no reason; say what is in the way.
+            raise OSError(f"cannot bind {self.socket_path}: {made.bind_failure(self.socket_path)}") from None
+        self._identity = made.socket_identity(self.socket_path)  # bound by add_insecure_port
+        self._server = server  # before it starts: a cancelled start still leaves it for stop() to shut down
+        await grpcserver.start(server)
         log.info("pod-resources (%s) serving on %s", self.api, self.socket_path)
 
     async def stop(self) -> None:
@@ -275,7 +276,8 @@ class PodResourcesServer:
             return
         server, self._server = self._server, None
         await server.stop(STOP_GRACE)
-        _remove_socket(self.socket_path)
+        made.unlink_socket(self.socket_path, self._identity)
+        self._identity = None
 
     async def __aenter__(self) -> PodResourcesServer:
         await self.start()
@@ -283,18 +285,3 @@ class PodResourcesServer:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
-
-
-def _remove_socket(path: str) -> None:
-    """Unlink a socket file left behind (pkg/kubelet/util/util_unix.go CreateListener does too).
-
-    Anything that is not a socket is left alone: it is not ours to delete.
-    """
-    try:
-        mode = os.lstat(path).st_mode
-    except FileNotFoundError:
-        return
-    if not stat.S_ISSOCK(mode):
-        raise OSError(f"{path}: exists and is not a socket")
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)

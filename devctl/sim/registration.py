@@ -11,7 +11,6 @@ follows the plugin's ListAndWatch. Errors reach the plugin as status UNKNOWN
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import time
@@ -19,6 +18,7 @@ from typing import Protocol
 
 import grpc
 
+from devctl import grpcserver, made
 from devctl.api.deviceplugin.v1beta1 import api_pb2 as dp
 from devctl.api.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
 from devctl.model import PluginOptions
@@ -70,17 +70,20 @@ class RegistrationServer:
         self.handler = handler
         self.dial_timeout = dial_timeout
         self._server: grpc.aio.Server | None = None
+        self._identity: made.SocketId | None = None
 
     async def start(self) -> None:
         os.makedirs(self.plugins_dir, exist_ok=True)
+        made.clear_for_bind(self.socket_path)
         server = grpc.aio.server()
         dp_grpc.add_RegistrationServicer_to_server(_Registration(self), server)
         try:
             server.add_insecure_port(f"unix:{self.socket_path}")
-        except RuntimeError as e:
-            raise OSError(f"{self.socket_path}: cannot listen on this socket ({e})") from None
-        await server.start()
-        self._server = server
+        except RuntimeError:
+            raise OSError(f"cannot bind {self.socket_path}: {made.bind_failure(self.socket_path)}") from None
+        self._identity = made.socket_identity(self.socket_path)  # bound by add_insecure_port
+        self._server = server  # before it starts: a cancelled start still leaves it for stop() to shut down
+        await grpcserver.start(server)
         log.info("kubelet: registration server listening on %s", self.socket_path)
 
     async def stop(self) -> None:
@@ -89,8 +92,8 @@ class RegistrationServer:
             return
         server, self._server = self._server, None
         await server.stop(STOP_GRACE)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.socket_path)
+        made.unlink_socket(self.socket_path, self._identity)
+        self._identity = None
 
     async def __aenter__(self) -> RegistrationServer:
         await self.start()

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from devctl.model import ClaimDevice, ContainerMemory, DynamicResource, Hugepages, NumaNode, PciDevice
-from devctl.plugin.spec import PluginSpec, SpecError, spec_from_mapping
+from devctl.plugin.spec import PluginSpec, SpecError, numa_node_error, spec_from_mapping
 from devctl.units import format_cpulist, parse_cpulist, parse_quantity
 
 # Namespaces and pod names are DNS names (a label and a subdomain): the kubelet's
@@ -221,8 +221,10 @@ def _numa_nodes(value: Any) -> tuple[NumaNode, ...]:
         if "id" not in entry:
             raise ScenarioError(f"{where}: needs an 'id'")
         node_id = _int(entry["id"], f"{where}.id")
-        if node_id < 0 or any(n.id == node_id for n in nodes):
-            raise ScenarioError(f"{where}.id: {node_id} is negative or used twice")
+        if (why := numa_node_error(node_id)) is not None:
+            raise ScenarioError(f"{where}.id: {why}")
+        if any(n.id == node_id for n in nodes):
+            raise ScenarioError(f"{where}.id: {node_id} is used twice")
         cpus = _cpus(entry.get("cpus"), f"{where}.cpus")
         for cpu in cpus:
             if cpu in seen_cpus:

@@ -1,0 +1,109 @@
+"""How the long-running commands end: on SIGINT, SIGTERM or SIGHUP, at any moment, exactly once.
+
+``plugin serve``, ``sim``, ``demo`` and ``tui --plugin`` hold sockets and
+temporary roots that must go when they end, however they end: Ctrl-C
+(SIGINT), a ``kill`` or a stopping service manager (SIGTERM), or a dropped SSH
+session (SIGHUP). ``run_until_signal`` installs one handler for all three as
+the first thing its event loop does; the first signal, whenever it comes
+(during start-up too), asks the command to stop: by default it cancels the
+command's main task, so its ``finally`` blocks remove what it made; a command
+may set another action for a phase (the TUI exits its app so that the
+terminal is restored; ``sim -- CMD`` passes the signal to CMD). Signals that
+follow while it stops are ignored, so cleanup is never cut short. A signal
+before the loop runs (while Python imports) ends the process before anything
+was made.
+
+A cancellation can be lost: ``asyncio.wait_for`` in Python 3.11 swallows it
+when the awaited thing finishes at the same moment (the "first Ctrl-C lost"
+of ``sim`` start-up). So the stopper cancels again every RECANCEL seconds until
+the command says it is stopping (``stopping()``, first thing in its cleanup).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Awaitable, Callable
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+RECANCEL = 0.5
+
+Action = Callable[[signal.Signals], None]
+
+
+class Stopper:
+    """The stop signals of one command's event loop; see the module docstring."""
+
+    def __init__(self) -> None:
+        self.received: signal.Signals | None = None  # the first stop signal, once one came
+        self._action: Action | None = None
+        self._task: asyncio.Task[object] | None = None
+
+    def install(self) -> None:
+        """Catch the stop signals on the running loop, for the task that calls this."""
+        loop = asyncio.get_running_loop()
+        self._task = asyncio.current_task()
+        for sig in STOP_SIGNALS:
+            loop.add_signal_handler(sig, self._receive, sig)
+
+    def uninstall(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in STOP_SIGNALS:
+            loop.remove_signal_handler(sig)
+
+    def on_signal(self, action: Action | None) -> None:
+        """From now on call ``action(sig)`` on each stop signal; None: cancel the main task on the first."""
+        self._action = action
+
+    def stopping(self) -> None:
+        """The command is cleaning up: later signals are ignored and nothing is cancelled again."""
+        self._action = _ignore
+
+    def _receive(self, sig: signal.Signals) -> None:
+        first = self.received is None
+        if first:
+            self.received = sig
+        if self._action is not None:
+            self._action(sig)
+        elif first:
+            self._cancel()
+
+    def _cancel(self) -> None:
+        task = self._task
+        if task is None or task.done() or self._action is not None:
+            return
+        task.cancel()
+        asyncio.get_running_loop().call_later(RECANCEL, self._cancel)  # in case this one is swallowed
+
+    @property
+    def exit_code(self) -> int:
+        """128 + the signal's number, as a shell reports a command a signal ended (0 before any signal)."""
+        return 128 + int(self.received) if self.received is not None else 0
+
+
+def _ignore(sig: signal.Signals) -> None:
+    pass
+
+
+def run_until_signal(main: Callable[[Stopper], Awaitable[int]]) -> int:
+    """``asyncio.run(main(stopper))`` with the stop signals handled; the exit code it returns.
+
+    When a stop signal cancels ``main``, the code is ``stopper.exit_code``
+    (``main`` may return 0 itself for a stop it expects, such as Ctrl-C on a
+    running simulator).
+    """
+
+    async def guarded() -> int:
+        stopper = Stopper()
+        stopper.install()  # before any await: from here on no signal can slip past
+        try:
+            return await main(stopper)
+        except asyncio.CancelledError:
+            if stopper.received is None:
+                raise  # not ours (asyncio.run's own Ctrl-C before we installed): it ends as KeyboardInterrupt
+            return stopper.exit_code
+        finally:
+            stopper.stopping()
+            stopper.uninstall()
+
+    return asyncio.run(guarded())

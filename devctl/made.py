@@ -1,0 +1,262 @@
+"""Only remove what devctl made: the one place that decides whether a path may be deleted.
+
+devctl runs as root on production nodes, next to files it must never touch
+(a host's pod logs, another plugin's socket, a file a person left at a path
+that happens to match ours). So every server and the simulator remove only
+what they themselves made in this run, and check before each removal that the
+thing on disk is still that thing:
+
+- a socket is unlinked only when the socket at the path is the one we bound
+  (``socket_identity``: its inode and the time it was bound);
+- before binding, a path may hold nothing or a stale socket (nothing listens,
+  so no one is served by it); anything else is refused (``clear_for_bind``);
+- ``Made`` records each directory and file a run creates, with its inode, and
+  removes those and nothing else. A directory that devctl made is removed with
+  what is inside (the sockets and files of the node it simulates, whoever put
+  them there); a directory that was there before is never removed.
+
+No marker file is ever trusted: a marker can be copied, forged or left on a
+host mount, and then it would hand someone else's files to the remover.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import shutil
+import socket
+import stat
+import tempfile
+
+# sockaddr_un.sun_path holds 108 bytes with the terminating NUL.
+MAX_SOCKET_PATH = 107
+LIVE_CHECK_TIMEOUT = 0.5
+
+SocketId = tuple[int, int]
+FileId = tuple[int, int]
+
+
+class PathTaken(OSError):
+    """Something that devctl may not remove sits where it wants to bind; ``str()`` is one line."""
+
+    def __init__(self, message: str):
+        super().__init__(errno.EEXIST, message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def socket_identity(path: str, *, follow_symlinks: bool = False) -> SocketId | None:
+    """Which socket file sits at ``path`` (None when there is none, or something else is there).
+
+    The inode alone is not enough (a deleted socket's inode is reused at once), so
+    the modification time, set when the socket is bound, tells a new socket from
+    the old one. Not the change time: a chmod of the socket changes that.
+    """
+    try:
+        st = os.stat(path, follow_symlinks=follow_symlinks)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns) if stat.S_ISSOCK(st.st_mode) else None
+
+
+def socket_listens(path: str, timeout: float = LIVE_CHECK_TIMEOUT) -> bool:
+    """Whether a process accepts connections on the unix socket at ``path`` (a busy one counts as live)."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(timeout)
+    try:
+        probe.connect(path)
+    except TimeoutError:
+        return True  # its backlog is full: something listens, just slowly
+    except OSError:
+        return False
+    finally:
+        probe.close()
+    return True
+
+
+def what_is_at(path: str) -> str:
+    """What occupies ``path``, in words for an error message ("a regular file", "a live socket", ...)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return "nothing"
+    except OSError as e:
+        return f"something devctl cannot look at ({e.strerror or e})"
+    mode = st.st_mode
+    if stat.S_ISLNK(mode):
+        try:
+            return f"a symbolic link to {os.readlink(path)}"
+        except OSError:
+            return "a symbolic link"
+    if stat.S_ISSOCK(mode):
+        owner = f" of uid {st.st_uid}" if st.st_uid != os.geteuid() else ""
+        return f"a socket{owner} that a live process listens on" if socket_listens(path) else "a stale socket"
+    kinds = [
+        (stat.S_ISREG, "a regular file"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ]
+    return next((words for test, words in kinds if test(mode)), "a special file")
+
+
+def bind_failure(path: str) -> str:
+    """Why a socket could not be bound at ``path``, for the message that replaces gRPC's own log line."""
+    what = what_is_at(path)
+    if what != "nothing":
+        return f"{what} is there"
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        return f"{parent} is not a directory"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"{parent} is not writable here (read-only, or another user's)"
+    return "nothing is there, yet the kernel refused to bind it"
+
+
+def clear_for_bind(path: str) -> None:
+    """Make ``path`` free for a new socket, or raise PathTaken saying what is there.
+
+    Only a stale socket (nothing listens on it: its process was killed) is
+    removed, as the kubelet and gRPC do; a live socket, a regular file, a
+    directory, a symlink or anything else is left alone and refused.
+    """
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if stat.S_ISSOCK(mode) and not socket_listens(path):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        return
+    raise PathTaken(f"{path} is taken: {what_is_at(path)} is there (devctl removes only sockets it made)")
+
+
+def unlink_socket(path: str, identity: SocketId | None) -> bool:
+    """Unlink ``path`` only if it is still the socket we bound (``identity``); whether it was removed."""
+    if identity is None or socket_identity(path) != identity:
+        return False
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    return True
+
+
+def check_socket_path(path: str) -> None:
+    """ValueError when ``path`` is too long for a unix socket (the kernel would cut or refuse it)."""
+    if len(os.fsencode(os.path.abspath(path))) > MAX_SOCKET_PATH:
+        raise ValueError(f"socket path {path} is longer than {MAX_SOCKET_PATH} bytes; choose a shorter directory")
+
+
+def private_dir(path: str) -> None:
+    """Make ``path`` (and missing parents) a directory that only this user may enter: mode 0700, ours.
+
+    Control sockets live in such a directory, so no other local user can reach
+    them whatever the umask. A directory that is there already must be ours (or
+    we refuse: its owner could swap our socket for theirs); it is tightened to 0700.
+    """
+    missing = []
+    head = os.path.abspath(path)
+    while not os.path.lexists(head):
+        missing.append(head)
+        head = os.path.dirname(head)
+    for directory in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(directory, 0o700)
+            os.chmod(directory, 0o700)  # the umask may have taken bits away; never added
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode):
+        raise PathTaken(f"{path} is not a directory: {what_is_at(path)} is there")
+    if st.st_uid != os.geteuid():
+        raise PermissionError(
+            errno.EPERM, f"{path} belongs to uid {st.st_uid}; control sockets go only in a directory of your own"
+        )
+    if stat.S_IMODE(st.st_mode) != 0o700:
+        os.chmod(path, 0o700)
+
+
+def _file_id(path: str) -> FileId | None:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+class Made:
+    """The directories and files one run created, so that it removes those and nothing else.
+
+    Record a thing right after creating it; ``remove`` takes the files, then the
+    directories deepest first, each only if the path still holds the very same
+    inode (a directory swapped for a symlink or another directory is left alone).
+    """
+
+    def __init__(self) -> None:
+        self._dirs: dict[str, FileId] = {}
+        self._files: dict[str, FileId] = {}
+
+    def makedirs(self, path: str | os.PathLike[str], mode: int = 0o755) -> None:
+        """``mkdir -p path``, recording each directory this call created."""
+        missing = []
+        head = os.path.abspath(path)
+        while not os.path.lexists(head):
+            missing.append(head)
+            head = os.path.dirname(head)
+        for directory in reversed(missing):
+            os.mkdir(directory, mode)
+            self._record_dir(directory)
+        if not os.path.isdir(path):
+            raise PathTaken(f"{path} is not a directory: {what_is_at(os.fspath(path))} is there")
+
+    def temp_dir(self, prefix: str, parent: str = "/tmp") -> str:
+        """A fresh ``mkdtemp`` directory (mode 0700), recorded as made."""
+        path = tempfile.mkdtemp(prefix=prefix, dir=parent)
+        self._record_dir(path)
+        return path
+
+    def file(self, path: str | os.PathLike[str]) -> None:
+        """Record a file (or symlink) this run just created at ``path``."""
+        identity = _file_id(os.fspath(path))
+        if identity is not None:
+            self._files[os.path.abspath(path)] = identity
+
+    def _record_dir(self, path: str) -> None:
+        identity = _file_id(path)
+        if identity is not None:
+            self._dirs[os.path.abspath(path)] = identity
+
+    def __contains__(self, path: object) -> bool:
+        """Whether ``path`` is a file or directory this run made, or lies inside a directory it made."""
+        if not isinstance(path, (str, os.PathLike)):
+            return False
+        full = os.path.abspath(os.fspath(path))
+        if full in self._files:
+            return True
+        return any(full == d or full.startswith(d + os.sep) for d in self._dirs)
+
+    @property
+    def dirs(self) -> tuple[str, ...]:
+        return tuple(self._dirs)
+
+    def remove(self) -> None:
+        """Remove what was recorded and is still what was made; forget it. Safe to call twice."""
+        for path, identity in list(self._files.items()):
+            if _file_id(path) == identity:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+        self._files.clear()
+        for path in sorted(self._dirs, key=len, reverse=True):
+            identity = self._dirs[path]
+            st = _lstat(path)
+            if st is not None and stat.S_ISDIR(st.st_mode) and (st.st_dev, st.st_ino) == identity:
+                shutil.rmtree(path, ignore_errors=True)  # fd-based on Linux: never follows a symlink out
+        self._dirs.clear()
+
+
+def _lstat(path: str) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except OSError:
+        return None
