@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from devctl import __version__
-from devctl.cli import call, completion, doctor, exporter, plugin, read, sim, tui, watch
+from devctl.cli import call, completion, doctor, exporter, fleet, plugin, read, sim, tui, watch
 from devctl.cli.common import ExitCode, GlobalOptions, escape_unencodable, setup_logging
 from devctl.cli.lazy import LazyGroup, commands
 
@@ -115,7 +115,7 @@ def main_options(
     )
 
 
-for _group in (read, doctor, call, watch, plugin, sim, tui, completion, exporter):
+for _group in (read, doctor, call, watch, plugin, sim, tui, completion, exporter, fleet):
     _group.register(commands)
 
 
