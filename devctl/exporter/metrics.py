@@ -1,9 +1,13 @@
 """The metric families of ``devctl exporter``, rendered from the latest state: no I/O, no RPC.
 
-Names and labels are the CLI contract's (cli.md, ``devctl exporter``). Every
-number comes from devctl's own views (``devctl.analyze``, ``devctl.doctor``) of
-one snapshot in which the live streams' device lists replace the interval's
-probes, so ``devctl ls`` on the node and ``devctl fleet ls`` tell the same story.
+Names and labels are the CLI contract's (cli.md, ``devctl exporter``). Work is
+split by how often its input changes. Once per interval, ``prepare`` runs
+devctl's own views (``devctl.analyze``) and checks (``devctl.doctor``) on the
+refreshed snapshot, with the live streams' device lists in place of the
+interval's probes, so ``devctl ls`` on the node and ``devctl fleet ls`` tell the
+same story. On every stream update, ``families`` only lays the live device
+lists over that: health, capacity and allocatable of a live plugin follow its
+stream at once, at a cost linear in its devices.
 
 A source that failed is ``devctl_source_up{source}=0`` and the series that
 depend on it are absent — never zeros, which would read as "nothing held".
@@ -27,13 +31,15 @@ from devctl.analyze import (
     POD_RESOURCES,
     TOPOLOGY,
     UNKNOWN,
+    DeviceRow,
+    ResourceRow,
     devices_view,
     only_sources,
     resources_view,
 )
 from devctl.doctor import diagnose
 from devctl.exporter.live import LiveSocket
-from devctl.model import HEALTHY, NodeSnapshot, PluginProbe, PluginStatus
+from devctl.model import HEALTHY, Device, NodeSnapshot, PluginProbe, PluginStatus
 from devctl.watch import numa_text
 
 # The ``kind`` label: devices of device plugins; DRA drivers' devices will be ``dra``.
@@ -46,36 +52,45 @@ SOURCES = (POD_RESOURCES, PLUGINS, CHECKPOINT, TOPOLOGY, IDENTITIES)
 
 
 @dataclass(frozen=True)
+class Refresh:
+    """What one refresh gives, computed once per interval: the snapshot and devctl's views of it."""
+
+    at: float  # seconds since the epoch
+    snapshot: NodeSnapshot
+    source_up: Mapping[str, bool]
+    resources: tuple[ResourceRow, ...]
+    devices: Mapping[str, Mapping[str, DeviceRow]]  # resource -> device ID -> row (holders, NUMA)
+    findings: tuple[tuple[str, str, int], ...]  # (severity, code, how many)
+
+
+@dataclass(frozen=True)
 class ExporterView:
-    """What one render reads: the interval's snapshot, the live streams, and what each socket was last known to serve.
+    """What one render reads: the last refresh, the live streams, and what each socket was last known to serve.
 
     ``resources`` keeps a socket's resource name across refreshes: a plugin that
     is down at a refresh lists no devices, so its name cannot be inferred then.
     """
 
-    snapshot: NodeSnapshot | None
+    refresh: Refresh | None
     live: Mapping[str, LiveSocket]
     resources: Mapping[str, str]
-    refreshed_at: float | None
 
 
-def merged_snapshot(view: ExporterView) -> NodeSnapshot:
-    """The interval's snapshot with each plugin socket as its live stream says now."""
-    assert view.snapshot is not None
+def merged_plugins(
+    snapshot: NodeSnapshot, live: Mapping[str, LiveSocket], resources: Mapping[str, str]
+) -> tuple[PluginProbe, ...]:
+    """The snapshot's plugin probes with each socket as its live stream says now (and sockets found since)."""
     plugins: list[PluginProbe] = []
     seen = set()
-    for p in view.snapshot.plugins:
+    for p in snapshot.plugins:
         seen.add(p.socket)
-        live = view.live.get(p.socket)
-        resource = p.resource or view.resources.get(p.socket)
-        if live is None:
-            plugins.append(replace(p, resource=resource))
-        else:
-            plugins.append(_as_live(p, live, resource))
-    for socket, live in view.live.items():
+        state = live.get(p.socket)
+        resource = p.resource or resources.get(p.socket)
+        plugins.append(replace(p, resource=resource) if state is None else _as_live(p, state, resource))
+    for socket, state in live.items():
         if socket not in seen:
-            plugins.append(_as_live(PluginProbe(socket, live.status), live, view.resources.get(socket)))
-    return replace(view.snapshot, plugins=tuple(plugins))
+            plugins.append(_as_live(PluginProbe(socket, state.status), state, resources.get(socket)))
+    return tuple(plugins)
 
 
 def _as_live(p: PluginProbe, live: LiveSocket, resource: str | None) -> PluginProbe:
@@ -99,6 +114,23 @@ def source_up(snapshot: NodeSnapshot) -> dict[str, bool]:
     }
 
 
+def prepare(snapshot: NodeSnapshot, live: Mapping[str, LiveSocket], resources: Mapping[str, str], at: float) -> Refresh:
+    """devctl's views and checks of a refreshed snapshot, its plugins as the live streams say now."""
+    merged = replace(snapshot, plugins=merged_plugins(snapshot, live, resources))
+    devices: dict[str, dict[str, DeviceRow]] = {}
+    for d in devices_view(merged):
+        devices.setdefault(d.resource, {})[d.id] = d
+    counts = Counter((f.severity, f.code) for f in diagnose(merged))
+    return Refresh(
+        at=at,
+        snapshot=snapshot,
+        source_up=source_up(snapshot),
+        resources=resources_view(merged),
+        devices=devices,
+        findings=tuple((severity, code, n) for (severity, code), n in sorted(counts.items())),
+    )
+
+
 def health_value(health: str) -> float:
     """1 healthy, 0 not, -1 unknown (a device no source vouches for, or one held that its plugin no longer lists)."""
     if health == HEALTHY:
@@ -112,13 +144,22 @@ def _is_device_plugin(p: PluginProbe) -> bool:
     return p.registry is None or p.registry.type == DEVICE_PLUGIN_TYPE
 
 
+def _live_lists(plugins: tuple[PluginProbe, ...], live: Mapping[str, LiveSocket]) -> dict[str, tuple[Device, ...]]:
+    """Resource -> the device list of the live stream that speaks for it (the first serving socket by path)."""
+    lists: dict[str, tuple[Device, ...]] = {}
+    for p in sorted(plugins, key=lambda p: p.socket):
+        if p.resource and p.status == PluginStatus.SERVING and p.socket in live and p.resource not in lists:
+            lists[p.resource] = p.devices
+    return lists
+
+
 def families(view: ExporterView) -> Iterator[Metric]:
     """Every family of the contract that the state can fill; none before the first refresh."""
-    if view.snapshot is None or view.refreshed_at is None:
+    refresh = view.refresh
+    if refresh is None:
         return
-    snap = merged_snapshot(view)
-    up = source_up(view.snapshot)
-    pods_known = view.snapshot.pods is not None
+    plugins = merged_plugins(refresh.snapshot, view.live, view.resources)
+    pods_known = refresh.snapshot.pods is not None
 
     sources = GaugeMetricFamily(
         "devctl_source_up",
@@ -126,14 +167,14 @@ def families(view: ExporterView) -> Iterator[Metric]:
         labels=["source"],
     )
     for name in SOURCES:
-        sources.add_metric([name], 1.0 if up[name] else 0.0)
+        sources.add_metric([name], 1.0 if refresh.source_up[name] else 0.0)
     yield sources
 
     refreshed = GaugeMetricFamily(
         "devctl_last_refresh_timestamp_seconds",
         "When pod-resources, the checkpoint and sysfs were last read (seconds since the epoch).",
     )
-    refreshed.add_metric([], view.refreshed_at)
+    refreshed.add_metric([], refresh.at)
     yield refreshed
 
     plugin_up = GaugeMetricFamily(
@@ -141,17 +182,14 @@ def families(view: ExporterView) -> Iterator[Metric]:
         "Whether a device plugin socket serves a live ListAndWatch stream (1) or not (0).",
         labels=["kind", "socket", "resource"],
     )
-    live_resources = set()
-    for p in sorted(snap.plugins, key=lambda p: p.socket):
-        if not _is_device_plugin(p):
-            continue
-        serving = p.status == PluginStatus.SERVING
-        plugin_up.add_metric([DEVICE_PLUGIN, p.socket, p.resource or ""], 1.0 if serving else 0.0)
-        if serving and p.resource and p.socket in view.live:
-            live_resources.add(p.resource)
+    for p in sorted(plugins, key=lambda p: p.socket):
+        if _is_device_plugin(p):
+            plugin_up.add_metric(
+                [DEVICE_PLUGIN, p.socket, p.resource or ""], 1.0 if p.status == PluginStatus.SERVING else 0.0
+            )
     yield plugin_up
 
-    rows = resources_view(snap)
+    lists = _live_lists(plugins, view.live)
     capacity = GaugeMetricFamily(
         "devctl_resource_capacity",
         "Devices of an extended resource, as its plugin lists them.",
@@ -165,15 +203,24 @@ def families(view: ExporterView) -> Iterator[Metric]:
         "Devices of an extended resource that containers hold (pod-resources).",
         labels=["kind", "resource"],
     )
-    for r in rows:
-        # A number a failed source would have given is None in the views, or (for
-        # pod-resources) not known at all: no sample then, never a zero.
-        if r.capacity is not None:
-            capacity.add_metric([DEVICE_PLUGIN, r.name], float(r.capacity))
-        if r.allocatable is not None:
-            allocatable.add_metric([DEVICE_PLUGIN, r.name], float(r.allocatable))
+    for r in refresh.resources:
+        listed = lists.get(r.name)
+        if listed is not None:
+            # The live list counts as `devctl ls` counts a serving plugin's: listed, and healthy among them.
+            capacity.add_metric([DEVICE_PLUGIN, r.name], float(len(listed)))
+            allocatable.add_metric([DEVICE_PLUGIN, r.name], float(sum(d.healthy for d in listed)))
+        else:
+            # A number a failed source would have given is None in the views: no sample then, never a zero.
+            if r.capacity is not None:
+                capacity.add_metric([DEVICE_PLUGIN, r.name], float(r.capacity))
+            if r.allocatable is not None:
+                allocatable.add_metric([DEVICE_PLUGIN, r.name], float(r.allocatable))
         if pods_known and r.allocated is not None:
             allocated.add_metric([DEVICE_PLUGIN, r.name], float(r.allocated))
+    for name, listed in sorted(lists.items()):
+        if all(r.name != name for r in refresh.resources):  # a plugin that appeared since the refresh
+            capacity.add_metric([DEVICE_PLUGIN, name], float(len(listed)))
+            allocatable.add_metric([DEVICE_PLUGIN, name], float(sum(d.healthy for d in listed)))
     yield capacity
     yield allocatable
     yield allocated
@@ -183,26 +230,35 @@ def families(view: ExporterView) -> Iterator[Metric]:
         "Health of a device from its plugin's live stream: 1 healthy, 0 unhealthy, -1 unknown.",
         labels=["kind", "resource", "device", "numa"],
     )
+    for name, listed in sorted(lists.items()):
+        ids = set()
+        for d in listed:
+            ids.add(d.id)
+            health.add_metric([DEVICE_PLUGIN, name, d.id, numa_text(d.numa_nodes)], health_value(d.health))
+        # Held, but the live plugin no longer lists it (removed or renamed since Allocate): unknown.
+        for dev_id, row in refresh.devices.get(name, {}).items():
+            if dev_id not in ids and row.allocated_to:
+                health.add_metric([DEVICE_PLUGIN, name, dev_id, numa_text(row.numa_nodes)], -1.0)
+    yield health
+
     held = GaugeMetricFamily(
         "devctl_device_allocated",
         "1 for each container that holds the device (pod-resources).",
         labels=["kind", "resource", "device", "namespace", "pod", "container"],
     )
-    for d in devices_view(snap):
-        if d.resource in live_resources:
-            health.add_metric([DEVICE_PLUGIN, d.resource, d.id, numa_text(d.numa_nodes)], health_value(d.health))
-        if pods_known:
-            for h in d.allocated_to:
-                held.add_metric([DEVICE_PLUGIN, d.resource, d.id, h.namespace, h.pod, h.container], 1.0)
-    yield health
+    if pods_known:
+        for name, rows in refresh.devices.items():
+            for dev_id, row in rows.items():
+                for h in row.allocated_to:
+                    held.add_metric([DEVICE_PLUGIN, name, dev_id, h.namespace, h.pod, h.container], 1.0)
     yield held
 
     findings = GaugeMetricFamily(
         "devctl_doctor_findings",
-        "Findings of devctl doctor on this node, by severity and code.",
+        "Findings of devctl doctor on this node at the last refresh, by severity and code.",
         labels=["severity", "code"],
     )
-    for (severity, code), n in sorted(Counter((f.severity, f.code) for f in diagnose(snap)).items()):
+    for severity, code, n in refresh.findings:
         findings.add_metric([severity, code], float(n))
     yield findings
     # DRA drivers (kind="dra" rows above, and devctl_claim_state{namespace,claim,driver,state})

@@ -23,6 +23,7 @@ from prometheus_client import disable_created_metrics
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from devctl.exporter.live import PluginStreams
+from devctl.exporter.metrics import prepare
 from devctl.exporter.state import ExporterState
 from devctl.model import NodePaths
 
@@ -92,7 +93,9 @@ async def _refresh(paths: NodePaths, timeout: float, interval: float, state: Exp
     while True:
         started = time.monotonic()
         snapshot = await collect(paths, timeout)
-        state.set_snapshot(snapshot)
+        live, resources = state.learn(snapshot)
+        # The views and doctor's checks are pure CPU work: off the loop, so no stream waits on them.
+        state.set_refresh(await asyncio.to_thread(prepare, snapshot, live, resources, time.time()))
         await asyncio.sleep(max(0.0, interval - (time.monotonic() - started)))
 
 
@@ -108,6 +111,7 @@ async def serve(
     disable_created_metrics()
     state = ExporterState()
     server = _Server(listen, _handler(state))
+    state.start_renderer()
     host, port = server.server_address[:2]
     thread = threading.Thread(target=server.serve_forever, name="devctl-exporter-http", daemon=True)
     thread.start()
@@ -137,3 +141,4 @@ async def serve(
             server.shutdown()
         server.server_close()
         thread.join(5)
+        state.stop_renderer()

@@ -1,9 +1,12 @@
-"""The exporter's latest state, shared by the event loop that fills it and the HTTP threads that read it.
+"""The exporter's latest state, filled by the event loop, rendered by a thread of its own, read by scrapes.
 
-The loop replaces whole immutable values (a snapshot, a new map of live
-sockets) and bumps ``version``; a scrape renders the state once per version
-and answers every further scrape from those bytes. So a scrape every 100 ms
-costs a dictionary look-up, and no scrape ever makes an RPC.
+The loop replaces whole immutable values (a refresh, a new map of live
+sockets) and marks the state changed; the renderer thread builds the
+exposition page once per change, merging a burst of changes into one build;
+a scrape only hands out the newest page. So a scrape every 100 ms costs a
+reference read, never an RPC, and its answer time does not grow with the node:
+building the page of a 10,000-device node takes prometheus-client most of a
+second, which a scraper never waits for (docs/performance-exporter.md).
 """
 
 from __future__ import annotations
@@ -15,15 +18,17 @@ from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.exposition import generate_latest
 
 from devctl.exporter.live import LiveSocket
-from devctl.exporter.metrics import ExporterView, NodeCollector
+from devctl.exporter.metrics import ExporterView, NodeCollector, Refresh
 from devctl.model import NodeSnapshot
 
 # Plugin RPCs on a unix socket take well under a millisecond; a hung one takes the deadline.
 RPC_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+# How long the renderer lets a burst of stream updates gather before it builds the page.
+SETTLE = 0.05
 
 
 class ExporterState:
-    """The snapshot of the last refresh, each plugin socket's live stream, and the rendered page."""
+    """The last refresh, each plugin socket's live stream, and the newest rendered page."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
@@ -37,20 +42,23 @@ class ExporterState:
         )
         self.registry.register(NodeCollector(self.view))
         self._lock = threading.Lock()
-        # One render at a time: concurrent scrapes of a changed state wait for the same page.
-        self._render = threading.Lock()
-        self._snapshot: NodeSnapshot | None = None
-        self._refreshed_at: float | None = None
+        self._refresh: Refresh | None = None
         self._live: dict[str, LiveSocket] = {}
         self._resources: dict[str, str] = {}
-        self._version = 0
-        self._page: tuple[int, bytes] | None = None
-        self.renders = 0  # how many times the page was built (tests check scrapes reuse it)
+        self._page: bytes | None = None
+        self._changed = threading.Event()
+        self._stopping = False
+        self._renderer: threading.Thread | None = None
+        self._ready = False
+        self.renders = 0  # how many times the page was built
 
     # --- written by the event loop ------------------------------------------------------
 
-    def set_snapshot(self, snapshot: NodeSnapshot) -> None:
-        """A refresh finished: keep its snapshot, learn which socket serves what, time its plugin RPCs."""
+    def learn(self, snapshot: NodeSnapshot) -> tuple[dict[str, LiveSocket], dict[str, str]]:
+        """A refresh read the node: remember which socket serves what, time its plugin RPCs.
+
+        Returns the live sockets and resource names to prepare the refresh with.
+        """
         for p in snapshot.plugins:
             if p.latency_ms is not None:
                 self.rpc_duration.labels("GetDevicePluginOptions").observe(p.latency_ms / 1000)
@@ -58,9 +66,12 @@ class ExporterState:
             resources = dict(self._resources)
             resources.update({p.socket: p.resource for p in snapshot.plugins if p.resource})
             self._resources = resources
-            self._snapshot = snapshot
-            self._refreshed_at = time.time()
-            self._version += 1
+            return self._live, resources
+
+    def set_refresh(self, refresh: Refresh) -> None:
+        with self._lock:
+            self._refresh = refresh
+        self._changed.set()
 
     def set_live(self, socket: str, live: LiveSocket | None) -> None:
         """A stream sent a list, broke, or its socket was forgotten (``None``)."""
@@ -71,37 +82,54 @@ class ExporterState:
             else:
                 current[socket] = live
             self._live = current
-            self._version += 1
+        self._changed.set()
 
     def observe_rpc(self, rpc: str, seconds: float) -> None:
         self.rpc_duration.labels(rpc).observe(seconds)
-        with self._lock:
-            self._version += 1
+        self._changed.set()
 
-    # --- read by scrapes ------------------------------------------------------------------
+    # --- the page -------------------------------------------------------------------------
 
     @property
     def ready(self) -> bool:
-        """Whether the first refresh is done (``/healthz`` answers 200 from then on)."""
-        return self._refreshed_at is not None
+        """Whether the first refresh is done and rendered (``/healthz`` answers 200 from then on)."""
+        return self._ready
 
     def view(self) -> ExporterView:
         with self._lock:
-            return ExporterView(self._snapshot, self._live, self._resources, self._refreshed_at)
+            return ExporterView(self._refresh, self._live, self._resources)
+
+    def render(self) -> bytes:
+        """Build the page of the current state now."""
+        self._changed.clear()
+        refreshed = self._refresh is not None
+        page = generate_latest(self.registry)
+        self.renders += 1
+        self._page = page
+        self._ready = self._ready or refreshed
+        return page
 
     def page(self) -> bytes:
-        """The exposition text of the current state, built once per change."""
-        with self._lock:
-            version, page = self._version, self._page
-        if page is not None and page[0] == version:
-            return page[1]
-        with self._render:
-            with self._lock:
-                if self._page is not None and self._page[0] == self._version:
-                    return self._page[1]
-                version = self._version
-            text = generate_latest(self.registry)
-            self.renders += 1
-            with self._lock:
-                self._page = (version, text)
-        return text
+        """The newest page: what scrapes are answered with."""
+        page = self._page
+        return page if page is not None else self.render()
+
+    def start_renderer(self) -> None:
+        """Build the page in a thread of its own after every change (a burst is one build)."""
+
+        def run() -> None:
+            while True:
+                self._changed.wait()
+                if self._stopping:
+                    return
+                time.sleep(SETTLE)
+                self.render()
+
+        self._renderer = threading.Thread(target=run, name="devctl-exporter-render", daemon=True)
+        self._renderer.start()
+
+    def stop_renderer(self) -> None:
+        self._stopping = True
+        self._changed.set()
+        if self._renderer is not None:
+            self._renderer.join(10)
