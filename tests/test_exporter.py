@@ -159,6 +159,22 @@ def test_a_plugin_that_dies_and_comes_back(sim_node) -> None:
         ex.wait_for("GPU plugin back", lambda: gpu_up() == [1.0] and len(gpu_health()) == 8)
 
 
+def test_a_kubelet_restart(sim_node) -> None:
+    """GIVEN a live exporter WHEN the kubelet restarts (every socket deleted) THEN each plugin is up again, once."""
+    with exporter(sim_node.root, "--interval", "0.5") as ex:
+        ex.wait_for("GPU health", lambda: len(_by(ex.samples("devctl_device_health"), resource=GPU)) == 8)
+        sim_node.restart_kubelet()
+
+        def settled() -> bool:
+            up = ex.samples("devctl_plugin_up")
+            sockets = [ls["socket"] for ls, _ in up]
+            health = _by(ex.samples("devctl_device_health"), resource=GPU)
+            return len(sockets) == len(set(sockets)) == 3 and all(v == 1.0 for _, v in up) and len(health) == 8
+
+        ex.wait_for("every plugin back after the restart", settled)
+        assert _by(ex.samples("devctl_resource_allocated"), resource=GPU) == [6.0]
+
+
 def test_a_health_flip_shows_without_waiting_for_a_refresh(sim_node) -> None:
     """GIVEN an interval of an hour WHEN a device goes unhealthy THEN its health series follows the live stream."""
     with exporter(sim_node.root, "--interval", "3600") as ex:
