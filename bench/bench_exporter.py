@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import argparse
+import gzip
 import os
 import platform
 import re
@@ -97,10 +98,14 @@ def stop(proc: subprocess.Popen[str]) -> None:
 
 
 def scrape(url: str) -> tuple[float, bytes]:
+    """One scrape as Prometheus makes it (gzip accepted): its answer time and the page."""
+    request = urllib.request.Request(f"{url}/metrics", headers={"Accept-Encoding": "gzip"})
     started = time.perf_counter()
-    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as reply:
+    with urllib.request.urlopen(request, timeout=10) as reply:
         body = reply.read()
-    return time.perf_counter() - started, body
+        gzipped = reply.headers.get("Content-Encoding") == "gzip"
+    took = time.perf_counter() - started
+    return took, gzip.decompress(body) if gzipped else body
 
 
 def cpu_seconds(pid: int) -> float:
@@ -194,35 +199,43 @@ def latency(flips: int) -> dict[str, Any]:
     }
 
 
-def report(c: dict[str, Any], lat: dict[str, Any], command: str) -> str:
-    return f"""\
-Measured with `{command}` on {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}.
-
-| node | figure | value |
-|---|---|---|
-| 8 plugins x 8 devices, 50 pods, {c['interval']:g} s interval and scrape | CPU, share of one core over \
-{c['minutes']:.1f} min | {c['cpu_percent']:.2f} % |
-| | resident memory at the end (VmRSS) | {c['rss_mib']:.1f} MiB |
-| | peak resident memory (VmHWM) | {c['peak_rss_mib']:.1f} MiB |
-| | lines on /metrics | {c['lines']} |
-| 10 plugins x 1,000 devices, 50 pods | /metrics answer during rebuilds, p50 / p95 / max ({lat['scrapes']}) | \
-{lat['answer_p50_ms']:.1f} / {lat['answer_p95_ms']:.1f} / {lat['answer_max_ms']:.1f} ms |
-| | /metrics answer of an unchanged state, p50 / p95 of 50 scrapes | \
-{lat['steady_p50_ms']:.1f} / {lat['steady_p95_ms']:.1f} ms |
-| | a health flip until /metrics shows it, p50 / p95 | {lat['visible_p50_ms']:.0f} / {lat['visible_p95_ms']:.0f} ms |
-| | page size | {lat['page_kib']:.0f} KiB |
-"""
+def report(c: dict[str, Any] | None, lat: dict[str, Any], command: str) -> str:
+    rows = []
+    if c is not None:
+        rows += [
+            f"| 8 plugins x 8 devices, 50 pods, {c['interval']:g} s interval and scrape | CPU, share of one core "
+            f"over {c['minutes']:.1f} min | {c['cpu_percent']:.2f} % |",
+            f"| | resident memory at the end (VmRSS) | {c['rss_mib']:.1f} MiB |",
+            f"| | peak resident memory (VmHWM) | {c['peak_rss_mib']:.1f} MiB |",
+            f"| | lines on /metrics | {c['lines']} |",
+        ]
+    rows += [
+        f"| 10 plugins x 1,000 devices, 50 pods | /metrics answer during rebuilds, p50 / p95 / max "
+        f"({lat['scrapes']}) | {lat['answer_p50_ms']:.1f} / {lat['answer_p95_ms']:.1f} / "
+        f"{lat['answer_max_ms']:.1f} ms |",
+        f"| | /metrics answer of an unchanged state, p50 / p95 of 50 scrapes | "
+        f"{lat['steady_p50_ms']:.1f} / {lat['steady_p95_ms']:.1f} ms |",
+        f"| | a health flip until /metrics shows it, p50 / p95 | {lat['visible_p50_ms']:.0f} / "
+        f"{lat['visible_p95_ms']:.0f} ms |",
+        f"| | page size (uncompressed) | {lat['page_kib']:.0f} KiB |",
+    ]
+    head = (
+        f"Measured with `{command}` on {platform.machine()}, {os.cpu_count()} cores, Python "
+        f"{platform.python_version()}, load average {os.getloadavg()[0]:.1f} at the end.\n\n"
+        "| node | figure | value |\n|---|---|---|\n"
+    )
+    return head + "\n".join(rows) + "\n"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--minutes", type=float, default=3.0, help="how long the cost run lasts [3]")
+    parser.add_argument("--minutes", type=float, default=3.0, help="how long the cost run lasts; 0: none [3]")
     parser.add_argument("--interval", type=float, default=15.0, help="the exporter's --interval and scrape period [15]")
     parser.add_argument("--flips", type=int, default=20, help="health flips in the latency run [20]")
     parser.add_argument("--write", metavar="FILE", help="also write the figures as Markdown to FILE")
     args = parser.parse_args()
     command = "python bench/bench_exporter.py " + " ".join(sys.argv[1:])
-    c = cost(args.minutes, args.interval)
+    c = cost(args.minutes, args.interval) if args.minutes > 0 else None
     lat = latency(args.flips)
     text = report(c, lat, command.strip())
     print(text)

@@ -257,6 +257,19 @@ def test_label_values_are_escaped_per_the_exposition_format(sim_node) -> None:
         assert 'device="GPU \\"x\\"\\\\y\\nz' in line  # quote, backslash and newline escaped; one line each
 
 
+def test_gzip_for_a_scraper_that_asks(sim_node) -> None:
+    """Prometheus sends Accept-Encoding: gzip; the page comes compressed, and reads as the plain one."""
+    import gzip
+
+    with exporter(sim_node.root, "--interval", "3600") as ex:
+        ex.wait_for("live streams", lambda: bool(_by(ex.samples("devctl_device_health"), device="GPU-0")))
+        request = urllib.request.Request(ex.url + "/metrics", headers={"Accept-Encoding": "gzip"})
+        with urllib.request.urlopen(request, timeout=5) as reply:
+            assert reply.headers["Content-Encoding"] == "gzip"
+            text = gzip.decompress(reply.read()).decode()
+        assert text == ex.get("/metrics")[1]
+
+
 def test_sigterm_ends_it_cleanly(sim_node) -> None:
     with exporter(sim_node.root, "--interval", "1") as ex:
         ex.proc.send_signal(signal.SIGTERM)

@@ -53,7 +53,8 @@ def _handler(state: ExporterState) -> type[BaseHTTPRequestHandler]:
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
             if path == "/metrics":
-                self._send(200, CONTENT_TYPE_LATEST, state.page())
+                gzipped = "gzip" in self.headers.get("Accept-Encoding", "")
+                self._send(200, CONTENT_TYPE_LATEST, state.page(gzipped), "gzip" if gzipped else None)
             elif path == "/healthz":
                 if state.ready:
                     self._send(200, "text/plain; charset=utf-8", b"ok\n")
@@ -62,9 +63,11 @@ def _handler(state: ExporterState) -> type[BaseHTTPRequestHandler]:
             else:
                 self._send(404, "text/plain; charset=utf-8", b"devctl exporter: see /metrics and /healthz\n")
 
-        def _send(self, code: int, content_type: str, body: bytes) -> None:
+        def _send(self, code: int, content_type: str, body: bytes, encoding: str | None = None) -> None:
             self.send_response(code)
             self.send_header("Content-Type", content_type)
+            if encoding:
+                self.send_header("Content-Encoding", encoding)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
