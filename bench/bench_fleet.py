@@ -27,7 +27,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from devctl.fleet.views import UNHEALTHY_HELD
+from devctl.fleet.views import RESOURCE_SERIES, UNHEALTHY_HELD
 
 RESOURCES = 8
 DEVICES = 8
@@ -136,8 +136,7 @@ def main() -> None:
                 timed(["ls"], url)  # Prometheus loads the blocks' index on first use
                 ls = [timed(["ls"], url) for _ in range(args.runs)]
                 held = [timed(["devices", "--unhealthy-held"], url) for _ in range(args.runs)]
-                queries = [f"devctl_resource_{n}" for n in ("capacity", "allocatable", "allocated")]
-                queries += ["devctl_last_refresh_timestamp_seconds", UNHEALTHY_HELD]
+                queries = [RESOURCE_SERIES, "devctl_last_refresh_timestamp_seconds", UNHEALTHY_HELD]
                 evals = {q: statistics.median(eval_seconds(url, q) for _ in range(args.runs)) for q in queries}
             finally:
                 proc.terminate()

@@ -20,6 +20,8 @@ Query = Callable[[str], list[Sample]]
 HEALTH = {1.0: "Healthy", 0.0: "Unhealthy", -1.0: "Unknown"}
 SEVERITIES = ("error", "warning", "info")
 
+RESOURCE_SERIES = '{__name__=~"devctl_resource_(capacity|allocatable|allocated)"}'
+
 # Devices a node reports unhealthy that a container still holds, with the NUMA label of the health series.
 UNHEALTHY_HELD = (
     "devctl_device_allocated * on (job, instance, kind, resource, device) group_left (numa) (devctl_device_health == 0)"
@@ -82,10 +84,10 @@ def _count(value: float) -> int:
 def fleet_resources(query: Query) -> tuple[FleetResourceRow, ...]:
     """Per node and resource: capacity, allocatable, allocated, free, unhealthy; every reporting node at least once."""
     numbers: dict[tuple[str, str, str], dict[str, int]] = {}
-    for name in ("capacity", "allocatable", "allocated"):
-        for s in query(f"devctl_resource_{name}"):
-            key = (node_of(s.labels), s.labels.get("kind", ""), s.labels.get("resource", ""))
-            numbers.setdefault(key, {})[name] = _count(s.value)
+    # One query for the three series: one round trip, one pass over the fleet's index.
+    for s in query(RESOURCE_SERIES):
+        key = (node_of(s.labels), s.labels.get("kind", ""), s.labels.get("resource", ""))
+        numbers.setdefault(key, {})[s.labels.get("__name__", "").removeprefix("devctl_resource_")] = _count(s.value)
     nodes = {node_of(s.labels) for s in query("devctl_last_refresh_timestamp_seconds")}
     rows = []
     for (node, kind, resource), n in numbers.items():
