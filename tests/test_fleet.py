@@ -212,6 +212,8 @@ class _Garbage(http.server.BaseHTTPRequestHandler):
         b"<html>not prometheus</html>",
         b'{"status": "success", "data": {"resultType": "matrix", "result": []}}',
         b'{"status": "success", "data": {"resultType": "vector", "result": [{"metric": {}, "value": "x"}]}}',
+        b'{"status": "success", "data": {"resultType": "vector", "result": '
+        b'[{"metric": {"node": 5}, "value": [1, "1"]}]}}',
         b"\xff\xfe",
     ],
 )

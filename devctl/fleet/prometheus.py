@@ -98,8 +98,10 @@ class Prometheus:
         samples = []
         for item in data["result"]:
             try:
-                labels = {str(k): str(v) for k, v in item["metric"].items()}
+                labels = item["metric"]
+                if type(labels) is not dict or not all(type(v) is str for v in labels.values()):
+                    raise TypeError
                 samples.append(Sample(labels, float(item["value"][1])))
-            except (KeyError, TypeError, ValueError, IndexError, AttributeError):
+            except (KeyError, TypeError, ValueError, IndexError):
                 raise garbage from None
         return samples
