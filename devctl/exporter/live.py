@@ -18,8 +18,9 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
+from typing import cast
 
 from devctl.model import Device, PluginStatus
 from devctl.node.deviceplugin import DevicePluginClient
@@ -133,7 +134,8 @@ class PluginStreams:
             try:
                 await check_socket(socket, self.timeout)
                 async with DevicePluginClient(socket, self.timeout) as client:
-                    stream = client.list_and_watch()
+                    # An async generator: closed below so the stream is cancelled at once.
+                    stream = cast(AsyncGenerator[tuple[Device, ...], None], client.list_and_watch())
                     try:
                         clock = time.perf_counter()
                         try:

@@ -111,7 +111,7 @@ async def serve(
 ) -> None:
     """Run the exporter until SIGTERM or SIGINT; raises OSError when the address cannot be bound."""
     # Prometheus computes rates itself; the `_created` series only double the histogram's size.
-    disable_created_metrics()
+    disable_created_metrics()  # type: ignore[no-untyped-call]  # prometheus-client leaves it unannotated
     state = ExporterState()
     server = _Server(listen, _handler(state))
     state.start_renderer()
