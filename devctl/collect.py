@@ -226,7 +226,7 @@ async def _plugin_socket(s: SocketFile, timeout: float) -> PluginProbe:
 
 async def claimed_sockets(paths: NodePaths, timeout: float) -> dict[str, str]:
     """Socket (real path) -> resource, as each running devctl plugin says on its control socket."""
-    from devctl.plugin.control import default_control_dir, running
+    from devctl.node.controlsockets import default_control_dir, running
 
     claimed = {}
     for _, info in await running(default_control_dir(paths.root), timeout):

@@ -14,20 +14,28 @@ The socket speaks ``devctl.control``'s JSON lines, as the simulator's does.
 
 from __future__ import annotations
 
-import asyncio
-import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from devctl.control import AccessDenied, ControlSocketError, LineServer, request
+from devctl.control import ControlSocketError, LineServer, request
 from devctl.model import HEALTHY, UNHEALTHY, Device
+from devctl.node.controlsockets import SUFFIX, ask_all, control_path, default_control_dir, running
 from devctl.serial import to_plain
 
 if TYPE_CHECKING:
     from devctl.plugin.server import DevicePluginServer
 
-SUFFIX = ".ctl"
-
+__all__ = [
+    "SUFFIX",
+    "ControlError",
+    "ControlServer",
+    "NoPlugin",
+    "control",
+    "control_path",
+    "default_control_dir",
+    "health_value",
+    "running",
+]
 
 class ControlError(Exception):
     """The plugin could not be reached or did not answer; the message is one line."""
@@ -35,15 +43,6 @@ class ControlError(Exception):
 
 class NoPlugin(ControlError):
     """No running plugin serves the resource."""
-
-
-def default_control_dir(root: str) -> str:
-    """Where the CLI and the simulator put control sockets: ``<root>/run/devctl/plugins``."""
-    return os.path.join(root, "run", "devctl", "plugins")
-
-
-def control_path(control_dir: str, socket_name: str) -> str:
-    return os.path.join(control_dir, socket_name + SUFFIX)
 
 
 def health_value(text: str) -> str:
@@ -98,39 +97,6 @@ class ControlServer(LineServer):
         return {}
 
 
-async def _ask_all(control_dir: str, timeout: float) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]:
-    """``info`` from every ``.ctl`` socket at once: the answers, and the sockets we may not open."""
-    try:
-        paths = sorted(e.path for e in os.scandir(control_dir) if e.name.endswith(SUFFIX))
-    except (FileNotFoundError, NotADirectoryError):
-        return [], []
-    except PermissionError:
-        return [], [control_dir]
-
-    async def info(path: str) -> dict[str, Any] | AccessDenied | None:
-        try:
-            return await request(path, {"op": "info"}, timeout)
-        except AccessDenied as e:
-            return e
-        except ControlSocketError:
-            return None
-
-    replies = await asyncio.gather(*(info(p) for p in paths))
-    pairs = list(zip(paths, replies, strict=True))
-    answered = [(path, reply) for path, reply in pairs if isinstance(reply, dict)]
-    denied = [path for path, reply in pairs if isinstance(reply, AccessDenied)]
-    return answered, denied
-
-
-async def running(control_dir: str, timeout: float) -> list[tuple[str, dict[str, Any]]]:
-    """Every running plugin's control socket with its ``info`` reply.
-
-    All ``.ctl`` sockets are asked at once under the deadline; stale ones (a
-    plugin killed without cleaning up), silent and forbidden ones are left out.
-    """
-    return (await _ask_all(control_dir, timeout))[0]
-
-
 async def control(control_dir: str, resource: str, message: Mapping[str, Any], timeout: float) -> dict[str, Any]:
     """Send ``message`` to the running plugin that serves ``resource`` and return its reply.
 
@@ -138,7 +104,7 @@ async def control(control_dir: str, resource: str, message: Mapping[str, Any], t
     NoPlugin when no running plugin serves the resource, ControlError when one
     may not be asked (permission denied) or does not answer within ``timeout``.
     """
-    answered, denied = await _ask_all(control_dir, timeout)
+    answered, denied = await ask_all(control_dir, timeout)
     path = next((p for p, info in answered if info.get("resource") == resource), None)
     if path is None and denied:
         raise ControlError(f"{denied[0]}: permission denied (plugins run as another user; try as root)")

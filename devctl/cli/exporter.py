@@ -1,0 +1,69 @@
+"""``devctl exporter``: this node's devices, holders and findings as Prometheus metrics.
+
+Only typer and the standard library at module level; prometheus-client and the
+core are imported when the command runs (``devctl --help`` stays fast).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from devctl.cli.common import ExitCode, fail, options, run
+
+# Below this an interval would read pod-resources faster than any scraper looks.
+MIN_INTERVAL = 0.1
+
+
+def exporter(
+    ctx: typer.Context,
+    listen: Annotated[
+        str, typer.Option("--listen", metavar="HOST:PORT", help="Address of /metrics and /healthz.")
+    ] = ":9477",
+    interval: Annotated[
+        float,
+        typer.Option(
+            "--interval",
+            metavar="SECONDS",
+            min=MIN_INTERVAL,
+            max=86400.0,
+            help="Read pod-resources, the checkpoint and sysfs at most this often.",
+        ),
+    ] = 15.0,
+) -> None:
+    """Serve Prometheus metrics of this node's devices, holders and findings at /metrics (and /healthz).
+
+    Device health comes from live ListAndWatch streams; pod-resources, the
+    checkpoint and sysfs are read once per --interval, and every scrape is
+    answered from that state. Read-only. SIGTERM or Ctrl-C ends it.
+    """
+    from devctl.exporter.server import ListenError, parse_listen, serve
+
+    opts = options(ctx)
+    if opts.from_file:
+        fail("--from: the exporter follows the live node; a snapshot file has no streams")
+    if interval != interval:  # NaN passes min and max
+        fail("--interval: not a number of seconds")
+    try:
+        address = parse_listen(listen)
+    except ListenError as e:
+        fail(str(e))
+
+    def listening(host: str, port: int) -> None:
+        shown = f"[{host}]" if ":" in host else host
+        print(f"devctl: serving http://{shown}:{port}/metrics", file=sys.stderr, flush=True)
+
+    try:
+        run(serve(opts.paths(), address, interval, opts.timeout, on_listening=listening))
+    except OSError as e:
+        fail(f"--listen {listen}: {e.strerror or e}", ExitCode.USAGE)
+    except KeyboardInterrupt:
+        pass  # Ctrl-C before the exporter set its own handler
+    raise typer.Exit(int(ExitCode.OK))
+
+
+def register(app: typer.Typer) -> None:
+    """Add this module's commands to the app."""
+    app.command("exporter")(exporter)

@@ -1,0 +1,159 @@
+"""``devctl fleet --prometheus URL ls | devices | doctor``: the node views across the fleet, from Prometheus.
+
+Each command asks Prometheus (``devctl.fleet``) and prints as the node
+commands do (``-o table|wide|json|yaml``, ``--no-headers``). Prometheus
+unreachable, or answering something that is not its query API, is one line and
+exit 3. Only typer and the standard library at module level.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from devctl.cli.common import ExitCode, Output, fail, options
+from devctl.cli.output import NoHeadersOpt, OutputOpt, table_style, write_structured
+
+if TYPE_CHECKING:
+    from devctl.fleet.prometheus import Prometheus
+    from devctl.render.table import TableStyle
+
+fleet_app = typer.Typer(
+    name="fleet",
+    help="The node views across many nodes, from the Prometheus that scrapes every node's devctl exporter.",
+    no_args_is_help=True,
+)
+
+NodeOpt = Annotated[list[str] | None, typer.Option("--node", help="Only this node; repeatable.")]
+ResourcesArg = Annotated[list[str] | None, typer.Argument(help="Only these resources.", show_default=False)]
+
+
+@fleet_app.callback()
+def fleet(
+    ctx: typer.Context,
+    prometheus: Annotated[
+        str | None,
+        typer.Option(
+            "--prometheus",
+            envvar="DEVCTL_PROMETHEUS",
+            metavar="URL",
+            help="Prometheus' base URL, e.g. http://prom:9090.",
+        ),
+    ] = None,
+) -> None:
+    """The node views across many nodes, from the Prometheus that scrapes every node's devctl exporter."""
+    ctx.obj = prometheus
+
+
+def _server(ctx: typer.Context) -> Prometheus:
+    from devctl.fleet.prometheus import Prometheus
+
+    url = ctx.parent.obj if ctx.parent is not None else None
+    if not url:
+        fail("fleet needs --prometheus URL (or DEVCTL_PROMETHEUS)")
+    return Prometheus(url, options(ctx).timeout)
+
+
+def _show(
+    ctx: typer.Context,
+    fetch: Callable[[Prometheus], Sequence[Any]],
+    key: str,
+    table: Callable[[Sequence[Any], TableStyle], str],
+    output: Output,
+    no_headers: bool,
+) -> Sequence[Any]:
+    from devctl.fleet.prometheus import PrometheusError
+
+    server = _server(ctx)
+    try:
+        rows = fetch(server)
+    except PrometheusError as e:
+        fail(str(e), ExitCode.NO_SOURCE)
+    if output in (Output.json, Output.yaml):
+        write_structured(output, {key: rows}, ())
+    else:
+        text = table(rows, table_style(output, no_headers))
+        if text:
+            sys.stdout.write(text)
+        else:
+            print("No resources found.", file=sys.stderr)
+    sys.stdout.flush()
+    return rows
+
+
+@fleet_app.command("ls")
+def ls(
+    ctx: typer.Context,
+    resources: ResourcesArg = None,
+    node: NodeOpt = None,
+    output: OutputOpt = Output.table,
+    no_headers: NoHeadersOpt = False,
+) -> None:
+    """Per node and resource: capacity, allocatable, allocated, free, unhealthy (? where a node could not know)."""
+    from devctl.fleet import tables
+    from devctl.fleet.views import fleet_resources, only
+
+    _show(
+        ctx,
+        lambda p: only(fleet_resources(p.query), node or (), resources or ()),
+        "resources",
+        tables.resources_table,
+        output,
+        no_headers,
+    )
+
+
+@fleet_app.command("devices")
+def devices(
+    ctx: typer.Context,
+    resources: ResourcesArg = None,
+    node: NodeOpt = None,
+    unhealthy_held: Annotated[
+        bool, typer.Option("--unhealthy-held", help="Only unhealthy devices that a container still holds.")
+    ] = False,
+    output: OutputOpt = Output.table,
+    no_headers: NoHeadersOpt = False,
+) -> None:
+    """One row per device of every node: health, state, NUMA, holders."""
+    from devctl.fleet import tables
+    from devctl.fleet.views import fleet_devices, only
+
+    _show(
+        ctx,
+        lambda p: only(fleet_devices(p.query, unhealthy_held), node or (), resources or ()),
+        "devices",
+        tables.devices_table,
+        output,
+        no_headers,
+    )
+
+
+@fleet_app.command("doctor")
+def doctor(
+    ctx: typer.Context,
+    node: NodeOpt = None,
+    output: OutputOpt = Output.table,
+    no_headers: NoHeadersOpt = False,
+) -> None:
+    """Doctor's findings of every node by code. Exit 1 when any node has an error finding."""
+    from devctl.fleet import tables
+    from devctl.fleet.views import fleet_findings, only
+
+    rows = _show(
+        ctx,
+        lambda p: only(fleet_findings(p.query), node or (), ()),
+        "findings",
+        tables.findings_table,
+        output,
+        no_headers,
+    )
+    if any(r.severity == "error" for r in rows):
+        raise typer.Exit(int(ExitCode.FINDINGS))
+
+
+def register(app: typer.Typer) -> None:
+    """Add `devctl fleet …` to the app."""
+    app.add_typer(fleet_app, name="fleet")

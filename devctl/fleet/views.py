@@ -1,0 +1,168 @@
+"""The fleet's answers, from the series every node's ``devctl exporter`` gives Prometheus.
+
+Each view is a few instant PromQL queries joined by node; devctl keeps no data
+of its own. A node is named by the ``node`` label the scrape config sets (the
+PodMonitor and scrape job in deploy/ copy the pod's node name into it), else by
+the target's ``instance``. A number a node could not know (its pod-resources
+was down, so it sent no allocation series) is ``None`` here: ``?`` in tables,
+``null`` in JSON — never 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from devctl.fleet.prometheus import Sample
+
+Query = Callable[[str], list[Sample]]
+
+HEALTH = {1.0: "Healthy", 0.0: "Unhealthy", -1.0: "Unknown"}
+SEVERITIES = ("error", "warning", "info")
+
+RESOURCE_SERIES = '{__name__=~"devctl_resource_(capacity|allocatable|allocated)"}'
+
+# Devices a node reports unhealthy that a container still holds, with the NUMA label of the health series.
+UNHEALTHY_HELD = (
+    "devctl_device_allocated * on (job, instance, kind, resource, device) group_left (numa) (devctl_device_health == 0)"
+)
+
+
+@dataclass(frozen=True)
+class FleetResourceRow:
+    """One extended resource on one node (``devctl fleet ls``); ``resource`` is None for a node that has none."""
+
+    node: str
+    resource: str | None
+    kind: str | None
+    capacity: int | None
+    allocatable: int | None
+    allocated: int | None
+    free: int | None
+    unhealthy: int | None
+
+
+@dataclass(frozen=True)
+class FleetHolder:
+    namespace: str
+    pod: str
+    container: str
+
+
+@dataclass(frozen=True)
+class FleetDeviceRow:
+    """One device on one node (``devctl fleet devices``); ``state`` as in ``devctl devices``."""
+
+    node: str
+    resource: str
+    kind: str
+    id: str
+    health: str
+    numa: str | None
+    state: str
+    allocated_to: tuple[FleetHolder, ...]
+
+
+@dataclass(frozen=True)
+class FleetFindingRow:
+    """How many findings of one code a node's doctor reports (``devctl fleet doctor``)."""
+
+    node: str
+    severity: str
+    code: str
+    count: int
+
+
+def node_of(labels: dict[str, str]) -> str:
+    return labels.get("node") or labels.get("instance") or "?"
+
+
+def _count(value: float) -> int:
+    return round(value)
+
+
+def fleet_resources(query: Query) -> tuple[FleetResourceRow, ...]:
+    """Per node and resource: capacity, allocatable, allocated, free, unhealthy; every reporting node at least once."""
+    numbers: dict[tuple[str, str, str], dict[str, int]] = {}
+    # One query for the three series: one round trip, one pass over the fleet's index.
+    for s in query(RESOURCE_SERIES):
+        key = (node_of(s.labels), s.labels.get("kind", ""), s.labels.get("resource", ""))
+        numbers.setdefault(key, {})[s.labels.get("__name__", "").removeprefix("devctl_resource_")] = _count(s.value)
+    nodes = {node_of(s.labels) for s in query("devctl_last_refresh_timestamp_seconds")}
+    rows = []
+    for (node, kind, resource), n in numbers.items():
+        capacity, allocatable, allocated = n.get("capacity"), n.get("allocatable"), n.get("allocated")
+        rows.append(
+            FleetResourceRow(
+                node=node,
+                resource=resource,
+                kind=kind or None,
+                capacity=capacity,
+                allocatable=allocatable,
+                allocated=allocated,
+                # Free is healthy and not held: unknown when either side is.
+                free=max(allocatable - allocated, 0) if allocatable is not None and allocated is not None else None,
+                unhealthy=capacity - allocatable if capacity is not None and allocatable is not None else None,
+            )
+        )
+    for node in nodes - {r.node for r in rows}:
+        rows.append(FleetResourceRow(node, None, None, None, None, None, None, None))
+    return tuple(sorted(rows, key=lambda r: (r.node, r.resource or "")))
+
+
+def _state(health: str, held: bool) -> str:
+    # As on the node: a device no source vouches for either way is not counted as unhealthy.
+    if health != "Unhealthy":
+        return "allocated" if held else "free"
+    return "unhealthy-allocated" if held else "unhealthy"
+
+
+def _holder(labels: dict[str, str]) -> FleetHolder:
+    return FleetHolder(labels.get("namespace", ""), labels.get("pod", ""), labels.get("container", ""))
+
+
+def fleet_devices(query: Query, unhealthy_held: bool = False) -> tuple[FleetDeviceRow, ...]:
+    """Every device of every node; with ``unhealthy_held`` only the unhealthy ones a container still holds."""
+    health: dict[tuple[str, str, str, str], tuple[str, str | None]] = {}
+    holders: dict[tuple[str, str, str, str], list[FleetHolder]] = {}
+
+    def key(labels: dict[str, str]) -> tuple[str, str, str, str]:
+        return node_of(labels), labels.get("kind", ""), labels.get("resource", ""), labels.get("device", "")
+
+    if unhealthy_held:
+        for s in query(UNHEALTHY_HELD):
+            health[key(s.labels)] = ("Unhealthy", s.labels.get("numa"))
+            holders.setdefault(key(s.labels), []).append(_holder(s.labels))
+    else:
+        for s in query("devctl_device_health"):
+            health[key(s.labels)] = (HEALTH.get(s.value, "Unknown"), s.labels.get("numa"))
+        for s in query("devctl_device_allocated"):
+            holders.setdefault(key(s.labels), []).append(_holder(s.labels))
+    rows = []
+    for k in sorted(set(health) | set(holders)):
+        node, kind, resource, device = k
+        status, numa = health.get(k, ("Unknown", None))
+        held = tuple(sorted(set(holders.get(k, ())), key=lambda h: (h.namespace, h.pod, h.container)))
+        rows.append(FleetDeviceRow(node, resource, kind, device, status, numa, _state(status, bool(held)), held))
+    return tuple(rows)
+
+
+def fleet_findings(query: Query) -> tuple[FleetFindingRow, ...]:
+    """Doctor's findings of every node, by severity and code; most severe first, then by node."""
+    rows = [
+        FleetFindingRow(node_of(s.labels), s.labels.get("severity", ""), s.labels.get("code", ""), _count(s.value))
+        for s in query("sum by (node, instance, severity, code) (devctl_doctor_findings)")
+    ]
+    rank = {severity: i for i, severity in enumerate(SEVERITIES)}
+    return tuple(sorted(rows, key=lambda r: (rank.get(r.severity, len(rank)), r.node, r.code)))
+
+
+def only(rows: Iterable[object], nodes: Iterable[str], resources: Iterable[str]) -> list[object]:
+    """Rows of the named nodes and resources (all when none are named)."""
+    wanted_nodes, wanted_resources = set(nodes), set(resources)
+    return [
+        r
+        for r in rows
+        if (not wanted_nodes or getattr(r, "node", None) in wanted_nodes)
+        and (not wanted_resources or getattr(r, "resource", None) in wanted_resources)
+    ]
