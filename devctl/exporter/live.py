@@ -25,7 +25,8 @@ from typing import cast
 from devctl.model import Device, PluginStatus
 from devctl.node.deviceplugin import DevicePluginClient
 from devctl.node.rpc import RpcFailure, check_socket
-from devctl.watch import DISCOVERY_POLL, STABLE_AFTER, Backoff, plugin_sockets
+from devctl.watch import DISCOVERY_POLL, Backoff, plugin_sockets
+from devctl.watch.follow import STABLE_AFTER
 
 log = logging.getLogger(__name__)
 
