@@ -162,6 +162,7 @@ class DraDriver:
         self._made_dir = False
         self._control: DraControlServer | None = None
         self._status = asyncio.Condition()
+        self._heartbeat: asyncio.Task[None] | None = None
 
     # --- lifecycle ----------------------------------------------------------------
 
@@ -177,6 +178,8 @@ class DraDriver:
         if self.control_dir is not None:
             self._control = DraControlServer(self, self.control_dir)
             await self._control.start()
+        if self.spec.health:
+            self._heartbeat = asyncio.create_task(self._check_health(), name=f"health {self.spec.driver}")
         self.log.debug(  # the CLI says "serving" once itself
             "serving DRA driver %s on %s (%d devices, %s)",
             self.spec.driver,
@@ -191,6 +194,11 @@ class DraDriver:
 
     async def stop(self) -> None:
         """End health streams, stop serving, remove the sockets and CDI files this driver made. Safe twice."""
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._heartbeat
+            self._heartbeat = None
         if self._control is not None:
             await self._control.stop()
             self._control = None
@@ -307,6 +315,18 @@ class DraDriver:
             return self._devices[name]
         except KeyError:
             raise DraDeviceError(f"{self.spec.driver} has no device {self.spec.pool}/{name}") from None
+
+    async def _check_health(self) -> None:
+        """Check the devices three times per timeout and send the list, so that the kubelet never reads them stale.
+
+        A real driver polls its hardware; here a check confirms each device's
+        health as it stands and stamps it with the time of the check.
+        """
+        while True:
+            await asyncio.sleep(max(self.spec.health_timeout / 3, 0.1))
+            now = int(time.time())
+            self._devices = {n: replace(d, updated=now) for n, d in self._devices.items()}
+            self._publish()
 
     def _publish(self) -> None:
         devices = self.devices

@@ -6,6 +6,9 @@ so that ``DEVCTL_ROOT=<root>`` points every devctl command at it:
     <root>/sys/...                                     the scenario's NUMA nodes and PCI devices
     <root>/var/lib/kubelet/device-plugins/             kubelet.sock, the plugins' sockets, the checkpoint
     <root>/var/lib/kubelet/pod-resources/kubelet.sock  PodResourcesLister
+    <root>/var/lib/kubelet/plugins_registry/, plugins/ DRA drivers' registration and service sockets
+    <root>/var/lib/kubelet/dra_manager_state           the DRA manager checkpoint (and dra_health_state)
+    <root>/var/run/cdi/                                the DRA drivers' CDI specs, one per prepared claim
     <root>/var/lib/kubelet/pods/<uid>/                 one per running pod
     <root>/var/log/pods/<namespace>_<name>_<uid>/      one per running pod
     <root>/run/devctl/plugins/*.ctl, sim.ctl           live control (devctl plugin set-health, devctl sim ...)
@@ -28,9 +31,13 @@ from typing import Any
 
 from devctl.node.paths import resolve_paths
 from devctl.plugin.control import control_path, default_control_dir
+from devctl.plugin.dra import DraDriver
 from devctl.plugin.server import DevicePluginServer
 from devctl.sim.control import SimControlServer, SimNotRunning, control_socket, request
 from devctl.sim.devicemanager import DEFAULT_GRACE_PERIOD, DeviceManager
+from devctl.sim.dramanager import DraManager
+from devctl.sim.dranode import PodResourcesWithClaims, prepare_claims, start_drivers, stop_drivers, wait_drivers
+from devctl.sim.pluginwatcher import DevicePluginRegistryHandler, PluginWatcher
 from devctl.sim.podresources import PodResourcesServer
 from devctl.sim.registration import RegistrationServer
 from devctl.sim.scenario import PodSpec, Scenario
@@ -56,9 +63,15 @@ class _Kubelet:
         options = node.scenario.kubelet
         self.device_manager = DeviceManager(paths.plugins_dir, node.scenario, grace_period=node.grace_period)
         self.registration = RegistrationServer(paths.kubelet_socket, self.device_manager)
+        # DRA: the plugin watcher on plugins_registry hands DRA drivers to the DRA manager (devctl/sim/dra*.py).
+        self.dra = DraManager(paths.kubelet_dir, paths.root, node.scenario.dra)
+        self.watcher = PluginWatcher(
+            paths.plugins_registry,
+            {"DRAPlugin": self.dra, "DevicePlugin": DevicePluginRegistryHandler(self.registration, paths.root)},
+        )
         self.pod_resources = PodResourcesServer(
             paths.pod_resources,
-            self.device_manager,
+            PodResourcesWithClaims(self.device_manager, self.dra),
             get_enabled=options.get_enabled,
             api=options.api,
             dynamic_resources=options.dynamic_resources,
@@ -68,11 +81,17 @@ class _Kubelet:
         """Start as manager.go Start does: read the checkpoint, clean the plugins dir, then listen."""
         if running is not None:
             self.device_manager.restore(running)
+            self.dra.restore()
+        else:
+            self.dra.start_fresh()
         clean_plugins_dir(self.device_manager.plugins_dir)
         await self.pod_resources.start()
         await self.registration.start()
+        await self.watcher.start()
 
     async def stop(self) -> None:
+        await self.watcher.stop()
+        await self.dra.close()
         await self.registration.stop()
         await self.device_manager.close()
         await self.pod_resources.stop()
@@ -107,10 +126,18 @@ class SimNode:
         self.control_dir = default_control_dir(str(self.root))
         self.control_socket = control_socket(str(self.root))
         self.plugins: dict[str, DevicePluginServer] = {}
+        self.dra_drivers: dict[str, DraDriver] = {}
         self._kubelet: _Kubelet | None = None
         self._admission: asyncio.Task[None] | None = None
         self._control: SimControlServer | None = None
         self._restart_lock = asyncio.Lock()
+
+    @property
+    def dra_manager(self) -> DraManager:
+        """The running kubelet's DRA manager (a new one after each restart)."""
+        if self._kubelet is None:
+            raise SimError("the simulated node is not running")
+        return self._kubelet.dra
 
     @property
     def device_manager(self) -> DeviceManager:
@@ -146,6 +173,7 @@ class SimNode:
                 plugin = DevicePluginServer(spec, self.paths.plugins_dir, control_dir=self.control_dir)
                 await plugin.start()
                 self.plugins[spec.resource] = plugin
+            self.dra_drivers = await start_drivers(self.scenario.dra, self.paths, self.control_dir)
             self._control = SimControlServer(
                 self.control_socket, {"info": self._ctl_info, "restart-kubelet": self._ctl_restart}
             )
@@ -172,6 +200,7 @@ class SimNode:
         for plugin in self.plugins.values():
             await plugin.stop()
         self.plugins.clear()
+        await stop_drivers(self.dra_drivers)
 
     async def ready(self, timeout: float = 10.0) -> None:
         """Wait until every plugin registered and every pod went through admission; SimError after ``timeout``."""
@@ -181,6 +210,7 @@ class SimNode:
             await asyncio.wait_for(asyncio.shield(self._admission), timeout)
         except asyncio.TimeoutError:
             missing = [r.resource for r in self.scenario.resources if not self.device_manager.connected(r.resource)]
+            missing += [d.driver for d in self.scenario.dra.drivers if d.driver not in self.dra_manager.drivers]
             raise SimError(
                 f"the simulated node was not ready within {timeout:g}s"
                 + (f": {', '.join(missing)} did not register" if missing else ": admission did not finish")
@@ -229,6 +259,9 @@ class SimNode:
         for spec in self.scenario.resources:
             sockets.append(os.path.join(self.paths.plugins_dir, spec.socket))
             sockets.append(control_path(self.control_dir, spec.socket))
+        for dra in self.scenario.dra.drivers:
+            sockets.append(os.path.join(self.paths.plugins_registry, f"{dra.driver}-reg.sock"))
+            sockets.append(os.path.join(self.paths.kubelet_dir, "plugins", dra.driver, "dra.sock"))
         for path in sockets:
             if len(os.fsencode(os.path.abspath(path))) > MAX_SOCKET_PATH:
                 raise SimError(f"socket path {path} is longer than {MAX_SOCKET_PATH} bytes; choose a shorter root")
@@ -258,8 +291,10 @@ class SimNode:
 
     async def _admit_all(self) -> None:
         await self.wait_registered(timeout=None)
+        await wait_drivers(self.dra_manager, self.scenario.dra, timeout=None)
         dm = self.device_manager
-        for pod in await dm.admit_all(self.scenario.pods):
+        runnable = await prepare_claims(self.dra_manager, self.scenario.pods, dm.failed)
+        for pod in await dm.admit_all(runnable):
             self._pod_dirs(pod)
         log.info(
             "simulated node ready: %d pods running, %d not admitted",
@@ -290,6 +325,8 @@ class SimNode:
             "resources": resources,
             "pods": [f"{p.namespace}/{p.name}" for p in dm.running_pods()],
             "failed": {f"{ns}/{name}": why for (ns, name), why in dm.failed.items()},
+            "dra_drivers": sorted(self.dra_manager.drivers),
+            "dra_claims": sorted(f"{c.namespace}/{c.name}" for c in self.dra_manager.claims.values()),
         }
 
     async def _ctl_restart(self, message: Mapping[str, Any]) -> dict[str, Any]:
@@ -300,4 +337,13 @@ class SimNode:
         except SimError as e:
             return {"ok": False, "error": str(e)}
         dm = self.device_manager
-        return {"ok": True, "registered": [n for n in dm.resource_names() if dm.connected(n)]}
+        try:
+            if message.get("wait", True):
+                await wait_drivers(self.dra_manager, self.scenario.dra, float(message.get("timeout", 10.0)))
+        except asyncio.TimeoutError:
+            return {"ok": False, "error": "a DRA driver did not register again after the restart"}
+        return {
+            "ok": True,
+            "registered": [n for n in dm.resource_names() if dm.connected(n)],
+            "dra_drivers": sorted(self.dra_manager.drivers),
+        }
