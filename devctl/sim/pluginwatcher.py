@@ -146,6 +146,9 @@ class PluginWatcher:
                 except grpc.aio.AioRpcError as e:
                     log.warning("kubelet: %s: GetInfo failed: %s", path, e.details() or e.code().name)
                     return
+                if not isinstance(pb, reg.PluginInfo):  # grpc.aio gives None for a reply it cannot decode
+                    log.warning("kubelet: %s: GetInfo failed: the answer is not a PluginInfo", path)
+                    return
                 info = RegistryInfo(pb.type, pb.name, pb.endpoint, tuple(pb.supported_versions))
                 handler = self.handlers.get(info.type)
                 if handler is None:
