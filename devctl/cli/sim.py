@@ -202,7 +202,12 @@ def restart_kubelet(
     if not reply.get("ok"):
         fail(str(reply.get("error", "the simulated node refused")), ExitCode.FINDINGS)
     again = ", ".join(reply.get("registered") or ()) or "none yet"
-    print(f"restarted the simulated kubelet at {root}" + (f"; registered again: {again}" if wait else ""))
+    dra = ", ".join(reply.get("dra_drivers") or ())  # DRA drivers found again in plugins_registry
+    print(
+        f"restarted the simulated kubelet at {root}"
+        + (f"; registered again: {again}" if wait else "")
+        + (f"; DRA drivers: {dra}" if wait and dra else "")
+    )
 
 
 def register(app: typer.Typer) -> None:
