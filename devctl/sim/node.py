@@ -33,6 +33,7 @@ from devctl.node.paths import resolve_paths
 from devctl.plugin.control import control_path, default_control_dir
 from devctl.plugin.dra import DraDriver
 from devctl.plugin.server import DevicePluginServer
+from devctl.sim import podlife
 from devctl.sim.control import SimControlServer, SimNotRunning, control_socket, request
 from devctl.sim.devicemanager import DEFAULT_GRACE_PERIOD, DeviceManager
 from devctl.sim.dramanager import DraManager
@@ -175,7 +176,13 @@ class SimNode:
                 self.plugins[spec.resource] = plugin
             self.dra_drivers = await start_drivers(self.scenario.dra, self.paths, self.control_dir)
             self._control = SimControlServer(
-                self.control_socket, {"info": self._ctl_info, "restart-kubelet": self._ctl_restart}
+                self.control_socket,
+                {
+                    "info": self._ctl_info,
+                    "restart-kubelet": self._ctl_restart,
+                    "delete-pod": lambda m: podlife.delete_pod(self, m),
+                    "add-pod": lambda m: podlife.add_pod(self, m),
+                },
             )
             await self._control.start()
         except BaseException:

@@ -332,6 +332,11 @@ def _kubelet(value: Any) -> KubeletOptions:
     )
 
 
+def parse_pods(value: Any, scenario: Scenario) -> tuple[PodSpec, ...]:
+    """Pods in the scenario's ``pods:`` format, checked against the scenario's resources and CPUs (``sim add-pod``)."""
+    return _pods(value, scenario)
+
+
 def _pods(value: Any, scenario: Scenario) -> tuple[PodSpec, ...]:
     pods: list[PodSpec] = []
     taken_cpus: dict[int, str] = {}
