@@ -66,9 +66,10 @@ async def test_the_root_is_laid_out_like_a_host(node: SimNode) -> None:
     assert [(n.id, n.cpus, n.memory_bytes) for n in topology.numa_nodes] == [
         (n.id, n.cpus, n.memory_bytes) for n in scenario.numa_nodes
     ]
+    # the scenario's PCI devices, and a function for each of its 4 DRA devices (0000:d0:0N.0, NUMA 0, 0, 1, 1)
     assert {(d.address, d.numa_node) for d in topology.pci_devices} == {
         (d.address, d.numa_node) for d in scenario.pci_devices
-    }
+    } | {(f"0000:d0:0{i}.0", i // 2) for i in range(4)}
     identities, errors = read_pod_identities(node.paths.pod_logs, node.paths.kubelet_dir)
     assert errors == ()
     assert {(i.uid, i.namespace, i.name) for i in identities} == {(p.uid, p.namespace, p.name) for p in scenario.pods}

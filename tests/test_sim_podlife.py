@@ -90,3 +90,29 @@ async def test_bad_pod_requests_are_one_line(node: SimNode) -> None:
     pod.write_text("namespace: ml\nname: new\ncontainers: [{name: x, colour: red}]\n")
     bad = await run_devctl_async("sim", "add-pod", str(pod), root=node.root)
     assert bad.exit_code == 1 and "unknown field 'colour'" in bad.stderr
+
+
+async def test_a_dra_cdi_name_resolves_to_a_pci_function_and_its_numa_node(node: SimNode) -> None:
+    """CDI name -> spec file -> device node major:minor -> /sys/dev/char link -> PCI function -> numa_node."""
+    numa = {d.name: d.numa_nodes[0] for d in node.scenario.dra.drivers[0].devices}
+    resolved = _resolve(node.root, Path(node.paths.sysfs), node.dra_drivers[DRIVER].prepared)
+    assert resolved == {name: numa[name] for names in node.dra_drivers[DRIVER].prepared.values() for name in names}
+    assert len(resolved) == 3
+
+
+def _resolve(root: Path, sysfs: Path, prepared: dict[str, tuple[str, ...]]) -> dict[str, int]:
+    """Each prepared device's NUMA node, found only through its CDI spec and sysfs, as a reader on a host does."""
+    import os
+
+    import yaml
+
+    out = {}
+    for uid in prepared:
+        spec = yaml.safe_load((root / "var" / "run" / "cdi" / f"k8s.{DRIVER}-claim_{uid}.yaml").read_text())
+        for device in spec["devices"]:
+            (dev,) = device["containerEdits"]["deviceNodes"]
+            function = Path(os.path.realpath(sysfs / "dev" / "char" / f"{dev['major']}:{dev['minor']}"))
+            assert function.parent.name.startswith("pci0000:") and function.name.startswith("0000:d0:")
+            assert os.readlink(function / "driver").endswith("bus/pci/drivers/gpu")
+            out[device["name"].removeprefix(f"{uid}-")] = int((function / "numa_node").read_text())
+    return out

@@ -38,6 +38,7 @@ from devctl.sim.control import SimControlServer, SimNotRunning, control_socket, 
 from devctl.sim.devicemanager import DEFAULT_GRACE_PERIOD, DeviceManager
 from devctl.sim.dramanager import DraManager
 from devctl.sim.dranode import PodResourcesWithClaims, prepare_claims, start_drivers, stop_drivers, wait_drivers
+from devctl.sim.drasysfs import dra_pci_devices, write_char_links
 from devctl.sim.pluginwatcher import DevicePluginRegistryHandler, PluginWatcher
 from devctl.sim.podresources import PodResourcesServer
 from devctl.sim.registration import RegistrationServer
@@ -277,7 +278,11 @@ class SimNode:
         marker = self.root / MARKER
         marker.parent.mkdir(parents=True, exist_ok=True)
         marker.touch()
-        write_topology(Path(self.paths.sysfs), self.scenario.numa_nodes, self.scenario.pci_devices)
+        # The DRA devices get PCI functions and /sys/dev/char links too (devctl/sim/drasysfs.py).
+        dra_pci = dra_pci_devices(self.scenario.dra, {d.address for d in self.scenario.pci_devices})
+        pci = self.scenario.pci_devices + tuple(dra_pci.values())
+        write_topology(Path(self.paths.sysfs), self.scenario.numa_nodes, pci)
+        write_char_links(Path(self.paths.sysfs), dra_pci)
         # A fresh node: no pods ran here yet, and the device manager starts without a checkpoint.
         for directory in (Path(self.paths.pod_logs), Path(self.paths.kubelet_dir, "pods")):
             shutil.rmtree(directory, ignore_errors=True)
