@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -116,3 +117,29 @@ def _resolve(root: Path, sysfs: Path, prepared: dict[str, tuple[str, ...]]) -> d
             assert os.readlink(function / "driver").endswith("bus/pci/drivers/gpu")
             out[device["name"].removeprefix(f"{uid}-")] = int((function / "numa_node").read_text())
     return out
+
+
+async def test_a_device_plugin_registered_through_plugins_registry_goes_to_the_device_manager(node: SimNode) -> None:
+    """The watcher hands a DevicePlugin to the device manager: dialled for its options, then followed."""
+    from test_sim_dra import registration
+
+    from devctl.api.pluginregistration.v1 import api_pb2 as reg
+    from devctl.model import Device
+    from devctl.plugin.server import DevicePluginServer
+    from devctl.plugin.spec import PluginSpec
+
+    spec = PluginSpec(resource="example.com/watched", devices=(Device("w-0"), Device("w-1")), socket="watched.sock")
+    registry = Path(node.paths.plugins_registry)
+    async with DevicePluginServer(spec, str(registry), register=False) as plugin:
+        # the endpoint as the kubelet sees it on the node: a host path, read under the node root
+        endpoint = "/" + str(Path(plugin.socket_path).relative_to(node.root))
+        info = reg.PluginInfo(
+            type="DevicePlugin", name=spec.resource, endpoint=endpoint, supported_versions=["v1beta1"]
+        )
+        async with registration(registry / "watched-reg.sock", info) as fake:
+            status = await asyncio.wait_for(fake.status.get(), WAIT)
+            assert status.plugin_registered, status.error
+            dm = node.device_manager
+            await dm.wait_until(lambda: dm.connected(spec.resource), WAIT)
+            state = dm.resource(spec.resource)
+            assert state is not None and state.capacity == 2
