@@ -209,3 +209,36 @@ async def test_the_cli_driver_is_controlled_from_another_shell_and_cleans_up(sho
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
+
+
+async def test_on_a_simulated_node_the_driver_knows_the_recorded_allocations(sim_node) -> None:
+    """Without --claims, `plugin serve --dra` on a simulated node takes the claims the simulator allocated."""
+    from devctl.sim.scenario_dra import claim_uid
+
+    # GIVEN the default node with its own gpu.example.com driver stopped
+    await asyncio.to_thread(sim_node.call, lambda node: node.dra_drivers.pop(DRIVER).stop())
+    proc = await asyncio.create_subprocess_exec(
+        *DEVCTL,
+        *("plugin", "serve", "--dra", DRIVER, "--pool", "sim-node", "--no-register"),
+        *("--device", "gpu-0@0", "--device", "gpu-1@0"),
+        env=devctl_env(sim_node.root),
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert proc.stderr is not None
+        assert b"serving DRA driver" in await asyncio.wait_for(proc.stderr.readline(), 20)
+        sock = sim_node.root / "var/lib/kubelet/plugins" / DRIVER / "dra.sock"
+        uid = claim_uid("inference", "embed-gpu")
+        async with channel(str(sock)) as ch:
+            got = await dra_v1_grpc.DRAPluginStub(ch).NodePrepareResources(
+                dra_v1.NodePrepareResourcesRequest(
+                    claims=[dra_v1.Claim(namespace="inference", uid=uid, name="embed-gpu"), claim(dra_v1, "other")]
+                ),
+                timeout=5,
+            )
+        # THEN the claim the simulator allocated gets its device; another claim is refused for that claim only
+        assert [d.device_name for d in got.claims[uid].devices] == ["gpu-0"]
+        assert "no known allocation" in got.claims["other"].error
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(proc.wait(), 20)

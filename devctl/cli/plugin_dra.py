@@ -93,13 +93,15 @@ def serve_dra(
 
 async def _serve(spec: DraSpec, opts: GlobalOptions, allocations: dict[str, tuple[str, ...]], register: bool) -> None:
     from devctl.plugin.control import default_control_dir
-    from devctl.plugin.dra import DraDriver
+    from devctl.plugin.dra import DraDriver, recorded_allocation
     from devctl.plugin.server import ServeError
 
     paths = opts.paths()
+    recorded = recorded_allocation(paths.root, spec.driver)
 
     def allocation(namespace: str, name: str, uid: str) -> Any:
-        return allocations.get(uid)
+        # --claims FILE first; else what a simulated node recorded (nothing on a real node)
+        return allocations.get(uid) if uid in allocations else recorded(namespace, name, uid)
 
     driver = DraDriver(
         spec,

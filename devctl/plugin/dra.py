@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import time
@@ -61,6 +62,30 @@ MAX_MESSAGE = 1024  # characters of DeviceHealth.message
 RPC_LOG_SIZE = 500
 
 Allocation = Callable[[str, str, str], Sequence[str] | None]  # (namespace, name, uid) -> device names
+
+
+# Where a simulated node records the scheduler's allocations (claim UID -> devices per driver), so that a
+# `devctl plugin serve --dra` started against it knows its claims as the in-process drivers do.
+ALLOCATIONS_FILE = os.path.join("run", "devctl", "dra-allocations.json")
+
+
+def recorded_allocation(root: str, driver: str) -> Allocation:
+    """The allocations a simulated node under ``root`` recorded for ``driver``, read at each prepare.
+
+    On a real node there is no such file, and every claim is one without a known allocation.
+    """
+    path = os.path.join(root, ALLOCATIONS_FILE)
+
+    def allocation(namespace: str, name: str, uid: str) -> Sequence[str] | None:
+        try:
+            with open(path, encoding="utf-8") as f:
+                record = json.load(f)
+        except (OSError, ValueError):
+            return None
+        devices = record.get(driver, {}).get(uid) if isinstance(record, dict) else None
+        return [str(d) for d in devices] if isinstance(devices, list) else None
+
+    return allocation
 
 
 class DraDeviceError(ValueError):

@@ -9,13 +9,15 @@ run (it is listed in the device manager's ``failed``, as a refused pod is).
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 from collections.abc import Iterable, MutableMapping
 from dataclasses import replace
 from typing import Any
 
 from devctl.model import NodePaths, PodResources
-from devctl.plugin.dra import DraDriver
+from devctl.plugin.dra import ALLOCATIONS_FILE, DraDriver
 from devctl.sim.devicemanager import DeviceManager
 from devctl.sim.dramanager import DraManager
 from devctl.sim.scenario import PodSpec
@@ -34,8 +36,20 @@ def allocation_of(dra: DraScenario, driver: str) -> Any:
     return allocation
 
 
+def write_allocations(root: str, dra: DraScenario) -> None:
+    """Record the scenario's allocations where ``devctl plugin serve --dra`` on this node finds them."""
+    record: dict[str, dict[str, list[str]]] = {}
+    for claim in dra.claims:
+        record.setdefault(claim.driver, {})[claim.uid] = list(claim.devices)
+    path = os.path.join(root, ALLOCATIONS_FILE)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(record, f, indent=1, sort_keys=True)
+
+
 async def start_drivers(dra: DraScenario, paths: NodePaths, control_dir: str) -> dict[str, DraDriver]:
-    """Start every scenario driver; each registers itself through ``plugins_registry``."""
+    """Record the allocations, then start every scenario driver; each registers itself through ``plugins_registry``."""
+    write_allocations(paths.root, dra)
     drivers: dict[str, DraDriver] = {}
     try:
         for spec in dra.drivers:
