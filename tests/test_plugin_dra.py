@@ -242,3 +242,27 @@ async def test_on_a_simulated_node_the_driver_knows_the_recorded_allocations(sim
     finally:
         proc.send_signal(signal.SIGTERM)
         await asyncio.wait_for(proc.wait(), 20)
+
+
+async def test_add_and_remove_from_another_shell_reach_the_health_stream(short_root: Path) -> None:
+    from devctl.plugin.control import default_control_dir
+
+    control = default_control_dir(str(short_root))
+    async with (
+        DraDriver(SPEC, kubelet_dir(short_root), root=str(short_root), register=False, control_dir=control) as d,
+        channel(d.socket_path) as ch,
+    ):
+        stream = health_grpc.DRAResourceHealthStub(ch).NodeWatchResources(health.NodeWatchResourcesRequest())
+        await asyncio.wait_for(stream.read(), 5)
+        added = await run_devctl_async("plugin", "add", DRIVER, "gpu-2@1", "--health", "unhealthy", root=short_root)
+        assert added.exit_code == 0, added.stderr
+        msg = await asyncio.wait_for(stream.read(), 5)
+        assert [(x.device.device_name, x.health) for x in msg.devices][-1] == ("gpu-2", health.UNHEALTHY)
+        assert [x.numa_nodes for x in d.devices if x.name == "gpu-2"] == [(1,)]
+        removed = await run_devctl_async("plugin", "remove", DRIVER, "node-a/gpu-0", root=short_root)
+        assert removed.exit_code == 0, removed.stderr
+        msg = await asyncio.wait_for(stream.read(), 5)
+        assert [x.device.device_name for x in msg.devices] == ["gpu-1", "gpu-2"]
+        wrong_pool = await run_devctl_async("plugin", "remove", DRIVER, "other/gpu-1", root=short_root)
+        assert wrong_pool.exit_code != 0 and f"{DRIVER} serves pool node-a, not 'other'" in wrong_pool.stderr
+        stream.cancel()
