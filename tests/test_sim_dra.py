@@ -209,7 +209,7 @@ async def test_the_checkpoint_is_written_before_prepare(kubelet: Kubelet) -> Non
         assert await kubelet.manager.prepare_pod(POD) is None
     # THEN at the moment of each prepare the claim with its pod was already in a valid checkpoint
     assert seen == [("uid-1", True, True), ("uid-2", True, True)]
-    # and the driver's own log has one prepare call (both claims of one driver in one request)
+    # and the driver logged a prepare of each claim
     assert [r.rpc for r in driver.rpc_log if r.rpc == "NodePrepareResources"] == ["NodePrepareResources"] * 2
     cp = read_dra_checkpoint(checkpoint)
     assert cp.checksum_ok and {(c.name, tuple(d.device for d in c.devices)) for c in cp.claims} == {
