@@ -31,7 +31,7 @@ import time
 import zlib
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import grpc
@@ -114,7 +114,7 @@ class DraSpec:
     versions: tuple[str, ...] = ("v1", "v1beta1")
     health: bool = True
     health_timeout: int = DEFAULT_HEALTH_TIMEOUT
-    major: int = field(default=0)  # 0: a number in the experimental range derived from the driver name
+    major: int = 0  # 0: a number in the experimental range derived from the driver name
 
     def __post_init__(self) -> None:
         if not self.major:
@@ -447,7 +447,7 @@ class _Registration(reg_grpc.RegistrationServicer):
 def _dra_servicer(driver: DraDriver, pb: Any, pb_grpc: Any, version: str) -> Any:
     """NodePrepareResources and NodeUnprepareResources for one API version (the messages differ only by package)."""
 
-    class Servicer(pb_grpc.DRAPluginServicer):  # type: ignore[misc, name-defined]
+    class Servicer(pb_grpc.DRAPluginServicer):
         async def NodePrepareResources(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
             response = pb.NodePrepareResourcesResponse()
             for claim in request.claims:
@@ -484,7 +484,7 @@ _HEALTH_ENUM = {HEALTHY: "HEALTHY", UNHEALTHY: "UNHEALTHY", UNKNOWN: "UNKNOWN"}
 
 
 def _health_servicer(driver: DraDriver, pb: Any, pb_grpc: Any) -> Any:
-    class Servicer(pb_grpc.DRAResourceHealthServicer):  # type: ignore[misc, name-defined]
+    class Servicer(pb_grpc.DRAResourceHealthServicer):
         async def NodeWatchResources(self, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
             queue: asyncio.Queue[tuple[DraDevice, ...] | None] = asyncio.Queue()
             queue.put_nowait(driver.devices)
