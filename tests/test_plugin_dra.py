@@ -266,3 +266,21 @@ async def test_add_and_remove_from_another_shell_reach_the_health_stream(short_r
         wrong_pool = await run_devctl_async("plugin", "remove", DRIVER, "other/gpu-1", root=short_root)
         assert wrong_pool.exit_code != 0 and f"{DRIVER} serves pool node-a, not 'other'" in wrong_pool.stderr
         stream.cancel()
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--dra", DRIVER, "--count", "1", "--resource", "a.com/b"], "--resource belong(s) to a device plugin"),
+        (["--resource", "a.com/b", "--count", "1", "--claims", "x"], "--claims go(es) with --dra DRIVER"),
+        (["--dra", DRIVER], "give --count N or --device NAME[@NUMA]"),
+        (["--dra", DRIVER, "--count", "5000"], "at most 4096 devices"),
+        (["--dra", "a/b", "--count", "1"], "a DRA driver name is a DNS name"),
+        (["--dra", DRIVER, "--device", "p/gpu-0"], "the pool is --pool"),
+    ],
+)
+def test_bad_dra_flags_are_usage_errors(short_root: Path, args: list[str], words: str) -> None:
+    from helpers import invoke
+
+    r = invoke("--root", str(short_root), "plugin", "serve", *args)
+    assert r.exit_code == 2 and words in r.stderr and len(r.stderr.strip().splitlines()) == 1

@@ -65,7 +65,7 @@ def serve(
     ] = False,
     dra: Annotated[
         str | None,
-        typer.Option("--dra", metavar="DRIVER", help="Serve a DRA driver (e.g. gpu.example.com) instead; see docs."),
+        typer.Option("--dra", metavar="DRIVER", help="Serve a DRA driver (e.g. gpu.example.com) instead: docs/dra.md."),
     ] = None,
     pool: Annotated[str | None, typer.Option("--pool", help="With --dra: the pool name [the host name].")] = None,
     no_health: Annotated[bool, typer.Option("--no-health", help="With --dra: no health stream service.")] = False,
@@ -86,8 +86,15 @@ def serve(
     if dra is not None:  # the DRA driver has its own module; the device plugin flags below do not apply
         from devctl.cli.plugin_dra import serve_dra
 
+        plugin_only = {"--resource": resource, "--config": config, "--socket": socket, "--env": env}
+        plugin_only.update({"--preferred": preferred, "--pre-start": pre_start or None, "--force": force or None})
+        if given := [flag for flag, value in plugin_only.items() if value]:
+            fail(f"--dra serves a DRA driver: {', '.join(given)} belong(s) to a device plugin")
+
         serve_dra(opts, dra, count, device or [], pool, not no_health, claims, register=not no_register)
         return
+    if given := [f for f, v in {"--pool": pool, "--no-health": no_health, "--claims": claims}.items() if v]:
+        fail(f"{', '.join(given)} go(es) with --dra DRIVER")
     try:
         spec = build_spec(resource, count, device or [], config, socket, preferred, pre_start, env or [])
     except (SpecError, OSError) as e:
