@@ -143,3 +143,19 @@ async def test_a_device_plugin_registered_through_plugins_registry_goes_to_the_d
             await dm.wait_until(lambda: dm.connected(spec.resource), WAIT)
             state = dm.resource(spec.resource)
             assert state is not None and state.capacity == 2
+
+
+async def test_after_a_kubelet_restart_the_claims_come_back_from_the_checkpoint(node: SimNode) -> None:
+    from devctl.node.podresources import PodResourcesClient
+    from devctl.sim.dranode import wait_drivers
+
+    await node.restart_kubelet()
+    await wait_drivers(node.dra_manager, node.scenario.dra, WAIT)
+    async with PodResourcesClient(node.paths.pod_resources, timeout=WAIT) as client:
+        pods = {f"{p.namespace}/{p.name}": p for p in await client.list()}
+    (claim,) = pods["ml/train-1"].containers[0].dynamic_resources
+    assert [d.device for d in claim.devices] == ["gpu-2", "gpu-3"]
+    # and the re-created DRA manager can unprepare what the old one prepared
+    result = await run_devctl_async("sim", "delete-pod", "ml/train-1", root=node.root)
+    assert result.exit_code == 0, result.stderr
+    assert claims(node) == {"embed-gpu"}
