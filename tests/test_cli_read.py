@@ -30,6 +30,7 @@ from devctl.node.checkpoint import fnv1a32, render_spew
 from devctl.plugin.server import DevicePluginServer
 from devctl.plugin.spec import PluginSpec
 from devctl.sim.scenario import KubeletOptions, default_scenario, load_scenario
+from devctl.sim.scenario_dra import claim_uid
 from devctl.sim.thread import running_sim
 
 GPU, NIC, FOO = "nvidia.com/gpu", "intel.com/sriov_netdevice", "hardware-vendor.example/foo"
@@ -172,8 +173,8 @@ def test_pods_json(default_node):
             {
                 "driver": "gpu.example.com",
                 "pool": "sim-node",
-                "device": "gpu-8",
-                "cdi_devices": ["gpu.example.com/gpu=gpu-8"],
+                "device": "gpu-0",
+                "cdi_devices": [f"k8s.gpu.example.com/claim={claim_uid('inference', 'embed-gpu')}-gpu-0"],
             }
         ],
     }
@@ -244,7 +245,14 @@ def test_plugins_json(default_node):
     assert (gpu["resource"], gpu["status"], gpu["devices"], gpu["healthy"]) == (GPU, "serving", 8, 7)
     assert gpu["options"] == {"pre_start_required": False, "get_preferred_allocation_available": True}
     assert gpu["latency_ms"] > 0 and gpu["error"] is None
-    assert {p["resource"] for p in plugins.values()} == {GPU, NIC, FOO}
+    assert {p["resource"] for s, p in plugins.items() if s.startswith(paths.plugins_dir)} == {GPU, NIC, FOO}
+    # the default node's DRA driver registers through plugins_registry
+    dra = plugins[f"{paths.plugins_registry}/gpu.example.com-reg.sock"]
+    assert (dra["status"], dra["registry"]["type"], dra["registry"]["name"]) == (
+        "serving",
+        "DRAPlugin",
+        "gpu.example.com",
+    )
 
 
 def test_checkpoint_json(default_node):

@@ -1,6 +1,7 @@
 """Our .proto files must be wire-identical to upstream: checked against a table written from the contract.
 
-The table below is transcribed from ../shared/docs/kubelet-contract.md, not from
+The table below is transcribed from the upstream APIs (kubelet device plugin, pod-resources,
+plugin registration, DRA kubelet plugin and DRA health), not from
 the generated code, so a renumbered field or a renamed service fails here.
 """
 
@@ -10,12 +11,60 @@ import pytest
 from google.protobuf.descriptor import FieldDescriptor as F
 
 from devctl.api.deviceplugin.v1beta1 import api_pb2 as dp
+from devctl.api.dra.v1 import api_pb2 as dra_v1
+from devctl.api.dra.v1beta1 import api_pb2 as dra_v1beta1
+from devctl.api.drahealth.v1 import api_pb2 as health_v1
+from devctl.api.drahealth.v1alpha1 import api_pb2 as health_v1alpha1
 from devctl.api.pluginregistration.v1 import api_pb2 as reg
 from devctl.api.podresources.v1 import api_pb2 as v1
 from devctl.api.podresources.v1alpha1 import api_pb2 as v1alpha1
 
 S, B, I64, I32, U64, M = F.TYPE_STRING, F.TYPE_BOOL, F.TYPE_INT64, F.TYPE_INT32, F.TYPE_UINT64, F.TYPE_MESSAGE
+E = F.TYPE_ENUM
 REP = "repeated"
+OPT = "optional"  # proto3 `optional`: presence is tracked (DRA v1 Device.share_id)
+DRA_V1 = "k8s.io.kubelet.pkg.apis.dra.v1"
+DRA_V1BETA1 = "k8s.io.kubelet.pkg.apis.dra.v1beta1"
+
+
+def _dra_messages(pkg: str, share_id: bool) -> dict[str, dict[str, tuple]]:
+    """The DRA kubelet plugin messages (dra-contract.md): the same numbers in v1 and v1beta1, share_id only in v1."""
+    device = {"request_names": (1, S, REP), "pool_name": (2, S), "device_name": (3, S), "cdi_device_ids": (4, S, REP)}
+    if share_id:
+        device["share_id"] = (5, S, OPT)
+    return {
+        f"{pkg}.NodePrepareResourcesRequest": {"claims": (1, M, REP, f"{pkg}.Claim")},
+        f"{pkg}.NodePrepareResourcesResponse": {"claims": (1, f"map<string,{pkg}.NodePrepareResourceResponse>")},
+        f"{pkg}.NodePrepareResourceResponse": {"devices": (1, M, REP, f"{pkg}.Device"), "error": (2, S)},
+        f"{pkg}.Device": device,
+        f"{pkg}.NodeUnprepareResourcesRequest": {"claims": (1, M, REP, f"{pkg}.Claim")},
+        f"{pkg}.NodeUnprepareResourcesResponse": {"claims": (1, f"map<string,{pkg}.NodeUnprepareResourceResponse>")},
+        f"{pkg}.NodeUnprepareResourceResponse": {"error": (1, S)},
+        f"{pkg}.Claim": {"namespace": (1, S), "uid": (2, S), "name": (3, S)},
+    }
+
+
+def _health_messages(pkg: str) -> dict[str, dict[str, tuple]]:
+    """DRA health (KEP-4680): v1alpha1 and its v1 copy carry the same messages."""
+    return {
+        f"{pkg}.NodeWatchResourcesRequest": {},
+        f"{pkg}.NodeWatchResourcesResponse": {"devices": (1, M, REP, f"{pkg}.DeviceHealth")},
+        f"{pkg}.DeviceIdentifier": {"pool_name": (1, S), "device_name": (2, S)},
+        f"{pkg}.DeviceHealth": {
+            "device": (1, M, None, f"{pkg}.DeviceIdentifier"),
+            "health": (2, E, None, f"{pkg}.HealthStatus"),
+            "last_updated_time": (3, I64),
+            "health_check_timeout_seconds": (4, I64),
+            "message": (5, S),
+        },
+    }
+
+
+# enum -> {value name: number}
+ENUMS = {
+    "v1alpha1.HealthStatus": {"UNKNOWN": 0, "HEALTHY": 1, "UNHEALTHY": 2},
+    "v1.HealthStatus": {"UNKNOWN": 0, "HEALTHY": 1, "UNHEALTHY": 2},
+}
 
 # message -> {field: (number, type, repeated?, message type full name or None)}
 MESSAGES: dict[str, dict[str, tuple]] = {
@@ -118,6 +167,11 @@ MESSAGES: dict[str, dict[str, tuple]] = {
     "pluginregistration.RegistrationStatus": {"plugin_registered": (1, B), "error": (2, S)},
     "pluginregistration.RegistrationStatusResponse": {},
     "pluginregistration.InfoRequest": {},
+    # DRA kubelet plugin v1 and v1beta1, DRA health v1alpha1 and v1
+    **_dra_messages(DRA_V1, share_id=True),
+    **_dra_messages(DRA_V1BETA1, share_id=False),
+    **_health_messages("v1alpha1"),
+    **_health_messages("v1"),
 }
 
 # full method path -> (request, response, server streaming?)
@@ -158,16 +212,56 @@ METHODS = {
         "pluginregistration.RegistrationStatusResponse",
         False,
     ),
+    f"/{DRA_V1}.DRAPlugin/NodePrepareResources": (
+        f"{DRA_V1}.NodePrepareResourcesRequest",
+        f"{DRA_V1}.NodePrepareResourcesResponse",
+        False,
+    ),
+    f"/{DRA_V1}.DRAPlugin/NodeUnprepareResources": (
+        f"{DRA_V1}.NodeUnprepareResourcesRequest",
+        f"{DRA_V1}.NodeUnprepareResourcesResponse",
+        False,
+    ),
+    f"/{DRA_V1BETA1}.DRAPlugin/NodePrepareResources": (
+        f"{DRA_V1BETA1}.NodePrepareResourcesRequest",
+        f"{DRA_V1BETA1}.NodePrepareResourcesResponse",
+        False,
+    ),
+    f"/{DRA_V1BETA1}.DRAPlugin/NodeUnprepareResources": (
+        f"{DRA_V1BETA1}.NodeUnprepareResourcesRequest",
+        f"{DRA_V1BETA1}.NodeUnprepareResourcesResponse",
+        False,
+    ),
+    "/v1alpha1.DRAResourceHealth/NodeWatchResources": (
+        "v1alpha1.NodeWatchResourcesRequest",
+        "v1alpha1.NodeWatchResourcesResponse",
+        True,
+    ),
+    "/v1.DRAResourceHealth/NodeWatchResources": (
+        "v1.NodeWatchResourcesRequest",
+        "v1.NodeWatchResourcesResponse",
+        True,
+    ),
 }
 
-FILES = [dp.DESCRIPTOR, v1.DESCRIPTOR, v1alpha1.DESCRIPTOR, reg.DESCRIPTOR]
+FILES = [
+    dp.DESCRIPTOR,
+    v1.DESCRIPTOR,
+    v1alpha1.DESCRIPTOR,
+    reg.DESCRIPTOR,
+    dra_v1.DESCRIPTOR,
+    dra_v1beta1.DESCRIPTOR,
+    health_v1alpha1.DESCRIPTOR,
+    health_v1.DESCRIPTOR,
+]
 
 
 def _all_messages():
     out = {}
     for fd in FILES:
         for m in fd.message_types_by_name.values():
-            out[m.full_name] = m
+            if not m.GetOptions().map_entry:
+                out[m.full_name] = m
     return out
 
 
@@ -188,16 +282,34 @@ def test_fields_match_the_contract(name):
     for field_name, spec in expected.items():
         f = got[field_name]
         assert f.number == spec[0], f"{name}.{field_name}: number"
-        if spec[1] == "map<string,string>":
+        if isinstance(spec[1], str) and spec[1].startswith("map<string,"):
             entry = f.message_type
             assert entry.GetOptions().map_entry, f"{name}.{field_name}: not a map"
-            assert [(x.name, x.type) for x in entry.fields] == [("key", S), ("value", S)]
+            value = spec[1][len("map<string,") : -1]
+            key, val = entry.fields
+            assert (key.name, key.type, val.name) == ("key", S, "value")
+            got_value = "string" if val.type == S else val.message_type.full_name
+            assert got_value == value, f"{name}.{field_name}: map value"
             continue
         assert f.type == spec[1], f"{name}.{field_name}: type"
         repeated = len(spec) > 2 and spec[2] == REP
         assert f.is_repeated == repeated, f"{name}.{field_name}: repeated"
+        optional = len(spec) > 2 and spec[2] == OPT
+        assert f.has_presence == (optional or (spec[1] == M and not repeated)), f"{name}.{field_name}: optional"
         if spec[1] == M:
             assert f.message_type.full_name == spec[3], f"{name}.{field_name}: message type"
+        if spec[1] == E:
+            assert f.enum_type.full_name == spec[3], f"{name}.{field_name}: enum type"
+
+
+@pytest.mark.parametrize("name", sorted(ENUMS))
+def test_enums_match_the_contract(name):
+    enums = {e.full_name: e for fd in FILES for e in fd.enum_types_by_name.values()}
+    assert {v.name: v.number for v in enums[name].values} == ENUMS[name]
+
+
+def test_every_enum_is_in_the_table():
+    assert sorted(e.full_name for fd in FILES for e in fd.enum_types_by_name.values()) == sorted(ENUMS)
 
 
 def test_dynamic_resource_reserves_the_old_class_name_field():
@@ -223,10 +335,14 @@ def test_generated_stubs_use_the_same_paths():
     import inspect
 
     from devctl.api.deviceplugin.v1beta1 import api_pb2_grpc as dpg
+    from devctl.api.dra.v1 import api_pb2_grpc as drag
+    from devctl.api.dra.v1beta1 import api_pb2_grpc as drabg
+    from devctl.api.drahealth.v1 import api_pb2_grpc as healthg
+    from devctl.api.drahealth.v1alpha1 import api_pb2_grpc as healthag
     from devctl.api.pluginregistration.v1 import api_pb2_grpc as regg
     from devctl.api.podresources.v1 import api_pb2_grpc as v1g
     from devctl.api.podresources.v1alpha1 import api_pb2_grpc as v1ag
 
-    text = "".join(inspect.getsource(m) for m in (dpg, regg, v1g, v1ag))
+    text = "".join(inspect.getsource(m) for m in (dpg, regg, v1g, v1ag, drag, drabg, healthg, healthag))
     for path in METHODS:
         assert f"'{path}'" in text, path

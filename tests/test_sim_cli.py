@@ -107,7 +107,7 @@ def test_restart_kubelet_from_another_shell(running_sim) -> None:
     assert result.exit_code == 0, result.stderr
     assert result.stdout.strip() == (
         f"restarted the simulated kubelet at {root}; registered again: "
-        "hardware-vendor.example/foo, intel.com/sriov_netdevice, nvidia.com/gpu"
+        "hardware-vendor.example/foo, intel.com/sriov_netdevice, nvidia.com/gpu; DRA drivers: gpu.example.com"
     )
     after = os.stat(kubelet)
     assert (after.st_ino, after.st_ctime_ns) != (before.st_ino, before.st_ctime_ns)

@@ -66,9 +66,10 @@ async def test_the_root_is_laid_out_like_a_host(node: SimNode) -> None:
     assert [(n.id, n.cpus, n.memory_bytes) for n in topology.numa_nodes] == [
         (n.id, n.cpus, n.memory_bytes) for n in scenario.numa_nodes
     ]
+    # the scenario's PCI devices, and a function for each of its 4 DRA devices (0000:d0:0N.0, NUMA 0, 0, 1, 1)
     assert {(d.address, d.numa_node) for d in topology.pci_devices} == {
         (d.address, d.numa_node) for d in scenario.pci_devices
-    }
+    } | {(f"0000:d0:0{i}.0", i // 2) for i in range(4)}
     identities, errors = read_pod_identities(node.paths.pod_logs, node.paths.kubelet_dir)
     assert errors == ()
     assert {(i.uid, i.namespace, i.name) for i in identities} == {(p.uid, p.namespace, p.name) for p in scenario.pods}
@@ -80,7 +81,12 @@ async def test_the_root_is_laid_out_like_a_host(node: SimNode) -> None:
         "sriov-netdevice.sock",
     ]
     assert stat.S_ISSOCK(os.stat(node.paths.pod_resources).st_mode)
-    assert sorted(os.listdir(node.control_dir)) == ["foo.sock.ctl", "nvidia-gpu.sock.ctl", "sriov-netdevice.sock.ctl"]
+    assert sorted(os.listdir(node.control_dir)) == [
+        "dra-gpu.example.com.ctl",
+        "foo.sock.ctl",
+        "nvidia-gpu.sock.ctl",
+        "sriov-netdevice.sock.ctl",
+    ]
 
 
 async def test_default_scenario_as_pod_resources_shows_it(node: SimNode) -> None:
@@ -149,7 +155,8 @@ async def test_control_socket_info_and_restart(node: SimNode) -> None:
     assert info["ok"] and info["ready"] and len(info["pods"]) == 6 and info["failed"] == {}
     assert {r["name"]: r["allocatable"] for r in info["resources"]}[GPU] == 7
     reply = await request(str(node.root), {"op": "restart-kubelet", "wait": True}, WAIT)
-    assert reply == {"ok": True, "registered": sorted(p for p in node.plugins)}
+    # the restarted kubelet found the DRA driver again in plugins_registry
+    assert reply == {"ok": True, "registered": sorted(p for p in node.plugins), "dra_drivers": ["gpu.example.com"]}
     assert all(p.registrations == 2 for p in node.plugins.values())
     unknown = await request(str(node.root), {"op": "reboot"}, WAIT)
     assert not unknown["ok"] and "unknown op 'reboot'" in unknown["error"]

@@ -41,7 +41,15 @@ def test_default_scenario_is_the_documented_node() -> None:
     foo = s.resource("hardware-vendor.example/foo")
     assert foo is not None and [d.numa_nodes for d in foo.devices] == [(), ()]
     assert {p.namespace for p in s.pods} == {"ml", "inference", "monitoring"} and len(s.pods) == 6
-    assert any(c.dynamic_resources for p in s.pods for c in p.containers)
+    (driver,) = s.dra.drivers
+    assert [(d.name, d.numa_nodes, d.health) for d in driver.devices] == [
+        ("gpu-0", (0,), "Healthy"),
+        ("gpu-1", (0,), "Healthy"),
+        ("gpu-2", (1,), "Healthy"),
+        ("gpu-3", (1,), "Unhealthy"),
+    ]
+    held = {d for c in s.dra.claims for d in c.devices}
+    assert "gpu-3" in held and {c.pod for c in s.dra.claims} == {("inference", "embed-0"), ("ml", "train-1")}
     assert {d.numa_node for d in s.pci_devices} == {0, 1}
 
 

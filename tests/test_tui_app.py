@@ -163,7 +163,9 @@ async def test_dra_claim_and_a_device_without_topology_in_detail(sim: SimNode) -
         assert cells(app, "pods", "inference/embed-0/embedder")[6] == "embed-gpu"
         table(app, "pods").move_to_key("inference/embed-0/embedder")
         await pilot.press("enter")
-        assert "gpu.example.com pool sim-node device gpu-8  CDI gpu.example.com/gpu=gpu-8" in screen_text(app)
+        # the DRA manager prepared it: the driver's device and the CDI name it returned
+        assert "gpu.example.com pool sim-node device gpu-0  CDI" in screen_text(app)
+        assert "k8s.gpu.example.com/claim=" in screen_text(app)
         await pilot.press("escape", "2")
         assert table(app, "devices").move_to_key("foo-0")
         await pilot.press("enter")

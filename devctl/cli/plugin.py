@@ -65,8 +65,17 @@ def serve(
     no_register: Annotated[
         bool, typer.Option("--no-register", help="Only serve the socket; do not register with the kubelet.")
     ] = False,
+    dra: Annotated[
+        str | None,
+        typer.Option("--dra", metavar="DRIVER", help="Serve a DRA driver (e.g. gpu.example.com) instead: docs/dra.md."),
+    ] = None,
+    pool: Annotated[str | None, typer.Option("--pool", help="With --dra: the pool name [the host name].")] = None,
+    no_health: Annotated[bool, typer.Option("--no-health", help="With --dra: no health stream service.")] = False,
+    claims: Annotated[
+        str | None, typer.Option("--claims", metavar="FILE", help="With --dra: claim UID -> device names (YAML).")
+    ] = None,
 ) -> None:
-    """Serve a device plugin until SIGINT, SIGTERM or SIGHUP, then remove its sockets.
+    """Serve a device plugin (or with --dra a DRA driver) until SIGINT, SIGTERM or SIGHUP, then remove its sockets.
 
     It serves on a socket in the plugins dir, then registers with kubelet.sock,
     and registers again whenever the kubelet restarts. It refuses a resource that
@@ -76,6 +85,18 @@ def serve(
     from devctl.plugin.spec import SpecError
 
     opts = options(ctx)
+    if dra is not None:  # the DRA driver has its own module; the device plugin flags below do not apply
+        from devctl.cli.plugin_dra import serve_dra
+
+        plugin_only = {"--resource": resource, "--config": config, "--socket": socket, "--env": env}
+        plugin_only.update({"--preferred": preferred, "--pre-start": pre_start or None, "--force": force or None})
+        if given := [flag for flag, value in plugin_only.items() if value]:
+            fail(f"--dra serves a DRA driver: {', '.join(given)} belong(s) to a device plugin")
+
+        serve_dra(opts, dra, count, device or [], pool, not no_health, claims, register=not no_register)
+        return
+    if given := [f for f, v in {"--pool": pool, "--no-health": no_health, "--claims": claims}.items() if v]:
+        fail(f"{', '.join(given)} go(es) with --dra DRIVER")
     try:
         spec = build_spec(resource, count, device or [], config, socket, preferred, pre_start, env or [])
     except (SpecError, OSError) as e:

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 _COMMAND = "devctl.sim.command"
 READY_TIMEOUT = 30.0
 RESTART_WAIT = 10.0  # plugins register again within 5 s of kubelet.sock coming back
+POD_WAIT = 50.0  # a pod operation may wait on a DRA driver: NodePrepareResources has a 45 s deadline
 # Path overrides that would point the command away from the simulated node.
 _PATH_VARS = ("DEVCTL_KUBELET_DIR", "DEVCTL_PLUGINS_DIR", "DEVCTL_POD_RESOURCES", "DEVCTL_SYSFS", "DEVCTL_POD_LOGS")
 
@@ -237,7 +238,67 @@ def restart_kubelet(
     if not reply.get("ok"):
         fail(str(reply.get("error", "the simulated node refused")), ExitCode.FINDINGS)
     again = ", ".join(reply.get("registered") or ()) or "none yet"
-    print(escape(f"restarted the simulated kubelet at {root}" + (f"; registered again: {again}" if wait else "")))
+    dra = ", ".join(reply.get("dra_drivers") or ())  # DRA drivers found again in plugins_registry
+    print(
+        escape(
+            f"restarted the simulated kubelet at {root}"
+            + (f"; registered again: {again}" if wait else "")
+            + (f"; DRA drivers: {dra}" if wait and dra else "")
+        )
+    )
+
+
+def _pod_request(ctx: typer.Context, message: dict[str, Any]) -> dict[str, Any]:
+    """Send a pod operation to the running simulator of --root (or DEVCTL_ROOT); exit 1 with its refusal."""
+    from devctl.sim.control import SimNotRunning, request
+
+    opts = options(ctx)
+    parent = ctx.parent.params if ctx.parent is not None else {}
+    root = parent.get("root") or opts.paths().root
+    try:
+        reply = run(request(root, message, opts.timeout + POD_WAIT))
+    except SimNotRunning as e:
+        fail(str(e), ExitCode.NO_SOURCE)
+    if not reply.get("ok"):
+        fail(str(reply.get("error", "the simulated node refused")), ExitCode.FINDINGS)
+    return reply
+
+
+@sim_app.command("delete-pod")
+def delete_pod(
+    ctx: typer.Context,
+    pod: Annotated[str, typer.Argument(metavar="NS/NAME", help="The running pod to delete.")],
+) -> None:
+    """Delete a running pod: its DRA claims are unprepared and its devices freed, as the kubelet does.
+
+    A pod whose claim cannot be unprepared (its DRA driver is gone) cannot
+    finish terminating: it stays, and the command says why (exit 1).
+    """
+    reply = _pod_request(ctx, {"op": "delete-pod", "pod": pod})
+    print(escape(f"deleted pod {reply['pod']} ({reply['uid']})"))
+
+
+@sim_app.command("add-pod")
+def add_pod(
+    ctx: typer.Context,
+    file: Annotated[str, typer.Argument(metavar="FILE", help="One pod in the scenario's pods: format (YAML).")],
+) -> None:
+    """Admit a pod as at start: its DRA claims prepared, then its devices allocated."""
+    import yaml
+
+    try:
+        with open(file, encoding="utf-8") as f:
+            data = yaml.safe_load(f)
+    except OSError as e:
+        fail(f"{file}: {e.strerror or e}")
+    except yaml.YAMLError as e:
+        fail(f"{file}: not valid YAML: {str(e).splitlines()[0]}")
+    if isinstance(data, list) and len(data) == 1:
+        data = data[0]
+    if not isinstance(data, dict):
+        fail(f"{file}: expected one pod (a mapping with namespace, name, containers)")
+    reply = _pod_request(ctx, {"op": "add-pod", "pod": data})
+    print(escape(f"added pod {reply['pod']} ({reply['uid']})"))
 
 
 def register(app: typer.Typer) -> None:

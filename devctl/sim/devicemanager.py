@@ -366,6 +366,18 @@ class DeviceManager:
         self._notify()
         return True
 
+    def remove_pod(self, uid: str) -> PodSpec | None:
+        """A deleted pod: its devices are free again and leave the checkpoint (the pod, or None if unknown)."""
+        pod = self._pods.pop(uid, None)
+        if pod is None:
+            return None
+        for key in [k for k in self._held if k[0] == uid]:
+            self._release(key)
+        self._write_checkpoint()
+        log.info("kubelet: pod %s/%s deleted", pod.namespace, pod.name)
+        self._notify()
+        return pod
+
     def _hold(self, held: Held) -> None:
         self._held[(held.pod_uid, held.container, held.resource)] = held
         self._in_use.setdefault(held.resource, set()).update(held.ids)

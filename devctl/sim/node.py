@@ -6,6 +6,9 @@ so that ``DEVCTL_ROOT=<root>`` points every devctl command at it:
     <root>/sys/...                                     the scenario's NUMA nodes and PCI devices
     <root>/var/lib/kubelet/device-plugins/             kubelet.sock, the plugins' sockets, the checkpoint
     <root>/var/lib/kubelet/pod-resources/kubelet.sock  PodResourcesLister
+    <root>/var/lib/kubelet/plugins_registry/, plugins/ DRA drivers' registration and service sockets
+    <root>/var/lib/kubelet/dra_manager_state           the DRA manager checkpoint (and dra_health_state)
+    <root>/var/run/cdi/                                the DRA drivers' CDI specs, one per prepared claim
     <root>/var/lib/kubelet/pods/<uid>/                 one per running pod
     <root>/var/log/pods/<namespace>_<name>_<uid>/      one per running pod
     <root>/run/devctl/plugins/*.ctl, sim.ctl           live control (devctl plugin set-health, devctl sim ...)
@@ -34,10 +37,17 @@ from typing import Any
 
 from devctl.made import MAX_SOCKET_PATH, Made
 from devctl.node.paths import resolve_paths
+from devctl.plugin.cdi import DYNAMIC_DIR
 from devctl.plugin.control import control_path, default_control_dir
+from devctl.plugin.dra import DraDriver
 from devctl.plugin.server import DevicePluginServer
+from devctl.sim import podlife
 from devctl.sim.control import SimControlServer, SimNotRunning, control_socket, request
 from devctl.sim.devicemanager import DEFAULT_GRACE_PERIOD, DeviceManager
+from devctl.sim.dramanager import DraManager
+from devctl.sim.dranode import PodResourcesWithClaims, prepare_claims, start_drivers, stop_drivers, wait_drivers
+from devctl.sim.drasysfs import dra_pci_devices, write_char_links
+from devctl.sim.pluginwatcher import DevicePluginRegistryHandler, PluginWatcher
 from devctl.sim.podresources import PodResourcesServer
 from devctl.sim.registration import RegistrationServer
 from devctl.sim.scenario import PodSpec, Scenario
@@ -58,9 +68,15 @@ class _Kubelet:
         options = node.scenario.kubelet
         self.device_manager = DeviceManager(paths.plugins_dir, node.scenario, grace_period=node.grace_period)
         self.registration = RegistrationServer(paths.kubelet_socket, self.device_manager)
+        # DRA: the plugin watcher on plugins_registry hands DRA drivers to the DRA manager (devctl/sim/dra*.py).
+        self.dra = DraManager(paths.kubelet_dir, paths.root, node.scenario.dra)
+        self.watcher = PluginWatcher(
+            paths.plugins_registry,
+            {"DRAPlugin": self.dra, "DevicePlugin": DevicePluginRegistryHandler(self.registration, paths.root)},
+        )
         self.pod_resources = PodResourcesServer(
             paths.pod_resources,
-            self.device_manager,
+            PodResourcesWithClaims(self.device_manager, self.dra),
             get_enabled=options.get_enabled,
             api=options.api,
             dynamic_resources=options.dynamic_resources,
@@ -70,11 +86,17 @@ class _Kubelet:
         """Start as manager.go Start does: read the checkpoint, clean the plugins dir, then listen."""
         if running is not None:
             self.device_manager.restore(running)
+            self.dra.restore()
+        else:
+            self.dra.start_fresh()
         clean_plugins_dir(self.device_manager.plugins_dir)
         await self.pod_resources.start()
         await self.registration.start()
+        await self.watcher.start()
 
     async def stop(self) -> None:
+        await self.watcher.stop()
+        await self.dra.close()
         await self.registration.stop()
         await self.device_manager.close()
         await self.pod_resources.stop()
@@ -119,10 +141,18 @@ class SimNode:
         self.control_dir = default_control_dir(str(self.root))
         self.control_socket = control_socket(str(self.root))
         self.plugins: dict[str, DevicePluginServer] = {}
+        self.dra_drivers: dict[str, DraDriver] = {}
         self._kubelet: _Kubelet | None = None
         self._admission: asyncio.Task[None] | None = None
         self._control: SimControlServer | None = None
         self._restart_lock = asyncio.Lock()
+
+    @property
+    def dra_manager(self) -> DraManager:
+        """The running kubelet's DRA manager (a new one after each restart)."""
+        if self._kubelet is None:
+            raise SimError("the simulated node is not running")
+        return self._kubelet.dra
 
     @property
     def device_manager(self) -> DeviceManager:
@@ -162,8 +192,15 @@ class SimNode:
                 plugin = DevicePluginServer(spec, self.paths.plugins_dir, control_dir=self.control_dir)
                 self.plugins[spec.resource] = plugin  # before it starts: stop() must reach a half-started one
                 await plugin.start()
+            self.dra_drivers = await start_drivers(self.scenario.dra, self.paths, self.control_dir)
             self._control = SimControlServer(
-                self.control_socket, {"info": self._ctl_info, "restart-kubelet": self._ctl_restart}
+                self.control_socket,
+                {
+                    "info": self._ctl_info,
+                    "restart-kubelet": self._ctl_restart,
+                    "delete-pod": lambda m: podlife.delete_pod(self, m),
+                    "add-pod": lambda m: podlife.add_pod(self, m),
+                },
             )
             await self._control.start()
         except BaseException:
@@ -188,6 +225,7 @@ class SimNode:
         for plugin in self.plugins.values():
             await plugin.stop()
         self.plugins.clear()
+        await stop_drivers(self.dra_drivers)
         self.made.remove()
 
     async def ready(self, timeout: float = 10.0) -> None:
@@ -198,6 +236,7 @@ class SimNode:
             await asyncio.wait_for(asyncio.shield(self._admission), timeout)
         except asyncio.TimeoutError:
             missing = [r.resource for r in self.scenario.resources if not self.device_manager.connected(r.resource)]
+            missing += [d.driver for d in self.scenario.dra.drivers if d.driver not in self.dra_manager.drivers]
             raise SimError(
                 f"the simulated node was not ready within {timeout:g}s"
                 + (f": {', '.join(missing)} did not register" if missing else ": admission did not finish")
@@ -264,6 +303,9 @@ class SimNode:
         for spec in self.scenario.resources:
             sockets.append(os.path.join(self.paths.plugins_dir, spec.socket))
             sockets.append(control_path(self.control_dir, spec.socket))
+        for dra in self.scenario.dra.drivers:
+            sockets.append(os.path.join(self.paths.plugins_registry, f"{dra.driver}-reg.sock"))
+            sockets.append(os.path.join(self.paths.kubelet_dir, "plugins", dra.driver, "dra.sock"))
         for path in sockets:
             size = len(os.fsencode(os.path.abspath(path)))
             if size > MAX_SOCKET_PATH:
@@ -280,13 +322,20 @@ class SimNode:
             self.root,
             self.paths.sysfs,
             self.paths.plugins_dir,
+            self.paths.plugins_registry,
+            os.path.join(self.paths.kubelet_dir, "plugins"),
+            os.path.join(self.root, DYNAMIC_DIR),
             os.path.dirname(self.paths.pod_resources),
             os.path.join(self.paths.kubelet_dir, "pods"),
             self.paths.pod_logs,
             self.control_dir,
         ):
             self.made.makedirs(directory)
-        write_topology(Path(self.paths.sysfs), self.scenario.numa_nodes, self.scenario.pci_devices)
+        # The DRA devices get PCI functions and /sys/dev/char links too (devctl/sim/drasysfs.py).
+        dra_pci = dra_pci_devices(self.scenario.dra, {d.address for d in self.scenario.pci_devices})
+        pci = self.scenario.pci_devices + tuple(dra_pci.values())
+        write_topology(Path(self.paths.sysfs), self.scenario.numa_nodes, pci)
+        write_char_links(Path(self.paths.sysfs), dra_pci)
 
     def _pod_dirs(self, pod: PodSpec) -> None:
         # What the kubelet makes for a pod it runs (pkg/kubelet/kubelet_pods.go, kuberuntime logs).
@@ -300,8 +349,10 @@ class SimNode:
 
     async def _admit_all(self) -> None:
         await self.wait_registered(timeout=None)
+        await wait_drivers(self.dra_manager, self.scenario.dra, timeout=None)
         dm = self.device_manager
-        for pod in await dm.admit_all(self.scenario.pods):
+        runnable = await prepare_claims(self.dra_manager, self.scenario.pods, dm.failed)
+        for pod in await dm.admit_all(runnable):
             self._pod_dirs(pod)
         log.info(
             "simulated node ready: %d pods running, %d not admitted",
@@ -332,6 +383,8 @@ class SimNode:
             "resources": resources,
             "pods": [f"{p.namespace}/{p.name}" for p in dm.running_pods()],
             "failed": {f"{ns}/{name}": why for (ns, name), why in dm.failed.items()},
+            "dra_drivers": sorted(self.dra_manager.drivers),
+            "dra_claims": sorted(f"{c.namespace}/{c.name}" for c in self.dra_manager.claims.values()),
         }
 
     async def _ctl_restart(self, message: Mapping[str, Any]) -> dict[str, Any]:
@@ -342,7 +395,16 @@ class SimNode:
         except SimError as e:
             return {"ok": False, "error": str(e)}
         dm = self.device_manager
-        return {"ok": True, "registered": [n for n in dm.resource_names() if dm.connected(n)]}
+        try:
+            if message.get("wait", True):
+                await wait_drivers(self.dra_manager, self.scenario.dra, float(message.get("timeout", 10.0)))
+        except asyncio.TimeoutError:
+            return {"ok": False, "error": "a DRA driver did not register again after the restart"}
+        return {
+            "ok": True,
+            "registered": [n for n in dm.resource_names() if dm.connected(n)],
+            "dra_drivers": sorted(self.dra_manager.drivers),
+        }
 
 
 def _first_foreign_file(root: str, made: Made) -> str | None:

@@ -18,6 +18,7 @@ from typing import Any
 
 from devctl.model import ClaimDevice, ContainerMemory, DynamicResource, Hugepages, NumaNode, PciDevice
 from devctl.plugin.spec import PluginSpec, SpecError, numa_node_error, spec_from_mapping
+from devctl.sim.scenario_dra import DraScenario, DraScenarioError, parse_dra
 from devctl.units import format_cpulist, parse_cpulist, parse_quantity
 
 # Namespaces and pod names are DNS names (a label and a subdomain): the kubelet's
@@ -68,6 +69,7 @@ class Scenario:
     pods: tuple[PodSpec, ...] = ()
     pci_devices: tuple[PciDevice, ...] = ()
     kubelet: KubeletOptions = field(default_factory=KubeletOptions)
+    dra: DraScenario = field(default_factory=DraScenario)
 
     @property
     def cpus(self) -> tuple[int, ...]:
@@ -118,7 +120,7 @@ def _load_yaml(text: str) -> Any:
         raise ScenarioError(f"not valid YAML: {where}{problem}") from None
 
 
-_TOP_LEVEL = ("numa_nodes", "reserved_cpus", "resources", "pods", "pci_devices", "kubelet")
+_TOP_LEVEL = ("numa_nodes", "reserved_cpus", "resources", "pods", "pci_devices", "kubelet", "dra")
 
 
 def parse_scenario(data: Mapping[str, Any]) -> Scenario:
@@ -139,7 +141,12 @@ def parse_scenario(data: Mapping[str, Any]) -> Scenario:
         pci_devices=_pci_devices(data.get("pci_devices") or ()),
         kubelet=_kubelet(data.get("kubelet") or {}),
     )
-    return replace(scenario, pods=_pods(data.get("pods") or (), scenario))
+    pods = _pods(data.get("pods") or (), scenario)
+    try:
+        dra = parse_dra(data.get("dra"), {(p.namespace, p.name): [c.name for c in p.containers] for p in pods})
+    except DraScenarioError as e:
+        raise ScenarioError(str(e)) from None
+    return replace(scenario, pods=pods, dra=dra)
 
 
 # --- pieces -------------------------------------------------------------------------
@@ -249,6 +256,7 @@ def _resources(value: Any) -> tuple[PluginSpec, ...]:
     specs: list[PluginSpec] = []
     for i, item in enumerate(_list(value, "resources")):
         where = f"resources[{i}]"
+        _no_unknown_in_resource(_mapping(item, where), where)
         try:
             spec = spec_from_mapping(_mapping(item, where))
         except SpecError as e:
@@ -261,6 +269,31 @@ def _resources(value: Any) -> tuple[PluginSpec, ...]:
             raise ScenarioError(f"{where}.socket: {spec.socket!r} must be a plain file name of its own")
         specs.append(spec)
     return tuple(specs)
+
+
+_RESOURCE_KEYS = ("name", "socket", "devices", "count", "numa", "preferred_allocation", "pre_start", "allocate")
+_ALLOCATE_KEYS = {
+    "envs": None,
+    "annotations": None,
+    "cdi_devices": None,
+    "mounts": ("container_path", "host_path", "read_only"),
+    "devices": ("container_path", "host_path", "permissions"),
+}
+
+
+def _no_unknown_in_resource(entry: Mapping[str, Any], where: str) -> None:
+    """A misspelt key of a resource (``pre_star``) is an error naming it, not a silent default."""
+    _no_unknown(entry, _RESOURCE_KEYS, where)
+    for j, d in enumerate(entry.get("devices") or ()):
+        if isinstance(d, Mapping):
+            _no_unknown(d, ("id", "numa", "health"), f"{where}.devices[{j}]")
+    allocate = entry.get("allocate") or {}
+    if isinstance(allocate, Mapping):
+        _no_unknown(allocate, tuple(_ALLOCATE_KEYS), f"{where}.allocate")
+        for key, known in _ALLOCATE_KEYS.items():
+            for j, item in enumerate(allocate.get(key) or () if known else ()):
+                if isinstance(item, Mapping):
+                    _no_unknown(item, known, f"{where}.allocate.{key}[{j}]")
 
 
 def _pci_devices(value: Any) -> tuple[PciDevice, ...]:
@@ -299,6 +332,11 @@ def _kubelet(value: Any) -> KubeletOptions:
         api=api,
         dynamic_resources=_bool(entry.get("dynamic_resources", True), "kubelet.dynamic_resources"),
     )
+
+
+def parse_pods(value: Any, scenario: Scenario) -> tuple[PodSpec, ...]:
+    """Pods in the scenario's ``pods:`` format, checked against the scenario's resources and CPUs (``sim add-pod``)."""
+    return _pods(value, scenario)
 
 
 def _pods(value: Any, scenario: Scenario) -> tuple[PodSpec, ...]:

@@ -1,0 +1,228 @@
+"""The DRA manager checkpoint, ``<kubelet-dir>/dra_manager_state``: read, verify and decode.
+
+The file is ``{"Data": "<JSON as a string>", "Checksum": <uint32>}``, the
+checksum being CRC-32 (IEEE) of the Data string's bytes exactly as stored
+(pkg/kubelet/checkpointmanager/checksum and pkg/kubelet/cm/dra/state), so it is
+verified on the decoded string itself, never on a re-serialisation. Inside,
+the claims are under ``ClaimInfoStateList`` (format ``v1``) or, in some
+kubelets, ``Entries`` (format ``entries``); the alpha file
+``{"version": "v1", "entries": [...], "checksum": <FNV>}`` (format ``legacy``)
+is decoded but its checksum (go-spew of structs that changed between
+releases) is not recomputed.
+
+``RawDraData`` keeps what Go would tell apart (a null list against an empty
+one, null devices of a failed prepare) so that the simulated kubelet's writer
+(``devctl.sim.dra_state``) can reproduce a file byte for byte; the model's
+``DraCheckpoint`` is what the views read. Reading reuses the device manager
+checkpoint's safe file reading and Go-like JSON decoding.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from devctl.model import DraCheckpoint, DraCheckpointClaim, DraCheckpointDevice
+from devctl.node.checkpoint import (
+    CheckpointError,
+    _checksum,
+    _field,
+    _kind,
+    _load_json,
+    _read_bytes,
+    _refuse_constant,
+    _Shape,
+    _text,
+)
+
+FORMAT_V1 = "v1"
+FORMAT_ENTRIES = "entries"
+FORMAT_LEGACY = "legacy"
+KIND = "DRACheckpoint"
+API_VERSION = "checkpoint.dra.kubelet.k8s.io/v1"
+LIST_KEYS = {FORMAT_V1: "ClaimInfoStateList", FORMAT_ENTRIES: "Entries"}
+
+
+@dataclass(frozen=True)
+class RawDevice:
+    """One device of a DriverState; ``None`` stands for Go's nil list."""
+
+    pool: str
+    device: str
+    requests: tuple[str, ...] | None
+    cdi_ids: tuple[str, ...] | None
+    share_id: str | None = None
+
+
+@dataclass(frozen=True)
+class RawClaim:
+    """One ClaimInfoState as the kubelet writes it; ``drivers`` maps a driver to its devices (None: null)."""
+
+    uid: str
+    name: str
+    namespace: str
+    pod_uids: tuple[str, ...]
+    drivers: tuple[tuple[str, tuple[RawDevice, ...] | None], ...]
+
+
+@dataclass(frozen=True)
+class RawDraData:
+    """The decoded Data document: its format and its claims (None: the list was null)."""
+
+    format: str
+    claims: tuple[RawClaim, ...] | None
+
+
+def crc32(text: str) -> int:
+    """The checksum of a Data string: CRC-32 IEEE of its UTF-8 bytes (Go's crc32.ChecksumIEEE([]byte(s)))."""
+    return zlib.crc32(text.encode("utf-8", errors="surrogatepass"))
+
+
+def read_dra_raw(path: str) -> tuple[RawDraData, int | None, int | None]:
+    """The file's decoded Data with the stored and the computed checksum (computed None for ``legacy``).
+
+    Raises CheckpointError when the file cannot be read or is not a DRA checkpoint.
+    """
+    doc = _load_json(path, _read_bytes(path))
+    try:
+        if not isinstance(doc, dict):
+            raise _Shape(f"the file holds {_kind(doc)}, expected an object")
+        if "Data" not in doc and _field(doc, "version") is not None:
+            return _legacy(doc), _checksum(_field(doc, "checksum")), None
+        data = _field(doc, "Data")
+        if not isinstance(data, str):
+            raise _Shape("it has no Data string" if data is None else f"Data is {_kind(data)}, expected a string")
+        stored = _checksum(_field(doc, "Checksum"))
+        return _parse_data(data), stored, crc32(data)
+    except _Shape as err:
+        raise CheckpointError(path, f"not a DRA manager checkpoint: {err}") from err
+
+
+def read_dra_checkpoint(path: str) -> DraCheckpoint:
+    """Read, verify and decode ``dra_manager_state``; a checksum mismatch is a finding (``checksum_ok`` False)."""
+    raw, stored, computed = read_dra_raw(path)
+    return DraCheckpoint(
+        path=path,
+        format=raw.format,
+        checksum_ok=None if computed is None else computed == stored,
+        checksum=stored,
+        computed_checksum=computed,
+        claims=tuple(model_claim(c) for c in raw.claims or ()),
+    )
+
+
+def model_claim(claim: RawClaim) -> DraCheckpointClaim:
+    """A checkpointed claim for the views: each device once, with the number of repeats the file holds."""
+    seen: dict[tuple[str, str, str], DraCheckpointDevice] = {}
+    total = 0
+    for driver, devices in claim.drivers:
+        for d in devices or ():
+            total += 1
+            seen.setdefault(
+                (driver, d.pool, d.device),
+                DraCheckpointDevice(
+                    driver=driver,
+                    pool=d.pool,
+                    device=d.device,
+                    requests=d.requests or (),
+                    cdi_devices=d.cdi_ids or (),
+                    share_id=d.share_id,
+                ),
+            )
+    return DraCheckpointClaim(
+        uid=claim.uid,
+        name=claim.name,
+        namespace=claim.namespace,
+        pod_uids=claim.pod_uids,
+        drivers=tuple(driver for driver, _ in claim.drivers),
+        devices=tuple(seen.values()),
+        duplicate_devices=total - len(seen),
+    )
+
+
+# --- Go's view of the Data document -------------------------------------------------
+
+
+def _parse_data(text: str) -> RawDraData:
+    try:
+        data = json.loads(text, parse_constant=_refuse_constant)
+    except (ValueError, RecursionError) as err:
+        reason = err.msg if isinstance(err, json.JSONDecodeError) else str(err) or "nested too deeply"
+        raise _Shape(f"Data is not JSON: {reason}") from err
+    if not isinstance(data, dict):
+        raise _Shape(f"Data holds {_kind(data)}, expected an object")
+    kind = _field(data, "kind")
+    if kind != KIND:
+        raise _Shape(f"Data kind is {kind!r}, expected {KIND!r}")
+    for fmt, key in LIST_KEYS.items():
+        if key in data or any(k.casefold() == key.casefold() for k in data):
+            return RawDraData(fmt, _claims(_field(data, key), key))
+    return RawDraData(FORMAT_V1, None)
+
+
+def _legacy(doc: Mapping[str, Any]) -> RawDraData:
+    return RawDraData(FORMAT_LEGACY, _claims(_field(doc, "entries"), "entries"))
+
+
+def _claims(value: Any, where: str) -> tuple[RawClaim, ...] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise _Shape(f"{where} is {_kind(value)}, expected a list")
+    return tuple(_claim(v, f"{where}[{i}]") for i, v in enumerate(value))
+
+
+def _strings(value: Any, where: str) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise _Shape(f"{where} is {_kind(value)}, expected a list")
+    return tuple(_text(v, f"{where}[{i}]") for i, v in enumerate(value))
+
+
+def _object(value: Any, where: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise _Shape(f"{where} is {_kind(value)}, expected an object")
+    return value
+
+
+def _claim(value: Any, where: str) -> RawClaim:
+    obj = _object(value, where)
+    drivers: list[tuple[str, tuple[RawDevice, ...] | None]] = []
+    for driver, state in _object(_field(obj, "DriverState"), f"{where}.DriverState").items():
+        state_where = f"{where}.DriverState[{driver}]"
+        devices = _field(_object(state, state_where), "Devices")
+        if devices is not None and not isinstance(devices, list):
+            raise _Shape(f"{state_where}.Devices is {_kind(devices)}, expected a list")
+        parsed = (
+            None if devices is None else tuple(_device(d, f"{state_where}.Devices[{i}]") for i, d in enumerate(devices))
+        )
+        drivers.append((driver, parsed))
+    # The alpha format kept CDI names per driver without pools or devices.
+    for driver, ids in _object(_field(obj, "CDIDevices"), f"{where}.CDIDevices").items():
+        if driver not in dict(drivers):
+            drivers.append((driver, (RawDevice("", "", None, _strings(ids, f"{where}.CDIDevices[{driver}]")),)))
+    return RawClaim(
+        uid=_text(_field(obj, "ClaimUID"), f"{where}.ClaimUID"),
+        name=_text(_field(obj, "ClaimName"), f"{where}.ClaimName"),
+        namespace=_text(_field(obj, "Namespace"), f"{where}.Namespace"),
+        pod_uids=tuple(_object(_field(obj, "PodUIDs"), f"{where}.PodUIDs")),
+        drivers=tuple(drivers),
+    )
+
+
+def _device(value: Any, where: str) -> RawDevice:
+    obj = _object(value, where)
+    share = _field(obj, "ShareID")
+    return RawDevice(
+        pool=_text(_field(obj, "PoolName"), f"{where}.PoolName"),
+        device=_text(_field(obj, "DeviceName"), f"{where}.DeviceName"),
+        requests=_strings(_field(obj, "RequestNames"), f"{where}.RequestNames"),
+        cdi_ids=_strings(_field(obj, "CDIDeviceIDs"), f"{where}.CDIDeviceIDs"),
+        share_id=None if share is None else _text(share, f"{where}.ShareID"),
+    )
