@@ -11,10 +11,10 @@ from devctl.model import ContainerDevices, NodeSnapshot, PodResources
 def merge_devices(entries: Iterable[ContainerDevices]) -> tuple[ContainerDevices, ...]:
     """One entry per resource: the kubelet reports one per device per NUMA node
     (pkg/kubelet/apis/podresources/server_v1.go via devicemanager's GetDevices)."""
-    merged: dict[str, tuple[list[str], set[int]]] = {}
+    merged: dict[str, tuple[dict[str, None], set[int]]] = {}
     for e in entries:
-        ids, numa = merged.setdefault(e.resource, ([], set()))
-        ids.extend(i for i in e.ids if i not in ids)
+        ids, numa = merged.setdefault(e.resource, ({}, set()))
+        ids.update(dict.fromkeys(e.ids))  # an ordered set: linear in the entries
         numa.update(e.numa_nodes)
     return tuple(ContainerDevices(r, tuple(ids), tuple(sorted(numa))) for r, (ids, numa) in merged.items())
 

@@ -86,6 +86,11 @@ def socket_path(path: str, plugins_dir: str) -> str:
     return path
 
 
+# The one line a command prints when the kubelet's side of the node refused devctl.
+AS_ROOT = "run as root (e.g. kubectl debug node/NAME -it --profile=sysadmin --image=IMAGE)"
+NO_RIGHTS = f"the kubelet's sockets and files refused devctl (permission denied): {AS_ROOT}"
+
+
 def fail(message: str, code: ExitCode = ExitCode.USAGE) -> NoReturn:
     """One line on stderr, then exit with a code that means something."""
     print(f"devctl: {message}", file=sys.stderr)
