@@ -274,3 +274,14 @@ async def newest_stream_only_plugin(path: str, devices: Sequence[Device]) -> Asy
     dp_grpc.add_DevicePluginServicer_to_server(plugin, server)
     async with _serving(path, server):
         yield plugin
+
+
+@asynccontextmanager
+async def rate_limited_pod_resources(path: str) -> AsyncIterator[PodResourcesServer]:
+    """A pod-resources server whose token bucket is always empty: every call is RESOURCE_EXHAUSTED.
+
+    What a node looks like to devctl while another client (a monitoring agent
+    polling too fast) spends the kubelet's shared limit for the whole run.
+    """
+    async with PodResourcesServer(path, _ManyPods(()), rate=0.0, burst=0) as server:
+        yield server

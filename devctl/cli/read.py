@@ -206,7 +206,8 @@ def topo(
     from devctl import analyze
     from devctl.render.table import topology_table
 
-    sources = {analyze.TOPOLOGY, analyze.POD_RESOURCES, analyze.PLUGINS}
+    # The checkpoint names the resource behind each plugin socket when pod-resources cannot.
+    sources = {analyze.TOPOLOGY, analyze.POD_RESOURCES, analyze.PLUGINS, analyze.CHECKPOINT}
     snap = node_snapshot(ctx, sources)
     view = analyze.topology_view(snap)
     emit(
