@@ -431,3 +431,29 @@ def test_twenty_thousand_containers_sharing_one_device_id():
     view = analyze.checkpoint_view(node)
     assert len(view.entries) == SHARED and view.entries[0].pod is None  # 20,000 pods hold it: none is named
     assert len(analyze.pods_view(node)) == SHARED
+
+
+def shared_device_node(containers: int) -> NodeSnapshot:
+    pods = tuple(holding("ns", f"p{i}", "main", GPU, ["GPU-0"]) for i in range(containers))
+    entries = tuple(cp_entry(f"uid-{i}", "main", ["GPU-0"]) for i in range(containers))
+    return gpu_node(pods=pods, checkpoint=Checkpoint("/cp", "v2", True, 1, 1, {GPU: ("GPU-0",)}, entries))
+
+
+def calls(fn, node: NodeSnapshot) -> int:
+    """How many Python and built-in function calls ``fn(node)`` makes: work, counted, not timed."""
+    import cProfile
+    import pstats
+
+    profile = cProfile.Profile()
+    profile.runcall(fn, node)
+    return pstats.Stats(profile).total_calls
+
+
+@pytest.mark.parametrize(
+    "view",
+    [analyze.resources_view, analyze.devices_view, analyze.topology_view, analyze.pods_view, analyze.checkpoint_view],
+    ids=lambda v: v.__name__,
+)
+def test_the_work_of_each_view_grows_linearly_with_the_holders_of_one_device(view):
+    small, large = calls(view, shared_device_node(500)), calls(view, shared_device_node(1000))
+    assert large <= 2.1 * small, (small, large)
