@@ -350,8 +350,6 @@ class NodeSnapshot:
     taken_at: str  # UTC, ISO 8601
     paths: NodePaths
     kubelet_socket_present: bool = False  # a socket file is there (it may be stale)
-    # kubelet.sock dialled; None in a snapshot file written before devctl dialled it.
-    kubelet_socket_status: SocketStatus | None = None
     pods: tuple[PodResources, ...] | None = None
     allocatable: AllocatableResources | None = None
     plugins: tuple[PluginProbe, ...] = ()
@@ -359,3 +357,5 @@ class NodeSnapshot:
     topology: HostTopology | None = None
     pod_identities: tuple[PodIdentity, ...] = ()
     errors: tuple[SourceError, ...] = ()
+    # kubelet.sock dialled; None in a snapshot file written before devctl dialled it.
+    kubelet_socket_status: SocketStatus | None = None

@@ -25,7 +25,7 @@ COLUMNS = (
     Column("SOCKET", 40, give=2),
 )
 
-LEGEND = "CAP capacity (≥N: at least) · ALLOC allocatable (healthy) · USED held · BAD unhealthy · ? unknown"
+LEGEND = "CAP capacity · ALLOC allocatable (healthy) · USED held · BAD unhealthy"
 
 
 def numa_list(nodes: tuple[int, ...]) -> str:
