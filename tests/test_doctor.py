@@ -248,7 +248,7 @@ async def test_a_plugin_whose_updates_miss_the_kubelets_stream_disagrees_with_it
     d = sim_node.paths.plugins_dir
     async with newest_stream_only_plugin(f"{d}/lagging.sock", [Device("lag-0"), Device("lag-1")]) as plugin:
         await register(sim_node.paths.kubelet_socket, "lagging.sock", LAG, PluginOptions())
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 10
         while await kubelet_offers(sim_node, LAG) != {"lag-0", "lag-1"}:
             assert time.monotonic() < deadline, "the simulated kubelet never listed the plugin's devices"
             await asyncio.sleep(0.05)
