@@ -15,7 +15,7 @@ import logging
 import os
 import stat
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -27,7 +27,6 @@ from devctl.model import (
     ALL_SOURCES,
     CHECKPOINT,
     IDENTITIES,
-    NO_SUCH_FILE,
     PLUGINS,
     PLUGINS_DIR_SOURCE,
     POD_RESOURCES,
@@ -42,6 +41,7 @@ from devctl.model import (
     PluginStatus,
     PodIdentity,
     PodResources,
+    SocketStatus,
     SourceError,
 )
 from devctl.node.rpc import RpcFailure, check_socket
@@ -49,6 +49,7 @@ from devctl.node.sockets import (
     DEVICE_PLUGIN_TYPE,
     OutsideRoot,
     SocketFile,
+    dial_path,
     infer_resource,
     known_ids,
     name_sockets,
@@ -81,6 +82,7 @@ class _Result:
     checkpoint: Checkpoint | None = None
     topology: HostTopology | None = None
     identities: tuple[PodIdentity, ...] = ()
+    kubelet_socket: SocketStatus | None = None
     errors: list[SourceError] = field(default_factory=list)
     # socket (real path) -> resource, from running devctl plugins' control sockets
     claimed: dict[str, str] = field(default_factory=dict)
@@ -128,7 +130,7 @@ def _undecodable(what: str) -> str:
 
 def _oserror(path: str, err: OSError) -> str:
     if isinstance(err, FileNotFoundError):
-        return f"{path}: {NO_SUCH_FILE}"
+        return f"{path}: no such file"
     if isinstance(err, PermissionError):
         return f"{path}: permission denied"
     return f"{path}: {err.strerror or err}"
@@ -162,9 +164,9 @@ async def _pod_resources(paths: NodePaths, timeout: float, out: _Result) -> None
         if alloc.code == grpc.StatusCode.UNIMPLEMENTED:
             # Kubelets before 1.20 serve only v1alpha1 List (no CPUs, memory or topology).
             message = f"{socket}: the kubelet serves pod-resources v1alpha1 only: no allocatable devices, CPUs, memory"
+            out.errors.append(SourceError(POD_RESOURCES, message, ErrorKind.UNIMPLEMENTED))
         else:
-            message = alloc.message
-        out.errors.append(SourceError(POD_RESOURCES, message, alloc.kind))
+            out.errors.append(SourceError(POD_RESOURCES, alloc.message, alloc.kind))
     elif isinstance(alloc, _UNDECODABLE):
         out.errors.append(
             SourceError(POD_RESOURCES, _undecodable(f"{socket} GetAllocatableResources"), ErrorKind.WRONG_API)
@@ -173,6 +175,16 @@ async def _pod_resources(paths: NodePaths, timeout: float, out: _Result) -> None
         raise alloc
     else:
         out.allocatable = alloc
+
+
+async def _kubelet_socket(paths: NodePaths, timeout: float, out: _Result) -> None:
+    """Dial kubelet.sock: the kubelet leaves it on disk when it exits, so a file there proves nothing."""
+    try:
+        await check_socket(paths.kubelet_socket, timeout)
+    except RpcFailure as e:
+        out.kubelet_socket = SocketStatus.of_failure(e.kind)
+    else:
+        out.kubelet_socket = SocketStatus.LISTENING
 
 
 # --- device plugin sockets -------------------------------------------------------------------
@@ -187,9 +199,11 @@ async def probe_socket(socket: str, timeout: float) -> PluginProbe:
         async with DevicePluginClient(socket, timeout) as client:
             options, devices, latency = await client.probe()
     except RpcFailure as e:
-        return PluginProbe(socket=socket, status=e.status, error=e.message)
+        return PluginProbe(socket=socket, status=e.status, error=e.message, error_kind=e.kind)
     except _UNDECODABLE:
-        return PluginProbe(socket=socket, status=PluginStatus.UNREACHABLE, error=_undecodable(socket))
+        return PluginProbe(
+            socket=socket, status=PluginStatus.UNREACHABLE, error=_undecodable(socket), error_kind=ErrorKind.WRONG_API
+        )
     return PluginProbe(socket=socket, status=PluginStatus.SERVING, options=options, devices=devices, latency_ms=latency)
 
 
@@ -202,9 +216,10 @@ async def _registry_socket(s: SocketFile, paths: NodePaths, timeout: float) -> P
         await check_socket(s.real, timeout)
         info = await registry_info(s.real, timeout)
     except RpcFailure as e:
-        return PluginProbe(socket=socket, status=e.status, error=e.message)
+        return PluginProbe(socket=socket, status=e.status, error=e.message, error_kind=e.kind)
     except _UNDECODABLE:
-        return PluginProbe(socket=socket, status=PluginStatus.UNREACHABLE, error=_undecodable(f"{socket} GetInfo"))
+        error = _undecodable(f"{socket} GetInfo")
+        return PluginProbe(socket=socket, status=PluginStatus.UNREACHABLE, error=error, error_kind=ErrorKind.WRONG_API)
     if info.type != DEVICE_PLUGIN_TYPE:
         # A CSI or DRA driver: shown, not probed as a device plugin.
         return PluginProbe(socket=socket, status=PluginStatus.SERVING, registry=info)
@@ -261,7 +276,8 @@ async def _plugins(paths: NodePaths, timeout: float, out: _Result, pending: _Pen
     registered = {s.path for s in registry}
     for p in probes:
         if p.error:
-            out.errors.append(SourceError("registry" if p.socket in registered else "plugin", p.error))
+            source = "registry" if p.socket in registered else "plugin"
+            out.errors.append(SourceError(source, p.error, p.error_kind or ErrorKind.OTHER))
     out.plugins.extend(probes)
 
 
@@ -272,11 +288,11 @@ def _read_checkpoint(path: str) -> Checkpoint | SourceError:
     from devctl.node.checkpoint import CheckpointError, read_checkpoint
 
     if not os.path.lexists(path):
-        return SourceError(CHECKPOINT, f"{path}: {NO_SUCH_FILE}", ErrorKind.MISSING)
+        return SourceError(CHECKPOINT, f"{path}: no such file", ErrorKind.MISSING)
     try:
         return read_checkpoint(path)
     except CheckpointError as e:
-        return SourceError(CHECKPOINT, str(e), ErrorKind.MALFORMED)
+        return SourceError(CHECKPOINT, str(e), e.kind)
     except OSError as e:
         return SourceError(CHECKPOINT, _oserror(path, e), ErrorKind.of_oserror(e))
 
@@ -388,7 +404,10 @@ async def collect(
         TOPOLOGY: lambda: _topology(paths, out),
         IDENTITIES: lambda: _identities(paths, out),
     }
-    await asyncio.gather(*(_guard(name, read(), out, pending) for name, read in readers.items() if name in want))
+    await asyncio.gather(
+        *(_guard(name, read(), out, pending) for name, read in readers.items() if name in want),
+        _guard("kubelet-socket", _kubelet_socket(paths, timeout, out), out, None),
+    )
     return _assemble(paths, out)
 
 
@@ -401,6 +420,7 @@ def _assemble(paths: NodePaths, out: _Result, *, partial: bool = False) -> NodeS
         taken_at=datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
         paths=paths,
         kubelet_socket_present=_is_socket(paths.kubelet_socket),
+        kubelet_socket_status=out.kubelet_socket,
         pods=out.pods,
         allocatable=out.allocatable,
         plugins=tuple(out.plugins),
@@ -408,6 +428,44 @@ def _assemble(paths: NodePaths, out: _Result, *, partial: bool = False) -> NodeS
         topology=out.topology,
         pod_identities=out.identities,
         errors=tuple(out.errors),
+    )
+
+
+async def reread(snapshot: NodeSnapshot, timeout: float, sockets: Iterable[str], after: float) -> NodeSnapshot:
+    """The same node ``after`` seconds later, with the kubelet's allocatable devices and ``sockets`` read again.
+
+    Only those: what ``doctor`` needs to tell a lasting disagreement between a
+    plugin and the kubelet from an update in flight, without waiting a second
+    time for every hung socket on the node. A source that fails now keeps its
+    first reading's absence (``allocatable`` None).
+    """
+    from devctl.node.podresources import PodResourcesClient
+
+    await asyncio.sleep(after)
+    wanted = set(sockets)
+    first = {p.socket: p for p in snapshot.plugins if p.socket in wanted}
+
+    async def allocatable() -> AllocatableResources | None:
+        try:
+            await check_socket(snapshot.paths.pod_resources, timeout)
+            async with PodResourcesClient(snapshot.paths.pod_resources, timeout) as client:
+                return await client.allocatable()
+        except (RpcFailure, *_UNDECODABLE):
+            return None
+
+    async def probe(p: PluginProbe) -> PluginProbe:
+        # The socket that serves DevicePlugin, found as every view finds it (a registration's endpoint, a link's target).
+        endpoint = dial_path(snapshot.paths, p) or p.socket
+        again = await probe_socket(endpoint, timeout)
+        return replace(again, socket=p.socket, resource=p.resource, registry=p.registry)
+
+    alloc, *probes = await asyncio.gather(allocatable(), *(probe(p) for p in first.values()))
+    fresh = {p.socket: p for p in probes}
+    return replace(
+        snapshot,
+        taken_at=datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        allocatable=alloc,
+        plugins=tuple(fresh.get(p.socket, p) for p in snapshot.plugins),
     )
 
 
@@ -460,4 +518,5 @@ __all__ = [
     "infer_resource",
     "load_snapshot",
     "probe_socket",
+    "reread",
 ]

@@ -20,7 +20,6 @@ from functools import cached_property
 from devctl.analyze import (
     CHECKPOINT,
     MISSING,
-    NO_SUCH_FILE,
     PLUGINS_DIR_SOURCE,
     POD_RESOURCES,
     CheckpointView,
@@ -36,7 +35,7 @@ from devctl.analyze import (
     resources_view,
     topology_view,
 )
-from devctl.model import Finding, NodeSnapshot, PluginStatus, SourceError
+from devctl.model import HEALTHY, ErrorKind, Finding, NodeSnapshot, PluginProbe, PluginStatus, SocketStatus, SourceError
 
 ERROR = "error"
 WARNING = "warning"
@@ -47,8 +46,13 @@ SEVERITIES = (ERROR, WARNING, INFO)  # most severe first: the order findings are
 # registry sockets are CSI or DRA drivers, which these checks leave alone.
 DEVICE_PLUGIN_TYPE = "DevicePlugin"
 
-# How many device IDs a message names before it says "and N more".
+# How many device IDs (or holders) a message names before it says "and N more".
 MAX_IDS = 8
+
+# How long after a first reading in which a plugin and the kubelet disagree both
+# are read again: a health flip reaches the kubelet's stream within milliseconds,
+# so a disagreement still there a second later is no race but a lost update.
+RECHECK_AFTER = 1.0
 
 _AS_ROOT = (
     "run devctl as root: the kubelet's sockets and files are root's only "
@@ -58,15 +62,25 @@ _UNREADABLE_HINT = (
     "at its next start the kubelet forgets which container holds which device and may hand them out twice: "
     "find what wrote the file before restarting the kubelet; drain the node to be safe"
 )
+_LEAVES_SOCKETS = (
+    "the kubelet leaves its sockets on disk when it exits (and removes them only at its next start): "
+    "it is not running; check it (systemctl status kubelet; journalctl -u kubelet) and start it"
+)
 _WRONG_PLACE = (
     "if the kubelet runs, devctl looks in the wrong place: pass --root (/host under kubectl debug node), "
     "--kubelet-dir or --plugins-dir"
 )
 
 
-def diagnose(snapshot: NodeSnapshot) -> tuple[Finding, ...]:
-    """Every check on one snapshot: errors first, then warnings, then notes; within each, node-wide checks first."""
-    checkup = _Checkup(snapshot)
+def diagnose(snapshot: NodeSnapshot, again: NodeSnapshot | None = None) -> tuple[Finding, ...]:
+    """Every check on one snapshot: errors first, then warnings, then notes; within each, node-wide checks first.
+
+    ``again`` is a second reading of the sockets that ``recheck_sockets`` named,
+    taken a moment later: a disagreement between a plugin and the kubelet is an
+    error only when it lasts into it. Without one (a snapshot file) a
+    disagreement is a warning that says so.
+    """
+    checkup = _Checkup(snapshot, again)
     for check in _CHECKS:
         check(checkup)
     _unexplained_errors(checkup)
@@ -85,6 +99,7 @@ class _Checkup:
     """One snapshot under examination: its views (each built once), the findings, the errors not yet explained."""
 
     snapshot: NodeSnapshot
+    again: NodeSnapshot | None = None
     findings: list[Finding] = field(default_factory=list)
     unexplained: list[SourceError] = field(init=False)
 
@@ -120,13 +135,17 @@ class _Checkup:
         It turns each into a finding, or says in a comment why none is due; the
         errors nobody takes become ``source-unreadable`` findings at the end.
         """
-        taken = [e for e in self.unexplained if match(e)]
-        self.unexplained = [e for e in self.unexplained if not match(e)]
+        taken, kept = [], []
+        for e in self.unexplained:
+            (taken if match(e) else kept).append(e)
+        self.unexplained = kept
         return taken
 
     def permission_denied(self, subject: str) -> None:
+        # An error, not a warning: the checks that need it did not run, and a clean
+        # exit would say the node passed them.
         self.add(
-            WARNING,
+            ERROR,
             "permission-denied",
             subject,
             "devctl may not open it, so the checks that need it were skipped",
@@ -139,16 +158,16 @@ def _ids(ids: Sequence[str]) -> str:
     return shown if len(ids) <= MAX_IDS else f"{shown} and {len(ids) - MAX_IDS} more"
 
 
-def _holders(holders: Iterable[Holder]) -> str:
-    return ", ".join(f"{h.namespace}/{h.pod}/{h.container}" for h in holders)
+def _holders(holders: Iterable[Holder] | None) -> str:
+    return _ids([f"{h.namespace}/{h.pod}/{h.container}" for h in holders or ()])
 
 
 def _numa(nodes: Sequence[int]) -> str:
     return ",".join(str(n) for n in nodes)
 
 
-def _denied(message: str) -> bool:
-    return message.endswith("permission denied")
+def _denied(e: SourceError) -> bool:
+    return e.kind == ErrorKind.PERMISSION_DENIED
 
 
 # --- the kubelet --------------------------------------------------------------------------------
@@ -156,8 +175,33 @@ def _denied(message: str) -> bool:
 
 def _kubelet_socket(c: _Checkup) -> None:
     s = c.snapshot
-    no_dir = c.explain(lambda e: e.source == PLUGINS_DIR_SOURCE and e.message.endswith(NO_SUCH_FILE))
-    if s.kubelet_socket_present:
+    no_dir = c.explain(lambda e: e.source == PLUGINS_DIR_SOURCE and e.kind == ErrorKind.MISSING)
+    status = s.kubelet_socket_status
+    if status is None:  # a snapshot file from before devctl dialled the socket
+        status = SocketStatus.LISTENING if s.kubelet_socket_present else SocketStatus.MISSING
+    subject = s.paths.kubelet_socket
+    if status == SocketStatus.LISTENING:
+        return
+    if status == SocketStatus.STALE:
+        c.add(
+            ERROR,
+            "kubelet-socket-stale",
+            subject,
+            "kubelet.sock is a socket file with nothing listening on it: the kubelet is not running",
+            f"{_LEAVES_SOCKETS}; plugins register again when it creates kubelet.sock anew",
+        )
+        return
+    if status == SocketStatus.PERMISSION_DENIED:
+        c.permission_denied(subject)
+        return
+    if status != SocketStatus.MISSING:
+        c.add(
+            ERROR,
+            "kubelet-socket-unreachable",
+            subject,
+            f"kubelet.sock does not take connections ({status.value})",
+            "check the kubelet (systemctl status kubelet; journalctl -u kubelet)",
+        )
         return
     if no_dir:
         message = f"the device-plugins directory {s.paths.plugins_dir} does not exist"
@@ -177,11 +221,20 @@ def _pod_resources(c: _Checkup) -> None:
     errors = c.explain(lambda e: e.source == POD_RESOURCES)
     if not errors:
         return
-    message = errors[0].message
+    error = errors[0]
+    message, kind = error.message, error.kind
     subject = s.paths.pod_resources
-    if _denied(message):
+    if _denied(error):
         c.permission_denied(subject)
-    elif "rate limit" in message:
+    elif kind == ErrorKind.STALE:
+        c.add(
+            ERROR,
+            "pod-resources-stale",
+            subject,
+            f"{message}: the kubelet is not running, so who holds which device is unknown",
+            _LEAVES_SOCKETS,
+        )
+    elif kind == ErrorKind.RATE_LIMITED:
         # pkg/kubelet/apis/podresources/grpc/ratelimit.go: one token bucket for every client of the node.
         c.add(
             WARNING,
@@ -191,13 +244,13 @@ def _pod_resources(c: _Checkup) -> None:
             "another client polls pod-resources too fast (a monitoring agent, another devctl): slow it down, "
             "then run devctl doctor again",
         )
-    elif s.pods is None:
-        if "no such socket" in message:
+    elif s.pods is None or kind != ErrorKind.UNIMPLEMENTED:
+        if kind == ErrorKind.MISSING:
             hint = f"the kubelet is down or runs with another --root-dir; {_WRONG_PLACE}"
-        elif "stale socket" in message:
-            hint = "the kubelet died without removing its socket: restart the kubelet (systemctl restart kubelet)"
-        elif "deadline exceeded" in message or "timed out" in message:
+        elif kind == ErrorKind.TIMEOUT:
             hint = "the kubelet accepts connections but does not answer: stuck or overloaded (journalctl -u kubelet)"
+        elif kind in (ErrorKind.WRONG_API, ErrorKind.MALFORMED, ErrorKind.NOT_A_SOCKET):
+            hint = "something other than the kubelet's pod-resources server is at that path: check --pod-resources"
         else:
             hint = "check the kubelet's health (journalctl -u kubelet)"
         c.add(ERROR, "pod-resources-unreachable", subject, message, hint)
@@ -215,17 +268,18 @@ def _pod_resources(c: _Checkup) -> None:
 # --- plugin sockets ----------------------------------------------------------------------------------
 
 
-def _malformed(error: str) -> bool:
-    # The wording of devctl.node.rpc.parsed, devctl.collect's undecodable replies, and
-    # a gRPC server that has no DevicePlugin service at all.
-    return "the reply is not a" in error or "could not be decoded" in error or "UNIMPLEMENTED" in error
+# A socket that answers, but not as a v1beta1 DevicePlugin: another protocol, a reply
+# that does not parse, or a gRPC server without the DevicePlugin service.
+_NOT_A_PLUGIN = frozenset({ErrorKind.WRONG_API, ErrorKind.MALFORMED, ErrorKind.UNIMPLEMENTED})
 
 
 def _socket_failures(c: _Checkup) -> None:
-    for row in c.plugins:
-        if row.status == PluginStatus.SERVING.value or row.error is None:
-            continue
-        c.explain(lambda e, row=row: e.source in ("plugin", "registry") and e.message == row.error)
+    failing = [row for row in c.plugins if row.status != PluginStatus.SERVING.value and row.error is not None]
+    # Each failing probe's error is in the snapshot's errors too: this check answers for them.
+    told = {row.error for row in failing}
+    c.explain(lambda e: e.source in ("plugin", "registry") and e.message in told)
+    for row in failing:
+        assert row.error is not None
         of = f" (it served {row.resource})" if row.resource else ""
         if row.status == PluginStatus.STALE.value:
             c.add(
@@ -246,7 +300,7 @@ def _socket_failures(c: _Checkup) -> None:
             )
         elif row.status == PluginStatus.PERMISSION_DENIED.value:
             c.permission_denied(row.socket)
-        elif _malformed(row.error):
+        elif row.error_kind in _NOT_A_PLUGIN:
             c.add(
                 ERROR,
                 "plugin-malformed",
@@ -296,6 +350,82 @@ def _duplicate_plugins(c: _Checkup) -> None:
             )
 
 
+@dataclass(frozen=True)
+class _Disagreement:
+    socket: str
+    plugin_only: frozenset[str]  # healthy in the plugin's list, not allocatable at the kubelet
+    kubelet_only: frozenset[str]  # allocatable at the kubelet, not healthy in the plugin's list
+
+
+def _disagreements(snapshot: NodeSnapshot) -> dict[str, _Disagreement]:
+    """Resources whose one serving plugin's healthy devices differ from the kubelet's GetAllocatableResources.
+
+    Both lists should be the same set: the kubelet's is the plugin's last
+    ListAndWatch message, healthy devices only. A resource served by two sockets
+    is duplicate-plugin's to tell.
+    """
+    if snapshot.allocatable is None:
+        return {}
+    kubelet: dict[str, set[str]] = {}
+    for d in snapshot.allocatable.devices:
+        kubelet.setdefault(d.resource, set()).update(d.ids)
+    serving: dict[str, list[PluginProbe]] = {}
+    for p in snapshot.plugins:
+        if p.status != PluginStatus.SERVING or p.resource is None or p.options is None:
+            continue
+        if p.registry is not None and p.registry.type != DEVICE_PLUGIN_TYPE:
+            continue
+        serving.setdefault(p.resource, []).append(p)
+    found = {}
+    for resource, probes in serving.items():
+        if len(probes) != 1:
+            continue
+        healthy = {d.id for d in probes[0].devices if d.healthy}
+        offered = kubelet.get(resource, set())
+        if healthy != offered:
+            socket = probes[0].socket
+            found[resource] = _Disagreement(socket, frozenset(healthy - offered), frozenset(offered - healthy))
+    return found
+
+
+def recheck_sockets(snapshot: NodeSnapshot) -> tuple[str, ...]:
+    """The plugin sockets whose devices disagree with the kubelet's: read them again ``RECHECK_AFTER`` later."""
+    return tuple(sorted(d.socket for d in _disagreements(snapshot).values()))
+
+
+def _plugin_disagree(c: _Checkup) -> None:
+    later = _disagreements(c.again) if c.again is not None else None
+    for resource, first in sorted(_disagreements(c.snapshot).items()):
+        plugin_only, kubelet_only = first.plugin_only, first.kubelet_only
+        if later is not None:
+            again = later.get(resource)
+            if again is None:
+                continue  # a race with an update in flight: gone on the second reading
+            plugin_only, kubelet_only = plugin_only & again.plugin_only, kubelet_only & again.kubelet_only
+            if not plugin_only and not kubelet_only:
+                continue
+        parts = []
+        if kubelet_only:
+            ids = _ids(sorted(kubelet_only))
+            parts.append(f"the kubelet offers {len(kubelet_only)} device(s) its plugin does not list as healthy: {ids}")
+        if plugin_only:
+            ids = _ids(sorted(plugin_only))
+            parts.append(f"the plugin lists {len(plugin_only)} healthy device(s) the kubelet does not offer: {ids}")
+        if later is not None:
+            severity, lasting = ERROR, f" (still so {RECHECK_AFTER:g}s later)"
+        else:
+            severity, lasting = WARNING, " (one reading: a snapshot file cannot tell whether it lasts)"
+        c.add(
+            severity,
+            "kubelet-plugin-disagree",
+            resource,
+            "; ".join(parts) + lasting,
+            f"the plugin's updates do not reach the kubelet (a plugin that sends each update to one ListAndWatch "
+            f"stream only, or a kubelet that missed one): the kubelet may give pods unhealthy devices or hold back "
+            f"healthy ones; restart the plugin's pod ({first.socket}) so that it registers again",
+        )
+
+
 # --- resources and devices ---------------------------------------------------------------------------
 
 
@@ -320,7 +450,8 @@ def _no_plugin(c: _Checkup) -> None:
                 "no-plugin",
                 row.name,
                 "no plugin socket serves it; only the checkpoint still names it (a plugin removed, or not "
-                "registered again since the kubelet started)",
+                "registered again since the kubelet started; the kubelet keeps a stopped plugin's devices "
+                "for 5 minutes)",
                 hint,
             )
 
@@ -351,7 +482,8 @@ def _devices(c: _Checkup) -> None:
                 "the kubelet does not take a device away from a running container: find out why it failed "
                 "(the plugin's logs, dmesg), then recreate the pod so it gets a healthy one",
             )
-        elif d.state == "unhealthy":
+        elif d.state == "unhealthy" or (d.state is None and d.health != HEALTHY):
+            # Without pod-resources who holds it is unknown; that it is unhealthy is not.
             unhealthy.setdefault(d.resource, []).append(d.id)
     for name, ids in sorted(unhealthy.items()):
         c.add(
@@ -370,11 +502,11 @@ def _devices(c: _Checkup) -> None:
 def _checkpoint(c: _Checkup) -> None:
     path = c.snapshot.paths.checkpoint
     for e in c.explain(lambda e: e.source == CHECKPOINT):
-        if e.message.endswith(NO_SUCH_FILE):
+        if e.kind == ErrorKind.MISSING:
             # A kubelet that no plugin has registered with writes none; a dead kubelet
             # is kubelet-socket-missing's to tell.
             continue
-        if _denied(e.message):
+        if _denied(e):
             c.permission_denied(path)
         else:
             c.add(ERROR, "checkpoint-unreadable", path, e.message, _UNREADABLE_HINT)
@@ -488,7 +620,7 @@ def _shared_pool(c: _Checkup) -> None:
 
 def _unexplained_errors(c: _Checkup) -> None:
     for e in c.explain(lambda e: True):
-        if _denied(e.message):
+        if _denied(e):
             c.permission_denied(e.source)
         elif e.source == "sysfs":
             hint = "NUMA alignment cannot be checked: point --sysfs at the host's /sys (/host/sys under kubectl debug)"
@@ -502,6 +634,7 @@ _CHECKS: tuple[Callable[[_Checkup], None], ...] = (
     _pod_resources,
     _socket_failures,
     _duplicate_plugins,
+    _plugin_disagree,
     _unknown_resources,
     _no_plugin,
     _devices,

@@ -53,6 +53,30 @@ class ErrorKind(str, Enum):
         return cls.OTHER
 
 
+class SocketStatus(str, Enum):
+    """Whether a socket the kubelet serves has a listener: dialled, not only stat'ed.
+
+    The kubelet never removes ``kubelet.sock`` or the pod-resources socket when it
+    exits, so a socket file on disk says nothing about a running kubelet.
+    """
+
+    LISTENING = "listening"
+    MISSING = "missing"
+    NOT_A_SOCKET = "not-a-socket"
+    STALE = "stale"  # a socket file with nothing listening on it
+    PERMISSION_DENIED = "permission-denied"
+    TIMEOUT = "timeout"
+    OTHER = "other"
+
+    @classmethod
+    def of_failure(cls, kind: ErrorKind) -> SocketStatus:
+        """The status of a socket whose connect failed with ``kind``."""
+        try:
+            return cls(kind.value)
+        except ValueError:
+            return cls.OTHER
+
+
 # Names of the sources ``collect`` reads; a command asks for the ones it needs.
 POD_RESOURCES = "pod-resources"
 PLUGINS = "plugins"
@@ -61,11 +85,9 @@ TOPOLOGY = "topology"
 IDENTITIES = "identities"
 ALL_SOURCES = frozenset({POD_RESOURCES, PLUGINS, CHECKPOINT, TOPOLOGY, IDENTITIES})
 
-# The source name ``collect`` gives a plugins directory it could not list, and the
-# message ending it gives a missing checkpoint, so that the views can tell "absent"
-# from "present but unreadable".
+# The source name ``collect`` gives a plugins directory it could not list, so that
+# the views can tell the directory from the sockets in it.
 PLUGINS_DIR_SOURCE = "plugins-dir"
-NO_SUCH_FILE = "no such file"
 
 
 @dataclass(frozen=True)
@@ -154,6 +176,7 @@ class PluginProbe:
 
     ``resource`` is the resource name when it is known for certain (the
     registry's GetInfo, or an unambiguous match of device IDs); else ``None``.
+    ``error_kind`` says why ``error`` happened, set where the probe failed.
     """
 
     socket: str
@@ -164,6 +187,7 @@ class PluginProbe:
     latency_ms: float | None = None
     error: str | None = None
     registry: RegistryInfo | None = None
+    error_kind: ErrorKind | None = None
 
 
 # --- pod-resources side (v1) ------------------------------------------------------
@@ -376,7 +400,7 @@ class NodeSnapshot:
 
     taken_at: str  # UTC, ISO 8601
     paths: NodePaths
-    kubelet_socket_present: bool = False
+    kubelet_socket_present: bool = False  # a socket file is there (it may be stale)
     pods: tuple[PodResources, ...] | None = None
     allocatable: AllocatableResources | None = None
     plugins: tuple[PluginProbe, ...] = ()
@@ -384,3 +408,5 @@ class NodeSnapshot:
     topology: HostTopology | None = None
     pod_identities: tuple[PodIdentity, ...] = ()
     errors: tuple[SourceError, ...] = ()
+    # kubelet.sock dialled; None in a snapshot file written before devctl dialled it.
+    kubelet_socket_status: SocketStatus | None = None

@@ -1,8 +1,9 @@
-"""The two number formats of a node: the kernel's CPU lists and Kubernetes byte quantities.
+"""The number formats of a node: the kernel's CPU lists, Kubernetes byte quantities, device counts.
 
 Scenario files, sysfs and the kubelet's state files write CPUs as ``0-3,8`` and
 memory as ``64Gi``; people read them back the same way. Parsing and printing
-both live here so every layer agrees on them.
+both live here so every layer agrees on them. A device count that devctl could
+not learn prints as ``?`` and a lower bound as ``≥N``, in tables and the TUI alike.
 """
 
 from __future__ import annotations
@@ -124,3 +125,15 @@ def format_bytes(n: int) -> str:
         return format_bytes(1024 ** (exp + 1))
     text = f"{shown:.1f}".removesuffix(".0")
     return f"{text}{_UNITS[exp - 1]}"
+
+
+# --- device counts ---------------------------------------------------------------------------
+
+UNKNOWN_COUNT = "?"
+
+
+def format_count(n: int | None, at_least: int | None = None) -> str:
+    """``4``; ``≥2`` when only a lower bound is known; ``?`` when nothing is (never ``0``)."""
+    if n is not None:
+        return str(n)
+    return f"≥{at_least}" if at_least else UNKNOWN_COUNT

@@ -228,3 +228,60 @@ async def malformed_plugin(path: str) -> AsyncIterator[grpc.aio.Server]:
     server.add_generic_rpc_handlers([_EveryMethod(_garbage, _garbage_then_silence)])
     async with _serving(path, server) as s:
         yield s
+
+
+class NewestStreamOnly(dp_grpc.DevicePluginServicer):
+    """A DevicePlugin that sends each update to its newest ListAndWatch stream only.
+
+    A plugin that keeps the stream of its last ``ListAndWatch`` in one variable
+    does this: once anyone else (devctl, a second kubelet connection) has opened
+    a stream, the kubelet's stream never hears of a change again, and the kubelet
+    keeps offering what the plugin no longer calls healthy. Every new stream
+    starts with the current list, so a fresh look at the plugin sees the truth.
+    Call ``update`` on the server's loop.
+    """
+
+    def __init__(self, devices: Sequence[Device]):
+        self.devices = tuple(devices)
+        self._newest: asyncio.Queue[tuple[Device, ...]] | None = None
+
+    def update(self, devices: Sequence[Device]) -> None:
+        self.devices = tuple(devices)
+        if self._newest is not None:
+            self._newest.put_nowait(self.devices)
+
+    async def GetDevicePluginOptions(
+        self, request: dp.Empty, context: grpc.aio.ServicerContext
+    ) -> dp.DevicePluginOptions:
+        return dp.DevicePluginOptions()
+
+    async def ListAndWatch(
+        self, request: dp.Empty, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[dp.ListAndWatchResponse]:
+        queue: asyncio.Queue[tuple[Device, ...]] = asyncio.Queue()
+        self._newest = queue
+        devices = self.devices
+        while True:
+            yield dp.ListAndWatchResponse(devices=[convert.device_to_pb(d) for d in devices])
+            devices = await queue.get()
+
+
+@asynccontextmanager
+async def newest_stream_only_plugin(path: str, devices: Sequence[Device]) -> AsyncIterator[NewestStreamOnly]:
+    """A ``NewestStreamOnly`` plugin serving ``devices`` on ``path`` (it does not register: the test does)."""
+    plugin = NewestStreamOnly(devices)
+    server = grpc.aio.server()
+    dp_grpc.add_DevicePluginServicer_to_server(plugin, server)
+    async with _serving(path, server):
+        yield plugin
+
+
+@asynccontextmanager
+async def rate_limited_pod_resources(path: str) -> AsyncIterator[PodResourcesServer]:
+    """A pod-resources server whose token bucket is always empty: every call is RESOURCE_EXHAUSTED.
+
+    What a node looks like to devctl while another client (a monitoring agent
+    polling too fast) spends the kubelet's shared limit for the whole run.
+    """
+    async with PodResourcesServer(path, _ManyPods(()), rate=0.0, burst=0) as server:
+        yield server

@@ -22,9 +22,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from badservers import huge_pod_resources, hung_server, stale_socket
+from badservers import huge_pod_resources, hung_server, rate_limited_pod_resources, stale_socket
 from helpers import DEVCTL, devctl, invoke, run_devctl
 
+from devctl.cli.common import NO_RIGHTS
 from devctl.model import Device
 from devctl.node.checkpoint import fnv1a32, render_spew
 from devctl.plugin.server import DevicePluginServer
@@ -212,13 +213,13 @@ def test_topo_json(default_node):
     assert n0["cpus"] == list(range(16)) and n0["allocatable_cpus"] == list(range(2, 16))
     assert n0["exclusive_cpus"] == list(range(2, 10)) and n0["shared_cpus"] == list(range(10, 16))
     assert n0["memory_bytes"] == 64 * GIB
-    assert n0["devices"][GPU] == {"total": 4, "allocated": 4, "free": 0}
-    assert n1["devices"][GPU] == {"total": 4, "allocated": 2, "free": 1}  # GPU-5 unhealthy
+    assert n0["devices"][GPU] == {"total": 4, "allocated": 4, "free": 0, "total_min": None}
+    assert n1["devices"][GPU] == {"total": 4, "allocated": 2, "free": 1, "total_min": None}  # GPU-5 unhealthy
     assert n1["exclusive_cpus"] == [*range(16, 22), *range(24, 30)]
     assert {"size_kb": 2048, "total": 1024, "free": 768} in n1["hugepages"]
     assert r.json["shared_pool"] == [*range(10, 16), 22, 23, 30, 31]
     (minus_one,) = (n for n in r.json["numa_nodes"] if n["id"] == -1)
-    assert minus_one["devices"] == {FOO: {"total": 2, "allocated": 1, "free": 1}}
+    assert minus_one["devices"] == {FOO: {"total": 2, "allocated": 1, "free": 1, "total_min": None}}
     align = {(a["namespace"], a["pod"]): a for a in r.json["alignment"]}
     assert align["inference", "serve-0"] == {
         "namespace": "inference",
@@ -238,7 +239,7 @@ def test_plugins_json(default_node):
     assert r.exit_code == 0
     doc = r.json
     paths = default_node.paths
-    assert doc["kubelet_socket"] == {"path": paths.kubelet_socket, "present": True}
+    assert doc["kubelet_socket"] == {"path": paths.kubelet_socket, "present": True, "status": "listening"}
     assert doc["checkpoint"] == {"path": paths.checkpoint, "present": True, "checksum_ok": True}
     plugins = by(doc["plugins"], "socket")
     gpu = plugins[f"{paths.plugins_dir}/nvidia-gpu.sock"]
@@ -410,9 +411,9 @@ def test_edge_get_falls_back_to_list(edge_node):
 def test_edge_topo(edge_node):
     doc = devctl(edge_node.root, "topo", "-o", "json").json
     nodes = by(doc["numa_nodes"], "id")
-    assert nodes[0]["devices"][FPGA] == {"total": 1, "allocated": 1, "free": 0}
-    assert nodes[1]["devices"][FPGA] == {"total": 1, "allocated": 1, "free": 0}
-    assert nodes[-1]["devices"][NPU] == {"total": 3, "allocated": 1, "free": 1}
+    assert nodes[0]["devices"][FPGA] == {"total": 1, "allocated": 1, "free": 0, "total_min": None}
+    assert nodes[1]["devices"][FPGA] == {"total": 1, "allocated": 1, "free": 0, "total_min": None}
+    assert nodes[-1]["devices"][NPU] == {"total": 3, "allocated": 1, "free": 1, "total_min": None}
     assert {"size_kb": 1048576, "total": 2, "free": 1} in nodes[0]["hugepages"]
     align = by(doc["alignment"], "pod")
     assert align["vision-0"]["aligned"] is True and align["vision-0"]["device_numa"] == [0, 1]
@@ -701,6 +702,72 @@ def test_permission_denied_as_an_unprivileged_user(sim_node, background):
     assert ("checkpoint", f"{sim_node.paths.checkpoint}: permission denied") in errors
     pods = run_devctl("pods", root=root, as_nobody=True)
     assert pods.exit_code == 3
-    assert pods.stderr.splitlines() == [
-        f"warning: pod-resources: {sim_node.paths.pod_resources}: permission denied",
-    ]
+    assert pods.stderr.splitlines() == [f"devctl: {NO_RIGHTS}"]
+
+
+READ_COMMANDS = [
+    ["ls"],
+    ["devices"],
+    ["pods"],
+    ["get", "train-0", "-n", "ml"],
+    ["topo"],
+    ["plugins"],
+    ["checkpoint"],
+    ["snapshot"],
+]
+
+
+def test_without_rights_every_read_command_says_run_as_root_once(sim_node):
+    if os.geteuid() != 0:
+        pytest.skip("needs root to drop privileges")
+    os.chmod(sim_node.root, 0o755)  # the directories are open; the kubelet's sockets and checkpoint are root's only
+    for args in [*READ_COMMANDS, ["ls", "-o", "json"], ["topo", "-o", "json"]]:
+        p = run_devctl(*args, root=sim_node.root, as_nobody=True)
+        assert p.exit_code == 3, (args, p.stdout, p.stderr)
+        (line,) = [line for line in p.stderr.splitlines() if "permission denied" in line]
+        assert line.endswith("run as root (e.g. kubectl debug node/NAME -it --profile=sysadmin --image=IMAGE)")
+        assert not [line for line in p.stderr.splitlines() if line.startswith("warning:") and "denied" in line]
+
+
+# --- unknown is not zero ---------------------------------------------------------------------------
+
+
+def test_with_pod_resources_rate_limited_who_holds_what_is_unknown_not_zero(sim_node, background, short_root):
+    limited = f"{short_root}/pr.sock"
+    background(rate_limited_pod_resources(limited))
+    args = ("--pod-resources", limited)
+    ls = devctl(sim_node.root, *args, "ls", "-o", "json")
+    assert ls.exit_code == 0  # the plugins and the checkpoint answered
+    gpu = by(ls.json["resources"], "name")[GPU]
+    assert (gpu["capacity"], gpu["allocatable"], gpu["unhealthy"]) == (8, 7, 1)  # the plugin's word
+    assert (gpu["allocated"], gpu["free"]) == (None, None)  # not 0 allocated, 7 free
+    errors = [e for e in ls.json["errors"] if e["source"] == "pod-resources"]
+    assert len(errors) == 2  # List and GetAllocatableResources, each after the client's backoff
+    assert all(e["kind"] == "rate-limited" and "rate limit" in e["message"] for e in errors)
+    table = devctl(sim_node.root, *args, "ls")
+    row = next(r.split() for r in table.stdout.splitlines() if r.startswith(GPU))
+    assert row[2:7] == ["8", "7", "?", "?", "1"]
+    assert "warning: pod-resources:" in table.stderr
+    devices = by(devctl(sim_node.root, *args, "devices", "-o", "json").json["devices"], "id")
+    assert (devices["GPU-0"]["state"], devices["GPU-0"]["allocated_to"]) == (None, None)
+    held = next(r.split() for r in devctl(sim_node.root, *args, "devices").stdout.splitlines() if " GPU-0 " in r)
+    assert held[3] == "?" and held[-1] == "?"
+    topo = devctl(sim_node.root, *args, "topo", "-o", "json").json
+    (n0,) = [n for n in topo["numa_nodes"] if n["id"] == 0]
+    assert n0["devices"][GPU] == {"total": 4, "allocated": None, "free": None, "total_min": None}
+    assert f"{GPU}=?/4" in devctl(sim_node.root, *args, "topo").stdout
+
+
+def test_a_stopped_plugins_capacity_is_at_least_what_the_checkpoint_names(sim_node):
+    async def stop_gpu(node):
+        await node.plugins[GPU].stop()
+
+    sim_node.call(stop_gpu)  # 8 GPUs, GPU-5 unhealthy: the kubelet keeps all 8 for 5 minutes
+    gpu = by(devctl(sim_node.root, "ls", "-o", "json").json["resources"], "name")[GPU]
+    assert (gpu["status"], gpu["capacity"], gpu["capacity_min"]) == ("no-plugin", None, 7)
+    assert (gpu["allocatable"], gpu["unhealthy"]) == (0, None)  # the kubelet: nothing allocatable, now
+    table = devctl(sim_node.root, "ls").stdout
+    row = next(r.split() for r in table.splitlines() if r.startswith(GPU))
+    assert row[1:4] == ["no-plugin", "≥7", "0"]
+    assert "the kubelet keeps a stopped plugin's devices for 5 minutes" in table
+    assert "5 minutes" not in devctl(sim_node.root, "ls", "--no-headers").stdout

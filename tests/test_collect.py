@@ -12,12 +12,22 @@ import contextlib
 import io
 import json
 import os
+import selectors
+import subprocess
 import time
 from pathlib import Path
 
 import grpc
 import pytest
-from badservers import frozen_socket, huge_pod_resources, hung_server, malformed_plugin, stale_socket
+from badservers import (
+    frozen_socket,
+    huge_pod_resources,
+    hung_server,
+    malformed_plugin,
+    rate_limited_pod_resources,
+    stale_socket,
+)
+from helpers import BOUND, DEVCTL, call_as_nobody, devctl_env
 
 from devctl import analyze
 from devctl.api.pluginregistration.v1 import api_pb2 as reg
@@ -35,9 +45,11 @@ from devctl.model import (
     ContainerDevices,
     ContainerResources,
     Device,
+    ErrorKind,
     NumaNode,
     PluginStatus,
     PodResources,
+    SocketStatus,
 )
 from devctl.node.checkpoint import RawEntry, write_checkpoint
 from devctl.node.paths import resolve_paths
@@ -122,7 +134,7 @@ async def test_every_source_at_once(node):
     assert probe.latency_ms > 0
     assert snap.checkpoint.checksum_ok and snap.checkpoint.entries[0].pod_uid == "uid-1"
     assert [n.id for n in snap.topology.numa_nodes] == [0, 1]
-    assert snap.kubelet_socket_present is False
+    assert (snap.kubelet_socket_present, snap.kubelet_socket_status) == (False, SocketStatus.MISSING)
 
 
 async def test_want_reads_only_what_is_asked(node):
@@ -136,6 +148,7 @@ async def test_nothing_there_is_errors_not_exceptions(short_root):
     paths = resolve_paths(root=str(short_root), env={})
     snap = await bounded(collect(paths, ANSWER, want=NO_IDENTITIES - {analyze.TOPOLOGY}))
     by_source = {e.source: e.message for e in snap.errors}
+    assert {e.kind for e in snap.errors} == {ErrorKind.MISSING}
     assert by_source[analyze.POD_RESOURCES] == f"{paths.pod_resources}: no such socket"
     assert by_source[analyze.PLUGINS_DIR_SOURCE] == f"{paths.plugins_dir}: no such file"
     assert by_source[analyze.CHECKPOINT] == f"{paths.checkpoint}: no such file"
@@ -163,6 +176,16 @@ async def test_bad_sockets_each_get_a_status_and_a_one_line_error(node):
         "hung.sock": PluginStatus.TIMEOUT,
         "stale.sock": PluginStatus.STALE,
     }
+    kinds = {os.path.basename(p.socket): p.error_kind for p in snap.plugins}
+    assert kinds == {
+        "frozen.sock": ErrorKind.TIMEOUT,
+        "garbage.sock": ErrorKind.WRONG_API,
+        "gpu.sock": None,
+        "hung.sock": ErrorKind.TIMEOUT,
+        "stale.sock": ErrorKind.STALE,
+    }
+    # Each probe's failure is in the errors too, with the same kind.
+    assert sorted(e.kind for e in snap.errors if e.source == "plugin") == sorted(k for k in kinds.values() if k)
     errors = [e.message for e in snap.errors if e.source == "plugin"]
     assert len(errors) == 4 and all("\n" not in m for m in errors)
     assert any(m == f"{d}/stale.sock: stale socket (nothing listens on it)" for m in errors)
@@ -252,6 +275,7 @@ async def test_v1alpha1_only_kubelet(node):
     assert snap.allocatable is None
     (error,) = snap.errors
     assert error.source == analyze.POD_RESOURCES and "v1alpha1 only" in error.message
+    assert error.kind == ErrorKind.UNIMPLEMENTED
 
 
 async def test_a_reply_above_4_mib(node):
@@ -266,10 +290,70 @@ async def test_a_hung_kubelet_times_out(node):
         snap = await bounded(collect(node, TIMEOUT, want={analyze.POD_RESOURCES}))
     assert snap.pods is None and snap.allocatable is None
     assert all("deadline exceeded" in e.message for e in snap.errors) and len(snap.errors) == 2
+    assert {e.kind for e in snap.errors} == {ErrorKind.TIMEOUT}
 
 
 def write_corrupt_checkpoint(paths) -> None:
     Path(paths.checkpoint).write_text('{"Data": {"PodDeviceEntries": [')
+
+
+async def test_the_kubelets_sockets_are_dialled_not_stated(node):
+    stale_socket(node.kubelet_socket)  # the kubelet exited: its sockets stay on disk
+    stale_socket(node.pod_resources)
+    snap = await bounded(collect(node, ANSWER, want={analyze.POD_RESOURCES}))
+    assert (snap.kubelet_socket_present, snap.kubelet_socket_status) == (True, SocketStatus.STALE)
+    assert [(e.source, e.kind) for e in snap.errors] == [(analyze.POD_RESOURCES, ErrorKind.STALE)]
+    os.unlink(node.kubelet_socket)
+    async with hung_server(node.kubelet_socket):  # a listener is all "listening" means
+        snap = await bounded(collect(node, ANSWER, want=set()))
+    assert snap.kubelet_socket_status == SocketStatus.LISTENING
+
+
+async def test_pod_resources_rate_limited_for_the_whole_run(node):
+    async with rate_limited_pod_resources(node.pod_resources) as server:
+        snap = await bounded(collect(node, ANSWER, want={analyze.POD_RESOURCES}))
+    assert (snap.pods, snap.allocatable) == (None, None)
+    assert [e.kind for e in snap.errors] == [ErrorKind.RATE_LIMITED, ErrorKind.RATE_LIMITED]
+    assert all("rejected by the kubelet's rate limit 5 times in a row" in e.message for e in snap.errors)
+    assert server.rejected == 10  # the client backed off and tried again, a few times only
+
+
+@pytest.fixture
+def sim_process(short_root: Path):
+    """`devctl sim --root R` as a process of its own: a test may fork while it serves (gRPC forbids
+    forking a process whose threads are inside gRPC, as an in-process simulator's are)."""
+    proc = subprocess.Popen(
+        [*DEVCTL, "sim", "--root", str(short_root)], stdout=subprocess.PIPE, text=True, env=devctl_env()
+    )
+    try:
+        assert proc.stdout is not None
+        with selectors.DefaultSelector() as sel:
+            sel.register(proc.stdout, selectors.EVENT_READ)
+            assert sel.select(BOUND), "devctl sim did not start"
+        assert proc.stdout.readline().strip() == f"export DEVCTL_ROOT={short_root}"
+        yield resolve_paths(root=str(short_root), env={})
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=BOUND)
+
+
+def test_without_rights_every_kubelet_source_is_permission_denied(sim_process, short_root: Path):
+    if os.geteuid() != 0:
+        pytest.skip("needs root to drop privileges")
+    os.chmod(short_root, 0o755)  # the directories are open; the kubelet's sockets and checkpoint are root's only
+
+    def read():
+        snap = asyncio.run(collect(sim_process, ANSWER))
+        kinds = sorted({(analyze.source_of(e), e.kind.value) for e in snap.errors})
+        return kinds, snap.kubelet_socket_status.value, analyze.refused(snap, analyze.ALL_SOURCES)
+
+    kinds, kubelet, refused = call_as_nobody(read)["value"]
+    assert kinds == [
+        [analyze.CHECKPOINT, "permission-denied"],
+        [analyze.PLUGINS, "permission-denied"],
+        [analyze.POD_RESOURCES, "permission-denied"],
+    ]
+    assert kubelet == "permission-denied" and refused is True
 
 
 async def test_a_corrupt_checkpoint_is_one_error(node):
@@ -277,6 +361,7 @@ async def test_a_corrupt_checkpoint_is_one_error(node):
     snap = await bounded(collect(node, ANSWER, want={analyze.CHECKPOINT}))
     (error,) = snap.errors
     assert error.source == analyze.CHECKPOINT and error.message.startswith(node.checkpoint)
+    assert error.kind == ErrorKind.MALFORMED
     assert "\n" not in error.message
 
 

@@ -9,6 +9,7 @@ cannot make on cue (the kubelet's rate limit) are checked on a snapshot.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import dataclasses
 import json
@@ -18,14 +19,28 @@ from pathlib import Path
 
 import pytest
 import yaml
-from badservers import GARBAGE, hung_server, malformed_plugin, stale_socket
-from helpers import devctl, run_devctl
+from badservers import GARBAGE, hung_server, malformed_plugin, newest_stream_only_plugin, stale_socket
+from helpers import devctl, run_devctl, run_devctl_async
 
 from devctl.analyze import POD_RESOURCES
 from devctl.doctor import diagnose, fails_on
-from devctl.model import Device, Finding, NodeSnapshot, PluginOptions, PluginProbe, PluginStatus, SourceError
+from devctl.model import (
+    AllocatableResources,
+    ContainerDevices,
+    Device,
+    ErrorKind,
+    Finding,
+    NodeSnapshot,
+    PluginOptions,
+    PluginProbe,
+    PluginStatus,
+    SocketStatus,
+    SourceError,
+)
 from devctl.node.checkpoint import fnv1a32, render_spew
+from devctl.node.deviceplugin import DevicePluginClient, register
 from devctl.node.paths import resolve_paths
+from devctl.node.podresources import PodResourcesClient
 from devctl.plugin.server import DevicePluginServer
 from devctl.plugin.spec import PluginSpec
 from devctl.sim.scenario import KubeletOptions, default_scenario, parse_scenario
@@ -219,6 +234,105 @@ def test_a_plugin_that_stopped_leaves_its_resource_without_a_plugin(sim_node: Si
     assert sim_node.paths.plugins_dir in no_plugin["hint"]
 
 
+# --- the plugin and the kubelet --------------------------------------------------------------------------
+
+LAG = "example.com/lagging"
+
+
+async def kubelet_offers(sim: SimHandle, resource: str) -> set[str]:
+    async with PodResourcesClient(sim.paths.pod_resources, 2.0) as client:
+        return {i for d in (await client.allocatable()).devices if d.resource == resource for i in d.ids}
+
+
+async def test_a_plugin_whose_updates_miss_the_kubelets_stream_disagrees_with_it(sim_node: SimHandle):
+    d = sim_node.paths.plugins_dir
+    async with newest_stream_only_plugin(f"{d}/lagging.sock", [Device("lag-0"), Device("lag-1")]) as plugin:
+        await register(sim_node.paths.kubelet_socket, "lagging.sock", LAG, PluginOptions())
+        deadline = time.monotonic() + 10
+        while await kubelet_offers(sim_node, LAG) != {"lag-0", "lag-1"}:
+            assert time.monotonic() < deadline, "the simulated kubelet never listed the plugin's devices"
+            await asyncio.sleep(0.05)
+        # Someone else looks at the plugin: from now on its updates go to that stream only.
+        async with DevicePluginClient(f"{d}/lagging.sock", 2.0) as client:
+            assert len(await client.first_list()) == 2
+        plugin.update([Device("lag-0"), Device("lag-1", "Unhealthy")])
+        start = time.monotonic()
+        r = await run_devctl_async("doctor", "-o", "json", root=sim_node.root)
+        took = time.monotonic() - start
+        assert await kubelet_offers(sim_node, LAG) == {"lag-0", "lag-1"}  # the kubelet never heard
+    assert r.exit_code == 1, r.stderr
+    (found,) = [f for f in findings(r) if f["code"] == "kubelet-plugin-disagree"]
+    assert (found["severity"], found["subject"]) == ("error", LAG)
+    assert found["message"] == (
+        "the kubelet offers 1 device(s) its plugin does not list as healthy: lag-1 (still so 1s later)"
+    )
+    assert "one ListAndWatch stream only" in found["hint"] and f"{d}/lagging.sock" in found["hint"]
+    assert took >= 1.0  # it did look twice
+
+
+def disagreeing(healthy: list[str], offered: list[str]) -> NodeSnapshot:
+    probe = PluginProbe(
+        "/n/var/lib/kubelet/device-plugins/x.sock",
+        PluginStatus.SERVING,
+        "example.com/x",
+        PluginOptions(),
+        tuple(Device(i, "Healthy" if i in healthy else "Unhealthy") for i in ["x-0", "x-1", "x-2"]),
+    )
+    allocatable = AllocatableResources(devices=tuple(ContainerDevices("example.com/x", (i,)) for i in offered))
+    return bare_snapshot(
+        kubelet_socket_present=True,
+        kubelet_socket_status=SocketStatus.LISTENING,
+        plugins=(probe,),
+        allocatable=allocatable,
+        pods=(),
+    )
+
+
+def test_a_disagreement_counts_only_when_it_lasts():
+    first = disagreeing(["x-0", "x-1"], ["x-0", "x-1", "x-2"])
+    agreed = disagreeing(["x-0", "x-1"], ["x-0", "x-1"])  # the kubelet's update arrived in between
+    assert "kubelet-plugin-disagree" not in [f.code for f in diagnose(first, agreed)]
+    (lasting,) = [f for f in diagnose(first, first) if f.code == "kubelet-plugin-disagree"]
+    assert lasting.severity == "error"
+    # Healthy at the plugin, withheld by the kubelet: the other direction.
+    withheld = disagreeing(["x-0", "x-1", "x-2"], ["x-0"])
+    (other,) = [f for f in diagnose(withheld, withheld) if f.code == "kubelet-plugin-disagree"]
+    assert other.message.startswith("the plugin lists 2 healthy device(s) the kubelet does not offer: x-1, x-2")
+    # A snapshot file is one reading: said, not judged.
+    (once,) = [f for f in diagnose(first) if f.code == "kubelet-plugin-disagree"]
+    assert once.severity == "warning" and "cannot tell whether it lasts" in once.message
+
+
+# --- the kubelet's own sockets -------------------------------------------------------------------------------
+
+
+def test_sockets_the_kubelet_left_behind_are_stale_not_present(short_root: Path):
+    paths = resolve_paths(root=str(short_root), env={})
+    for directory in (paths.plugins_dir, os.path.dirname(paths.pod_resources)):
+        os.makedirs(directory)
+    stale_socket(paths.kubelet_socket)  # a kubelet that exited: it removes neither
+    stale_socket(paths.pod_resources)
+    r = doctor(short_root, "-o", "json")
+    assert r.exit_code == 3  # nothing answered
+    by_code = {f["code"]: f for f in findings(r)}
+    kubelet, pod_resources = by_code["kubelet-socket-stale"], by_code["pod-resources-stale"]
+    assert (kubelet["severity"], kubelet["subject"]) == ("error", paths.kubelet_socket)
+    assert (pod_resources["severity"], pod_resources["subject"]) == ("error", paths.pod_resources)
+    assert "kubelet-socket-missing" not in by_code
+    for f in (kubelet, pod_resources):
+        assert "the kubelet leaves its sockets on disk when it exits" in f["hint"]
+    assert [e["kind"] for e in r.json["errors"] if e["source"] == "pod-resources"] == ["stale"]
+    plugins = devctl(short_root, "plugins", "-o", "json").json
+    assert plugins["kubelet_socket"] == {"path": paths.kubelet_socket, "present": True, "status": "stale"}
+    table = devctl(short_root, "plugins").stdout
+    assert f"kubelet socket: present but stale ({paths.kubelet_socket})" in table
+
+
+def test_a_live_kubelet_socket_is_listening(sim_node: SimHandle):
+    plugins = devctl(sim_node.root, "plugins", "-o", "json").json
+    assert plugins["kubelet_socket"]["status"] == "listening"
+
+
 # --- devices ----------------------------------------------------------------------------------------------
 
 
@@ -385,18 +499,30 @@ def test_every_allocatable_cpu_held_exclusively(short_root: Path):
     ]
 
 
-def test_what_devctl_may_not_open_is_a_warning_to_run_as_root(sim_node: SimHandle):
+def test_without_rights_doctor_gives_no_clean_bill_and_exits_3(sim_node: SimHandle):
     if os.geteuid() != 0:
         pytest.skip("needs root to drop privileges")
     os.chmod(sim_node.root, 0o755)  # the directories are open; the kubelet's sockets and checkpoint are root's only
     p = run_devctl("doctor", "-o", "json", root=sim_node.root, as_nobody=True)
-    assert p.exit_code == 0, p.stderr  # warnings: the node may be fine, devctl could not look
+    assert p.exit_code == 3, p.stderr  # devctl could not look: no source, never a quiet 0
+    (line,) = p.stderr.splitlines()
+    assert "permission denied" in line and "run as root (e.g. kubectl debug node/NAME" in line
     found = json.loads(p.stdout)["findings"]
     denied = {f["subject"] for f in found if f["code"] == "permission-denied"}
     d = sim_node.paths.plugins_dir
-    assert {sim_node.paths.pod_resources, sim_node.paths.checkpoint, f"{d}/nvidia-gpu.sock"} <= denied
-    assert all(f["severity"] == "warning" for f in found)
+    assert {
+        sim_node.paths.kubelet_socket,
+        sim_node.paths.pod_resources,
+        sim_node.paths.checkpoint,
+        f"{d}/nvidia-gpu.sock",
+    } <= denied
+    # Each check it could not run is an error, and nothing it could not see is called fine.
+    assert all(f["severity"] == "error" for f in found if f["code"] == "permission-denied")
     assert all("run devctl as root" in f["hint"] for f in found if f["code"] == "permission-denied")
+    assert not {"unhealthy-devices", "kubelet-socket-missing", "no-plugin"} & {f["code"] for f in found}
+    table = run_devctl("doctor", root=sim_node.root, as_nobody=True)
+    assert table.exit_code == 3 and "No problems found" not in table.stderr
+    assert len(table.stderr.splitlines()) == 1
 
 
 # --- on a snapshot ----------------------------------------------------------------------------------------
@@ -407,8 +533,9 @@ def bare_snapshot(**fields) -> NodeSnapshot:
 
 
 def test_the_rate_limit_is_someone_elses_client():
-    message = "/n/var/lib/kubelet/pod-resources/kubelet.sock List: RESOURCE_EXHAUSTED: rejected by rate limit"
-    snapshot = bare_snapshot(kubelet_socket_present=True, errors=(SourceError(POD_RESOURCES, message),))
+    message = "pod-resources /n/var/lib/kubelet/pod-resources/kubelet.sock List: rejected by the kubelet's rate limit"
+    error = SourceError(POD_RESOURCES, message, ErrorKind.RATE_LIMITED)
+    snapshot = bare_snapshot(kubelet_socket_present=True, errors=(error,))
     (finding,) = diagnose(snapshot)
     assert (finding.severity, finding.code) == ("warning", "pod-resources-rate-limited")
     assert finding.message.startswith(message)

@@ -48,7 +48,7 @@ def test_resources_table_reads_like_kubectl():
 
 def test_wide_adds_columns_and_none_fills_empty_cells():
     node = gpu_node(plugins=())
-    (header, row) = lines(resources_table(analyze.resources_view(node), TableStyle(wide=True)))
+    (header, row, *_) = lines(resources_table(analyze.resources_view(node), TableStyle(wide=True)))
     assert header[-4:] == ["NUMA", "PRE-START", "PREFERRED", "SOCKET"]
     assert row[1] == "no-plugin" and row[-3:] == ["<none>", "<none>", "<none>"]
 

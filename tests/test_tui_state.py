@@ -204,3 +204,24 @@ def test_a_devctl_watch_json_line_becomes_an_event() -> None:
     )
     assert event_from_json(b"not json\n") is None
     assert event_from_json(b'{"event": "health"}\n') is None  # no time
+
+
+def test_counts_that_depend_on_a_failed_source_read_unknown_in_the_resources_view() -> None:
+    from devctl.tui.widgets.devices import device_rows
+    from devctl.tui.widgets.resources import resource_rows
+    from devctl.tui.widgets.statusbar import status_text
+
+    # pod-resources failed: who holds what is unknown, not "0 held, 2 free".
+    view = build_view(replace(BASE, pods=None), [], T0)
+    (row,) = resource_rows(view)
+    assert row.cells[2:7] == ("3", "2", "?", "?", "1")
+    assert {r.cells[3] for r in device_rows(view, GPU)} == {"?"}  # state
+    assert {r.cells[4] for r in device_rows(view, GPU)} == {"?"}  # held by
+    assert "1 unhealthy" in status_text(view, "node")
+    from devctl.tui.widgets.numa import numa_text
+
+    assert "? held, ? free" in numa_text(view).plain
+    # The plugin is gone: only the kubelet's lists name the devices, a lower bound.
+    gone = build_view(replace(BASE, plugins=()), [], T0)
+    (row,) = resource_rows(gone)
+    assert row.cells[1:7] == ("no-plugin", "≥2", "2", "0", "2", "?")

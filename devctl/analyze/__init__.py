@@ -8,6 +8,7 @@ family; every public name is importable from ``devctl.analyze`` itself.
 
 from devctl.analyze.checkpoint import CheckpointEntryRow, CheckpointView, PodRef, checkpoint_view
 from devctl.analyze.inventory import (
+    CAPACITY_NOTE,
     MISSING,
     UNKNOWN,
     DeviceRow,
@@ -22,24 +23,27 @@ from devctl.analyze.sources import (
     ALL_SOURCES,
     CHECKPOINT,
     IDENTITIES,
-    NO_SUCH_FILE,
+    KUBELET_SOURCES,
     PLUGINS,
     PLUGINS_DIR_SOURCE,
     POD_RESOURCES,
     TOPOLOGY,
     errors_of,
     only_sources,
+    refused,
+    source_of,
     sources_read,
 )
 from devctl.analyze.topology import NO_NUMA, AlignmentRow, DeviceCount, NumaRow, TopologyView, topology_view
 
 __all__ = [
     "ALL_SOURCES",
+    "CAPACITY_NOTE",
     "CHECKPOINT",
     "IDENTITIES",
+    "KUBELET_SOURCES",
     "MISSING",
     "NO_NUMA",
-    "NO_SUCH_FILE",
     "PLUGINS",
     "PLUGINS_DIR_SOURCE",
     "POD_RESOURCES",
@@ -68,7 +72,9 @@ __all__ = [
     "plugins_view",
     "pod_view",
     "pods_view",
+    "refused",
     "resources_view",
+    "source_of",
     "sources_read",
     "topology_view",
 ]

@@ -38,8 +38,13 @@ class CheckpointView:
     entries: tuple[CheckpointEntryRow, ...]
 
 
-# (container name, resource, device ID) -> the live pods whose container of that name holds the device
-_Holders = dict[tuple[str, str, str], set[PodRef]]
+# Stands for "more than one live pod" in the index below.
+_MANY = PodRef("", "")
+
+# (container name, resource, device ID) -> the live pod whose container of that name
+# holds the device, or _MANY. One pod or "many" is all an entry needs to know, so
+# 20,000 containers sharing one device ID cost one look-up per entry, not 20,000.
+_Holders = dict[tuple[str, str, str], PodRef]
 
 
 def _holders(pods: tuple[PodResources, ...]) -> _Holders:
@@ -50,7 +55,9 @@ def _holders(pods: tuple[PodResources, ...]) -> _Holders:
         for c in p.containers:
             for d in c.devices:
                 for dev_id in d.ids:
-                    index.setdefault((c.name, d.resource, dev_id), set()).add(ref)
+                    key = (c.name, d.resource, dev_id)
+                    if index.setdefault(key, ref) != ref:
+                        index[key] = _MANY
     return index
 
 
@@ -59,11 +66,16 @@ def _live_holder(entry: CheckpointEntry, holders: _Holders) -> PodRef | None:
 
     A device is held by one container at a time, so the match is a fact, not a guess.
     """
-    found: set[PodRef] = set()
+    found: PodRef | None = None
     for group in entry.device_ids.values():
         for dev_id in group:
-            found.update(holders.get((entry.container, entry.resource, dev_id), ()))
-    return found.pop() if len(found) == 1 else None
+            ref = holders.get((entry.container, entry.resource, dev_id))
+            if ref is None:
+                continue
+            if ref == _MANY or (found is not None and ref != found):
+                return None
+            found = ref
+    return found
 
 
 def checkpoint_view(snapshot: NodeSnapshot) -> CheckpointView:

@@ -18,20 +18,34 @@ UNKNOWN = "Unknown"
 MISSING = "Missing"
 
 
+# Why a capacity is only a lower bound (``capacity_min``, ``≥N`` in tables).
+CAPACITY_NOTE = (
+    "≥N: no plugin answers for it, so only the kubelet's lists and its checkpoint name its devices "
+    "(the checkpoint names healthy ones only); the kubelet keeps a stopped plugin's devices for 5 minutes, "
+    "so its capacity may be higher"
+)
+
+
 @dataclass(frozen=True)
 class ResourceRow:
-    """One extended resource (``devctl ls``)."""
+    """One extended resource (``devctl ls``).
+
+    A count that depends on a source that failed is None (``?``), never 0:
+    ``allocated`` and ``free`` without pod-resources; ``capacity`` when no plugin
+    lists the devices, with ``capacity_min`` the devices known to exist.
+    """
 
     name: str
     socket: str | None
     status: str
-    capacity: int
-    allocatable: int
-    allocated: int
-    free: int
-    unhealthy: int
+    capacity: int | None
+    allocatable: int | None
+    allocated: int | None
+    free: int | None
+    unhealthy: int | None
     numa_nodes: tuple[int, ...]
     options: PluginOptions | None
+    capacity_min: int | None = None
 
 
 @dataclass(frozen=True)
@@ -43,14 +57,19 @@ class Holder:
 
 @dataclass(frozen=True)
 class DeviceRow:
-    """One device (``devctl devices``); ``state`` is free, allocated, unhealthy or unhealthy-allocated."""
+    """One device (``devctl devices``); ``state`` is free, allocated, unhealthy or unhealthy-allocated.
+
+    ``state`` and ``allocated_to`` are None when pod-resources could not be read
+    (who holds the device is unknown), and ``state`` too when nothing vouches for
+    the health of a device that no container holds.
+    """
 
     resource: str
     id: str
     health: str
     numa_nodes: tuple[int, ...]
-    state: str
-    allocated_to: tuple[Holder, ...]
+    state: str | None
+    allocated_to: tuple[Holder, ...] | None
 
 
 @dataclass
@@ -59,21 +78,42 @@ class Inventory:
 
     health: dict[str, str] = field(default_factory=dict)
     numa: dict[str, tuple[int, ...]] = field(default_factory=dict)
-    holders: dict[str, list[Holder]] = field(default_factory=dict)
+    # Device ID -> its holders, as an ordered set (a dict): 20,000 containers
+    # sharing one device ID stay linear.
+    holders: dict[str, dict[Holder, None]] = field(default_factory=dict)
     probe: PluginProbe | None = None
-    # Devices no source vouches for either way (no plugin, no allocatable list, no
-    # checkpoint): shown as "Unknown" and not counted as unhealthy.
+    # Devices no source vouches for either way (no plugin, no allocatable list):
+    # shown as "Unknown", counted neither healthy nor unhealthy.
     unknown: set[str] = field(default_factory=set)
     # Devices a container holds that the serving plugin no longer lists (removed
     # or renamed since Allocate): shown by `devices`, outside the plugin's capacity.
     unlisted: set[str] = field(default_factory=set)
+    # A serving plugin listed every device: the capacity is its count, not a lower bound.
+    complete: bool = False
+    # pod-resources answered: who holds what is known (else every holder count is unknown).
+    holders_known: bool = True
 
     def listed(self) -> list[str]:
         return [i for i in self.health if i not in self.unlisted]
 
-    def healthy(self, dev_id: str) -> bool:
+    def healthy(self, dev_id: str) -> bool | None:
+        """Whether the device is healthy; None when nothing vouches for it either way."""
+        if dev_id in self.unknown:
+            return None
         # The kubelet treats any string but "Healthy" as unhealthy.
-        return self.health.get(dev_id) == HEALTHY or dev_id in self.unknown
+        return self.health.get(dev_id) == HEALTHY
+
+    def state(self, dev_id: str) -> str | None:
+        """free, allocated, unhealthy or unhealthy-allocated; None when that is unknown."""
+        if not self.holders_known:
+            return None
+        held = dev_id in self.holders
+        healthy = self.healthy(dev_id)
+        if healthy is None:
+            return "allocated" if held else None
+        if healthy:
+            return "allocated" if held else "free"
+        return "unhealthy-allocated" if held else "unhealthy"
 
 
 def _merge_numa(a: Iterable[int], b: Iterable[int]) -> tuple[int, ...]:
@@ -124,15 +164,15 @@ def _build(snapshot: NodeSnapshot) -> dict[str, Inventory]:
     kubelet_numa: dict[tuple[str, str], tuple[int, ...]] = {}
     for pod in snapshot.pods or ():
         for c in pod.containers:
+            holder = Holder(pod.namespace, pod.name, c.name)
             for d in c.devices:
                 r = get(d.resource)
                 for dev_id in d.ids:
-                    holders = r.holders.setdefault(dev_id, [])
-                    holder = Holder(pod.namespace, pod.name, c.name)
-                    if holder not in holders:
-                        holders.append(holder)
+                    r.holders.setdefault(dev_id, {})[holder] = None
                     key = (d.resource, dev_id)
-                    kubelet_numa[key] = _merge_numa(kubelet_numa.get(key, ()), d.numa_nodes)
+                    known = kubelet_numa.get(key, ())
+                    if not set(d.numa_nodes) <= set(known):
+                        kubelet_numa[key] = _merge_numa(known, d.numa_nodes)
 
     healthy_known: dict[str, set[str]] = {}
     for d in snapshot.allocatable.devices if snapshot.allocatable else ():
@@ -147,7 +187,9 @@ def _build(snapshot: NodeSnapshot) -> dict[str, Inventory]:
         get(e.resource)
 
     for resource, r in inv.items():
+        r.holders_known = snapshot.pods is not None
         if r.probe is not None and r.probe.status == PluginStatus.SERVING:
+            r.complete = True
             for d in r.probe.devices:
                 r.health[d.id] = d.health
                 r.numa[d.id] = d.numa_nodes
@@ -157,14 +199,12 @@ def _build(snapshot: NodeSnapshot) -> dict[str, Inventory]:
                     r.numa[dev_id] = kubelet_numa.get((resource, dev_id), ())
                     r.unlisted.add(dev_id)
             continue
-        # No plugin answers: what the kubelet knows. GetAllocatableResources lists
-        # healthy devices only; a device it omits but a container holds is unhealthy.
-        if snapshot.allocatable is not None:
-            healthy = healthy_known.get(resource, set())
-        elif snapshot.checkpoint is not None:
-            healthy = set(registered.get(resource, ()))
-        else:
-            healthy = None
+        # No plugin answers: what the kubelet knows, a lower bound of its capacity.
+        # GetAllocatableResources lists healthy devices only; a device it omits but
+        # a container holds is unhealthy. The checkpoint's RegisteredDevices are the
+        # healthy ones at its last write, which a plugin that stopped since makes
+        # wrong: they say a device exists, not that it is healthy now.
+        healthy = healthy_known.get(resource, set()) if snapshot.allocatable is not None else None
         ids = list(dict.fromkeys([*sorted(healthy or ()), *r.holders, *registered.get(resource, ())]))
         for dev_id in ids:
             if healthy is None:
@@ -176,20 +216,21 @@ def _build(snapshot: NodeSnapshot) -> dict[str, Inventory]:
     return inv
 
 
-def _wanted(name: str, resources: Iterable[str] | None) -> bool:
+def _picked(snapshot: NodeSnapshot, resources: Iterable[str] | None) -> list[tuple[str, Inventory]]:
+    """The inventories of ``resources`` (every one when none is named), by name."""
     wanted = set(resources or ())
-    return not wanted or name in wanted
+    return [(name, r) for name, r in sorted(inventories(snapshot).items()) if not wanted or name in wanted]
 
 
 def resources_view(snapshot: NodeSnapshot, resources: Iterable[str] | None = None) -> tuple[ResourceRow, ...]:
     """One row per extended resource known from any source, sorted by name."""
     rows = []
-    for name, r in sorted(inventories(snapshot).items()):
-        if not _wanted(name, resources):
-            continue
-        healthy = {i for i in r.listed() if r.healthy(i)}
-        allocated = set(r.holders)
-        capacity = len(r.listed())
+    for name, r in _picked(snapshot, resources):
+        listed = r.listed()
+        health_known = not any(i in r.unknown for i in listed)
+        healthy = {i for i in listed if r.healthy(i)}
+        allocatable = len(healthy) if health_known else None
+        capacity = len(listed) if r.complete else None
         numa = sorted({n for nodes in r.numa.values() for n in nodes})
         probe = r.probe
         rows.append(
@@ -198,39 +239,31 @@ def resources_view(snapshot: NodeSnapshot, resources: Iterable[str] | None = Non
                 socket=probe.socket if probe else None,
                 status=probe.status.value if probe else PluginStatus.NO_PLUGIN.value,
                 capacity=capacity,
-                allocatable=len(healthy),
-                allocated=len(allocated),
-                free=len(healthy - allocated),
-                unhealthy=capacity - len(healthy),
+                allocatable=allocatable,
+                allocated=len(r.holders) if r.holders_known else None,
+                free=len(healthy.difference(r.holders)) if r.holders_known and health_known else None,
+                unhealthy=capacity - allocatable if capacity is not None and allocatable is not None else None,
                 numa_nodes=tuple(numa),
                 options=probe.options if probe else None,
+                capacity_min=None if r.complete else (len(listed) or None),
             )
         )
     return tuple(rows)
 
 
-def _state(healthy: bool, allocated: bool) -> str:
-    if healthy:
-        return "allocated" if allocated else "free"
-    return "unhealthy-allocated" if allocated else "unhealthy"
-
-
 def devices_view(snapshot: NodeSnapshot, resources: Iterable[str] | None = None) -> tuple[DeviceRow, ...]:
     """One row per device, by resource then in the plugin's order."""
     rows = []
-    for name, r in sorted(inventories(snapshot).items()):
-        if not _wanted(name, resources):
-            continue
+    for name, r in _picked(snapshot, resources):
         for dev_id, health in r.health.items():
-            holders = tuple(r.holders.get(dev_id, ()))
             rows.append(
                 DeviceRow(
                     resource=name,
                     id=dev_id,
                     health=health,
                     numa_nodes=r.numa.get(dev_id, ()),
-                    state=_state(r.healthy(dev_id), bool(holders)),
-                    allocated_to=holders,
+                    state=r.state(dev_id),
+                    allocated_to=tuple(r.holders.get(dev_id, ())) if r.holders_known else None,
                 )
             )
     return tuple(rows)

@@ -4,14 +4,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from devctl.analyze.sources import CHECKPOINT, NO_SUCH_FILE
-from devctl.model import NodeSnapshot, PluginOptions, PluginStatus, RegistryInfo
+from devctl.analyze.sources import CHECKPOINT
+from devctl.model import ErrorKind, NodeSnapshot, PluginOptions, PluginStatus, RegistryInfo, SocketStatus
 
 
 @dataclass(frozen=True)
 class SocketState:
+    """The kubelet's socket: ``present`` as a file, ``status`` as dialled (``listening``, ``stale``, ``missing``...).
+
+    The kubelet leaves its socket on disk when it exits: ``present`` alone proves nothing.
+    """
+
     path: str
     present: bool
+    status: SocketStatus | None
 
 
 @dataclass(frozen=True)
@@ -32,6 +38,7 @@ class PluginRow:
     latency_ms: float | None
     error: str | None
     registry: RegistryInfo | None
+    error_kind: ErrorKind | None
 
 
 @dataclass(frozen=True)
@@ -44,9 +51,7 @@ class PluginsView:
 def _checkpoint_present(snapshot: NodeSnapshot) -> bool:
     if snapshot.checkpoint is not None:
         return True
-    return not any(e.source == CHECKPOINT and e.message.endswith(NO_SUCH_FILE) for e in snapshot.errors) and any(
-        e.source == CHECKPOINT for e in snapshot.errors
-    )
+    return any(e.source == CHECKPOINT and e.kind != ErrorKind.MISSING for e in snapshot.errors)
 
 
 def plugins_view(snapshot: NodeSnapshot) -> PluginsView:
@@ -65,11 +70,14 @@ def plugins_view(snapshot: NodeSnapshot) -> PluginsView:
             latency_ms=round(p.latency_ms, 3) if p.latency_ms is not None else None,
             error=p.error,
             registry=p.registry,
+            error_kind=p.error_kind,
         )
         for p in sorted(snapshot.plugins, key=lambda p: p.socket)
     )
     return PluginsView(
-        kubelet_socket=SocketState(snapshot.paths.kubelet_socket, snapshot.kubelet_socket_present),
+        kubelet_socket=SocketState(
+            snapshot.paths.kubelet_socket, snapshot.kubelet_socket_present, snapshot.kubelet_socket_status
+        ),
         checkpoint=CheckpointState(
             snapshot.paths.checkpoint, _checkpoint_present(snapshot), cp.checksum_ok if cp else None
         ),

@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import replace
 
-from devctl.model import ContainerDevices, NodeSnapshot, PodResources
+from devctl.model import ContainerDevices, ContainerResources, NodeSnapshot, PodResources
 
 
 def merge_devices(entries: Iterable[ContainerDevices]) -> tuple[ContainerDevices, ...]:
     """One entry per resource: the kubelet reports one per device per NUMA node
     (pkg/kubelet/apis/podresources/server_v1.go via devicemanager's GetDevices)."""
-    merged: dict[str, tuple[list[str], set[int]]] = {}
+    entries = tuple(entries)
+    if len(entries) == 1:
+        # The common case of one device entry: already merged unless it repeats an ID.
+        (e,) = entries
+        if len(set(e.ids)) == len(e.ids) and list(e.numa_nodes) == sorted(set(e.numa_nodes)):
+            return entries
+    merged: dict[str, tuple[dict[str, None], set[int]]] = {}
     for e in entries:
-        ids, numa = merged.setdefault(e.resource, ([], set()))
-        ids.extend(i for i in e.ids if i not in ids)
+        ids, numa = merged.setdefault(e.resource, ({}, set()))
+        ids.update(dict.fromkeys(e.ids))  # an ordered set: linear in the entries
         numa.update(e.numa_nodes)
     return tuple(ContainerDevices(r, tuple(ids), tuple(sorted(numa))) for r, (ids, numa) in merged.items())
 
@@ -28,8 +33,11 @@ def pod_view(pod: PodResources, resource: str | None = None) -> PodResources:
             devices = tuple(d for d in devices if d.resource == resource)
             if not devices:
                 continue
-        containers.append(replace(c, devices=devices))
-    return replace(pod, containers=tuple(containers))
+        # The constructor, not dataclasses.replace: a node of 20,000 containers feels the difference.
+        if devices is not c.devices:
+            c = ContainerResources(c.name, devices, c.cpu_ids, c.memory, c.dynamic_resources)
+        containers.append(c)
+    return PodResources(pod.namespace, pod.name, tuple(containers))
 
 
 def pods_view(

@@ -12,11 +12,11 @@ from devctl.model import (
     ALL_SOURCES,
     CHECKPOINT,
     IDENTITIES,
-    NO_SUCH_FILE,
     PLUGINS,
     PLUGINS_DIR_SOURCE,
     POD_RESOURCES,
     TOPOLOGY,
+    ErrorKind,
     NodeSnapshot,
     PluginStatus,
     SourceError,
@@ -26,15 +26,21 @@ __all__ = [
     "ALL_SOURCES",
     "CHECKPOINT",
     "IDENTITIES",
-    "NO_SUCH_FILE",
+    "KUBELET_SOURCES",
     "PLUGINS",
     "PLUGINS_DIR_SOURCE",
     "POD_RESOURCES",
     "TOPOLOGY",
     "errors_of",
     "only_sources",
+    "refused",
+    "source_of",
     "sources_read",
 ]
+
+# The sources only the kubelet's side of the node holds (its sockets, the plugins'
+# sockets, its checkpoint): root's alone on a real node.
+KUBELET_SOURCES = frozenset({POD_RESOURCES, PLUGINS, CHECKPOINT})
 
 # Sockets that told nothing: devctl may not open them, or they never answered.
 # A stale socket does tell something (its plugin is gone); these only say that
@@ -81,11 +87,29 @@ _ERROR_SOURCES = {
 }
 
 
+def source_of(error: SourceError) -> str:
+    """The source (``POD_RESOURCES``, ``PLUGINS``, ...) that a source error belongs to."""
+    return _ERROR_SOURCES.get(error.source, IDENTITIES)
+
+
+def refused(snapshot: NodeSnapshot, shown: set[str] | frozenset[str]) -> bool:
+    """Whether devctl lacked the rights to read the node: of the kubelet's sources among ``shown``
+    none gave anything, and at least one refused devctl (permission denied).
+
+    Then a command has nothing to show and says "run as root" once (exit 3),
+    instead of one warning per socket and a table of unknowns.
+    """
+    kubelet = KUBELET_SOURCES & shown
+    if not kubelet or sources_read(snapshot) & kubelet:
+        return False
+    return any(e.kind == ErrorKind.PERMISSION_DENIED and source_of(e) in kubelet for e in snapshot.errors)
+
+
 def only_sources(snapshot: NodeSnapshot, sources: set[str] | frozenset[str]) -> NodeSnapshot:
     """The snapshot with the errors of ``sources`` only: what a live read of just those would have met.
 
     A ``--from`` file holds every source; a command that reads a few on the
     live node must warn about those few, as it would there.
     """
-    errors = tuple(e for e in snapshot.errors if _ERROR_SOURCES.get(e.source, IDENTITIES) in sources)
+    errors = tuple(e for e in snapshot.errors if source_of(e) in sources)
     return snapshot if errors == snapshot.errors else replace(snapshot, errors=errors)

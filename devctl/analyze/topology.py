@@ -16,9 +16,16 @@ NO_NUMA = -1
 
 @dataclass(frozen=True)
 class DeviceCount:
-    total: int = 0
-    allocated: int = 0
-    free: int = 0
+    """A resource's devices on one NUMA node; a count that depends on a failed source is None.
+
+    ``total`` is None when no plugin lists the resource's devices, and
+    ``total_min`` then counts those known to exist (as ``ls``'s ``capacity_min``).
+    """
+
+    total: int | None = 0
+    allocated: int | None = 0
+    free: int | None = 0
+    total_min: int | None = None
 
 
 @dataclass(frozen=True)
@@ -117,14 +124,28 @@ def topology_view(snapshot: NodeSnapshot) -> TopologyView:
     exclusive = {cpu for p in snapshot.pods or () for c in p.containers for cpu in c.cpu_ids}
     inv = inventories(snapshot)
 
-    counts: dict[int, dict[str, DeviceCount]] = {}
+    # node -> resource -> [devices, held, free, free unknown]
+    tally: dict[int, dict[str, list[int]]] = {}
     for name, r in sorted(inv.items()):
         for dev_id in r.listed():
             held = dev_id in r.holders
-            free = r.healthy(dev_id) and not held
+            healthy = r.healthy(dev_id)
             for node in r.numa.get(dev_id) or (NO_NUMA,):
-                c = counts.setdefault(node, {}).get(name, DeviceCount())
-                counts[node][name] = DeviceCount(c.total + 1, c.allocated + held, c.free + free)
+                t = tally.setdefault(node, {}).setdefault(name, [0, 0, 0, 0])
+                t[0] += 1
+                t[1] += held
+                t[2] += bool(healthy and not held)
+                t[3] += healthy is None and not held
+    counts: dict[int, dict[str, DeviceCount]] = {}
+    for node, per_resource in tally.items():
+        for name, (total, held, free, unknown) in per_resource.items():
+            r = inv[name]
+            counts.setdefault(node, {})[name] = DeviceCount(
+                total=total if r.complete else None,
+                allocated=held if r.holders_known else None,
+                free=free if r.holders_known and not unknown else None,
+                total_min=None if r.complete else total,
+            )
 
     memory_by_node: dict[int, int] = {}
     if snapshot.allocatable:

@@ -98,6 +98,11 @@ def say(message: str) -> None:
     print(f"devctl: {escape(message)}", file=sys.stderr, flush=True)
 
 
+# The one line a command prints when the kubelet's side of the node refused devctl.
+AS_ROOT = "run as root (e.g. kubectl debug node/NAME -it --profile=sysadmin --image=IMAGE)"
+NO_RIGHTS = f"the kubelet's sockets and files refused devctl (permission denied): {AS_ROOT}"
+
+
 def fail(message: str, code: ExitCode = ExitCode.USAGE) -> NoReturn:
     """One line on stderr (``say``), then exit with a code that means something."""
     say(message)

@@ -13,8 +13,8 @@ from typing import Annotated
 
 import typer
 
-from devctl.cli.common import ExitCode, Output
-from devctl.cli.output import NoHeadersOpt, OutputOpt, node_snapshot, table_style, write_structured
+from devctl.cli.common import ExitCode, Output, options, run
+from devctl.cli.output import NoHeadersOpt, OutputOpt, node_snapshot, refused_line, table_style, write_structured
 
 
 class Severity(str, Enum):
@@ -36,15 +36,26 @@ def doctor(
     Checks the kubelet's sockets, pod-resources, every plugin socket (stale,
     silent, forbidden, speaking another API), resources without a plugin,
     unhealthy and missing devices, the checkpoint (checksum, format, entries of
-    pods that are gone), NUMA alignment and the shared CPU pool. `wide` adds a
-    hint to each finding. Exit 3 when no source could be read at all.
+    pods that are gone), NUMA alignment and the shared CPU pool, and whether
+    each plugin's healthy devices are the ones the kubelet offers (read twice,
+    a second apart, when they are not). `wide` adds a hint to each finding.
+    Exit 3 when no source could be read at all, or devctl may not read the
+    kubelet's (run it as root).
     """
     from devctl.analyze import ALL_SOURCES, errors_of, sources_read
-    from devctl.doctor import diagnose, fails_on
+    from devctl.doctor import RECHECK_AFTER, diagnose, fails_on, recheck_sockets
     from devctl.render.table import findings_table
 
+    opts = options(ctx)
     snapshot = node_snapshot(ctx, ALL_SOURCES)
-    findings = diagnose(snapshot)
+    again = None
+    sockets = recheck_sockets(snapshot)
+    if sockets and not opts.from_file:
+        from devctl.collect import reread
+
+        again = run(reread(snapshot, opts.timeout, sockets, after=min(RECHECK_AFTER, opts.timeout)))
+    findings = diagnose(snapshot, again)
+    denied = refused_line(snapshot, ALL_SOURCES)
     if output in (Output.json, Output.yaml):
         write_structured(output, {"findings": findings}, errors_of(snapshot))
     else:
@@ -52,10 +63,11 @@ def doctor(
         text = findings_table(findings, table_style(output, no_headers))
         if text:
             sys.stdout.write(text)
-        else:
+        elif not denied:
             print("No problems found.", file=sys.stderr)
     sys.stdout.flush()
-    if not sources_read(snapshot):
+    sys.stderr.write(denied)
+    if denied or not sources_read(snapshot):
         raise typer.Exit(int(ExitCode.NO_SOURCE))
     if fails_on(findings, fail_on.value):
         raise typer.Exit(int(ExitCode.FINDINGS))

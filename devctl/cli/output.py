@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from devctl.cli.common import ExitCode, Output, fail, options, run, say
+from devctl.cli.common import NO_RIGHTS, ExitCode, Output, fail, options, run, say
 
 if TYPE_CHECKING:
     from devctl.model import NodeSnapshot, SourceError
@@ -40,6 +40,13 @@ def node_snapshot(ctx: typer.Context, want: Iterable[str]) -> NodeSnapshot:
         except SnapshotError as e:
             fail(f"--from {e}", ExitCode.NO_SOURCE)
     return run(collect_saying_what_waits(opts.paths(), opts.timeout, set(want)))
+
+
+def refused_line(snapshot: NodeSnapshot, shown: set[str] | frozenset[str]) -> str:
+    """The "run as root" line (with its newline) when the kubelet's sources among ``shown`` all refused devctl."""
+    from devctl.analyze import refused
+
+    return f"devctl: {NO_RIGHTS}\n" if refused(snapshot, shown) else ""
 
 
 def table_style(output: Output, no_headers: bool) -> TableStyle:
@@ -77,15 +84,20 @@ def emit(
     a name it cannot find.
     """
     from devctl.analyze import errors_of, sources_read
+    from devctl.model import ErrorKind
     from devctl.render import table as tables
     from devctl.render.style import use_color
 
     errors = errors_of(snapshot)
-    unread = not sources_read(snapshot) & set(shown)
+    denied = refused_line(snapshot, set(shown))
+    unread = bool(denied) or not sources_read(snapshot) & set(shown)
     if output in (Output.json, Output.yaml):
         write_structured(output, body, errors)
+        sys.stderr.write(denied)
     else:
-        sys.stderr.write(tables.warnings(errors, use_color(sys.stderr)))
+        if denied:  # one line for the lot, not one warning per socket that refused devctl
+            errors = tuple(e for e in errors if e.kind != ErrorKind.PERMISSION_DENIED)
+        sys.stderr.write(denied + tables.warnings(errors, use_color(sys.stderr)))
         if quiet:
             sys.stdout.write(tables.names(names()))
         else:

@@ -13,12 +13,21 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from devctl.cli.common import ExitCode, Output, fail, options, run
-from devctl.cli.output import NoHeadersOpt, OutputOpt, QuietOpt, emit, node_snapshot, table_style, write_structured
+from devctl.cli.common import AS_ROOT, ExitCode, Output, fail, options, run
+from devctl.cli.output import (
+    NoHeadersOpt,
+    OutputOpt,
+    QuietOpt,
+    emit,
+    node_snapshot,
+    refused_line,
+    table_style,
+    write_structured,
+)
 from devctl.escape import escape
 
 if TYPE_CHECKING:
-    from devctl.model import NodeSnapshot
+    from devctl.model import ErrorKind, NodeSnapshot
 
 ResourcesArg = Annotated[
     list[str] | None, typer.Argument(help="Only these resources, e.g. nvidia.com/gpu.", show_default=False)
@@ -48,6 +57,13 @@ def _pod_not_found(pod: str, namespace: str, snapshot: NodeSnapshot) -> str:
     if elsewhere:
         return f"{message} (pods of that name run in namespaces {', '.join(elsewhere)})"
     return message
+
+
+def _why(message: str, kind: ErrorKind) -> str:
+    """A source's failure as one line, with what to do when devctl lacked the rights."""
+    from devctl.model import ErrorKind
+
+    return f"{message}: {AS_ROOT}" if kind == ErrorKind.PERMISSION_DENIED else message
 
 
 def ls(
@@ -154,8 +170,10 @@ def get(
         except SnapshotError as e:
             fail(f"--from {e}", ExitCode.NO_SOURCE)
         if snap.pods is None:  # pod-resources could not be read on the node: exit 3 with why, as it was there
-            reasons = [e.message for e in snap.errors if e.source == analyze.POD_RESOURCES]
-            fail(reasons[0] if reasons else "the snapshot holds no pod-resources", ExitCode.NO_SOURCE)
+            reasons = [e for e in snap.errors if e.source == analyze.POD_RESOURCES]
+            if not reasons:
+                fail("the snapshot holds no pod-resources", ExitCode.NO_SOURCE)
+            fail(_why(reasons[0].message, reasons[0].kind), ExitCode.NO_SOURCE)
         found = analyze.find_pod(snap, pod, namespace)
         if found is None:
             fail(_pod_not_found(pod, namespace, snap), ExitCode.FINDINGS)
@@ -168,7 +186,7 @@ def get(
             snap = run(collect(opts.paths(), opts.timeout, want={analyze.POD_RESOURCES}))
             fail(_pod_not_found(pod, namespace, snap), ExitCode.FINDINGS)
         except RpcFailure as e:
-            fail(e.message, ExitCode.NO_SOURCE)
+            fail(_why(e.message, e.kind), ExitCode.NO_SOURCE)
     if output in (Output.json, Output.yaml):
         write_structured(output, found, None)
     elif quiet:
@@ -190,7 +208,8 @@ def topo(
     from devctl import analyze
     from devctl.render.table import topology_table
 
-    sources = {analyze.TOPOLOGY, analyze.POD_RESOURCES, analyze.PLUGINS}
+    # The checkpoint names the resource behind each plugin socket when pod-resources cannot.
+    sources = {analyze.TOPOLOGY, analyze.POD_RESOURCES, analyze.PLUGINS, analyze.CHECKPOINT}
     snap = node_snapshot(ctx, sources)
     view = analyze.topology_view(snap)
     emit(
@@ -266,10 +285,13 @@ def snapshot(
     """Every source at once as one JSON document, for `devctl --from FILE ...` anywhere else."""
     from devctl.analyze import ALL_SOURCES, sources_read
     from devctl.collect import dump_snapshot
+    from devctl.model import ErrorKind
     from devctl.render.table import warnings
 
     snap = node_snapshot(ctx, ALL_SOURCES)
-    sys.stderr.write(warnings(snap.errors))
+    denied = refused_line(snap, ALL_SOURCES)
+    errors = [e for e in snap.errors if not denied or e.kind != ErrorKind.PERMISSION_DENIED]
+    sys.stderr.write(denied + warnings(errors))
     if file is None:
         dump_snapshot(snap, sys.stdout)
     else:
@@ -278,7 +300,7 @@ def snapshot(
                 dump_snapshot(snap, f)
         except OSError as e:
             fail(f"cannot write {file}: {e.strerror or e}", ExitCode.USAGE)
-    if not sources_read(snap):
+    if denied or not sources_read(snap):
         raise typer.Exit(int(ExitCode.NO_SOURCE))
 
 

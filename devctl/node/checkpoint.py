@@ -30,7 +30,7 @@ from typing import Any
 
 from google.protobuf.message import DecodeError
 
-from devctl.model import Checkpoint, CheckpointEntry
+from devctl.model import Checkpoint, CheckpointEntry, ErrorKind
 from devctl.node.convert import decode_allocation
 
 FORMAT_V2 = "v2"
@@ -51,14 +51,15 @@ _GO_JSON_ESCAPES = str.maketrans(
 
 
 class CheckpointError(Exception):
-    """A checkpoint that cannot be read at all: missing, unreadable, not JSON, or not a checkpoint.
+    """A checkpoint that cannot be read at all: missing, unreadable, not JSON, or not a checkpoint (its ``kind``).
 
     ``reason`` is one line without the path, for a ``SourceError`` whose source
     is already the path; ``str()`` of the error carries both.
     """
 
-    def __init__(self, path: str, reason: str):
+    def __init__(self, path: str, reason: str, kind: ErrorKind = ErrorKind.MALFORMED):
         super().__init__(f"{path}: {reason}")
+        self.kind = kind
         self.path = path
         self.reason = reason
 
@@ -220,11 +221,11 @@ def _read_bytes(path: str) -> bytes:
         with open(path, "rb") as f:
             return f.read()
     except FileNotFoundError as err:
-        raise CheckpointError(path, "no such file") from err
+        raise CheckpointError(path, "no such file", ErrorKind.MISSING) from err
     except PermissionError as err:
-        raise CheckpointError(path, "permission denied") from err
+        raise CheckpointError(path, "permission denied", ErrorKind.PERMISSION_DENIED) from err
     except OSError as err:
-        raise CheckpointError(path, (err.strerror or str(err)).lower()) from err
+        raise CheckpointError(path, (err.strerror or str(err)).lower(), ErrorKind.of_oserror(err)) from err
 
 
 def _refuse_constant(name: str) -> Any:

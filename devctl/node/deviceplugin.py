@@ -16,7 +16,7 @@ from devctl.api.deviceplugin.v1beta1 import api_pb2 as dp
 from devctl.api.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
 from devctl.api.pluginregistration.v1 import api_pb2 as reg
 from devctl.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
-from devctl.model import Allocation, Device, PluginOptions, PluginStatus, RegistryInfo
+from devctl.model import Allocation, Device, ErrorKind, PluginOptions, PluginStatus, RegistryInfo
 from devctl.node import convert
 from devctl.node.rpc import RpcFailure, channel, failure, parsed
 from devctl.node.rpclog import logged, outcome, since
@@ -164,7 +164,9 @@ class DevicePluginClient:
         reply = parsed(reply, f"{self.socket_path} Allocate", "AllocateResponse")
         if not reply.container_responses:
             # pkg/kubelet/cm/devicemanager/manager.go refuses this reply the same way.
-            raise RpcFailure(PluginStatus.UNREACHABLE, "no containers return in allocation response")
+            raise RpcFailure(
+                PluginStatus.UNREACHABLE, "no containers return in allocation response", kind=ErrorKind.MALFORMED
+            )
         return reply.container_responses[0]
 
     async def allocate(self, device_ids: Sequence[str]) -> Allocation:

@@ -14,7 +14,7 @@ from devctl.api.podresources.v1 import api_pb2 as v1
 from devctl.api.podresources.v1 import api_pb2_grpc as v1_grpc
 from devctl.api.podresources.v1alpha1 import api_pb2 as v1alpha1
 from devctl.api.podresources.v1alpha1 import api_pb2_grpc as v1alpha1_grpc
-from devctl.model import AllocatableResources, PluginStatus, PodResources
+from devctl.model import AllocatableResources, ErrorKind, PluginStatus, PodResources
 from devctl.node import convert
 from devctl.node.rpc import RpcFailure, channel, failure, parsed
 from devctl.node.rpclog import logged
@@ -67,12 +67,21 @@ class PodResourcesClient:
                 with logged(self.socket_path, what):
                     return await rpc()
             except grpc.aio.AioRpcError as e:
-                if e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and attempt < BACKOFF_TRIES - 1:
-                    log.debug("pod-resources %s rate limited; retrying in %.2fs", what, delay)
-                    await asyncio.sleep(delay * (1 + random.random()))
-                    delay *= 2
-                    continue
-                raise
+                if e.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
+                    raise
+                if attempt == BACKOFF_TRIES - 1:
+                    # The kubelet's token bucket is spent by someone else's client too:
+                    # what devctl would have shown is unknown, not empty.
+                    raise RpcFailure(
+                        PluginStatus.UNREACHABLE,
+                        f"pod-resources {self.socket_path} {what}: rejected by the kubelet's rate limit "
+                        f"{BACKOFF_TRIES} times in a row (RESOURCE_EXHAUSTED)",
+                        e.code(),
+                        ErrorKind.RATE_LIMITED,
+                    ) from None
+                log.debug("pod-resources %s rate limited; retrying in %.2fs", what, delay)
+                await asyncio.sleep(delay * (1 + random.random()))
+                delay *= 2
         raise AssertionError("unreachable")
 
     async def list(self) -> tuple[PodResources, ...]:

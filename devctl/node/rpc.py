@@ -122,6 +122,8 @@ def failure(error: grpc.aio.AioRpcError, what: str, timeout: float | None = None
             return RpcFailure(PluginStatus.STALE, f"{what}: stale socket (nothing listens on it)", code)
         if "No such file or directory" in details:
             return RpcFailure(PluginStatus.UNREACHABLE, f"{what}: no such socket", code, ErrorKind.MISSING)
+        if "http1.x server" in details:  # gRPC's own words for a peer that answers HTTP/1.1
+            return RpcFailure(PluginStatus.UNREACHABLE, f"{what}: speaks HTTP/1.x, not gRPC", code, ErrorKind.WRONG_API)
         return RpcFailure(PluginStatus.UNREACHABLE, f"{what}: unavailable: {details}", code)
     return RpcFailure(PluginStatus.UNREACHABLE, f"{what}: {code.name}: {details}", code, _CODE_KINDS.get(code))
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from tabulate import DataRow, TableFormat, tabulate
 
 from devctl.analyze import (
+    CAPACITY_NOTE,
     CheckpointView,
     DeviceRow,
     PluginsView,
@@ -26,9 +27,17 @@ from devctl.analyze import (
     TopologyView,
 )
 from devctl.escape import escape
-from devctl.model import ContainerMemory, ContainerResources, Finding, PluginOptions, PodResources, SourceError
+from devctl.model import (
+    ContainerMemory,
+    ContainerResources,
+    Finding,
+    PluginOptions,
+    PodResources,
+    SocketStatus,
+    SourceError,
+)
 from devctl.render.style import NONE, Styled, paint, word
-from devctl.units import format_bytes, format_cpulist
+from devctl.units import UNKNOWN_COUNT, format_bytes, format_count, format_cpulist
 
 # kubectl's columns: left-aligned, three spaces between them, nothing else
 # (k8s.io/cli-runtime/pkg/printers/tabwriter.go: padding 3).
@@ -101,16 +110,19 @@ def resources_table(rows: Sequence[ResourceRow], style: TableStyle) -> str:
         row: list[object] = [
             r.name,
             word(r.status, style.color),
-            r.capacity,
-            r.allocatable,
-            r.allocated,
-            r.free,
-            paint(str(r.unhealthy), "red", style.color and r.unhealthy > 0),
+            format_count(r.capacity, r.capacity_min),
+            format_count(r.allocatable),
+            format_count(r.allocated),
+            format_count(r.free),
+            paint(format_count(r.unhealthy), "red", style.color and bool(r.unhealthy)),
         ]
         if style.wide:
             row += [_numa(r.numa_nodes), *_options(r.options), r.socket]
         out.append(row)
-    return grid(headers, out, style)
+    text = grid(headers, out, style)
+    if text and style.headers and any(r.capacity is None and r.capacity_min for r in rows):
+        text += f"\n{CAPACITY_NOTE}\n"
+    return text
 
 
 # --- devices ----------------------------------------------------------------------------------
@@ -120,11 +132,13 @@ def devices_table(rows: Sequence[DeviceRow], style: TableStyle) -> str:
     headers = ["resource", "id", "health", "state", "numa", "allocated-to"]
     out = []
     for d in rows:
-        if style.wide:
+        if d.allocated_to is None:
+            holders = UNKNOWN_COUNT  # pod-resources could not be read: who holds it is unknown
+        elif style.wide:
             holders = ",".join(f"{h.namespace}/{h.pod}/{h.container}" for h in d.allocated_to)
         else:
             holders = ",".join(dict.fromkeys(f"{h.namespace}/{h.pod}" for h in d.allocated_to))
-        health, state = word(d.health, style.color), word(d.state, style.color)
+        health, state = word(d.health, style.color), word(d.state or UNKNOWN_COUNT, style.color)
         out.append([d.resource, d.id, health, state, _numa(d.numa_nodes), holders])
     return grid(headers, out, style)
 
@@ -185,7 +199,9 @@ def topology_table(view: TopologyView, style: TableStyle) -> str:
         headers += ["hugepages"]
     nodes = []
     for n in view.numa_nodes:
-        devices = " ".join(f"{r}={c.allocated}/{c.total}" for r, c in n.devices.items())
+        devices = " ".join(
+            f"{r}={format_count(c.allocated)}/{format_count(c.total, c.total_min)}" for r, c in n.devices.items()
+        )
         row: list[object] = [
             n.id,
             format_cpulist(n.cpus),
@@ -243,12 +259,18 @@ def plugins_table(view: PluginsView, style: TableStyle) -> str:
     if style.headers:
         ks, cp = view.kubelet_socket, view.checkpoint
         ks_path, cp_path = escape(ks.path), escape(cp.path)
+        if not ks.present:
+            socket = paint("absent", "red", style.color)
+        elif ks.status in (None, SocketStatus.LISTENING):
+            socket = "present"
+        else:  # on disk, but nothing listens: the kubelet leaves its socket when it exits
+            socket = paint(f"present but {ks.status.value}", "red", style.color)
         checksum = {True: "checksum ok", False: paint("checksum MISMATCH", "red", style.color), None: ""}[
             cp.checksum_ok
         ]
         text += (
             ("\n" if text else "")
-            + f"kubelet socket: {'present' if ks.present else paint('absent', 'red', style.color)} ({ks_path})\n"
+            + f"kubelet socket: {socket} ({ks_path})\n"
             + f"checkpoint:     {'present' if cp.present else paint('absent', 'red', style.color)}"
             + (f", {checksum}" if checksum else "")
             + f" ({cp_path})\n"

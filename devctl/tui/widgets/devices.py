@@ -11,6 +11,7 @@ from devctl.escape import escape
 from devctl.tui.state import NodeView
 from devctl.tui.widgets.resources import numa_list
 from devctl.tui.widgets.table import Column, Row, RowSet, RowTable
+from devctl.units import UNKNOWN_COUNT, format_count
 
 COLUMNS = (
     Column("DEVICE", 36, min_width=12),
@@ -24,11 +25,14 @@ _TONES = {"free": "ok", "allocated": "", "unhealthy": "bad", "unhealthy-allocate
 
 
 def holder_text(d: DeviceRow) -> str:
+    if d.allocated_to is None:
+        return UNKNOWN_COUNT  # pod-resources could not be read
     return ", ".join(f"{h.namespace}/{h.pod}/{h.container}" for h in d.allocated_to) or "-"
 
 
 def device_row(d: DeviceRow) -> Row:
-    return Row(d.id, (d.id, d.health, numa_list(d.numa_nodes), d.state, holder_text(d)), _TONES.get(d.state, "warn"))
+    state = d.state or UNKNOWN_COUNT
+    return Row(d.id, (d.id, d.health, numa_list(d.numa_nodes), state, holder_text(d)), _TONES.get(state, "warn"))
 
 
 def device_rows(view: NodeView, resource: str | None, made: dict[DeviceRow, Row] | None = None) -> list[Row]:
@@ -55,7 +59,8 @@ def title_text(view: NodeView, resource: str | None) -> str:
     if row is None:
         return f"{escape(resource)}: gone from the node"
     return escape(
-        f"{resource} · {view.status_of(row)} · {row.capacity} devices, {row.allocatable} healthy, {row.allocated} held"
+        f"{resource} · {view.status_of(row)} · {format_count(row.capacity, row.capacity_min)} devices, "
+        f"{format_count(row.allocatable)} healthy, {format_count(row.allocated)} held"
     )
 
 

@@ -14,7 +14,7 @@ from textual.widgets import Static
 from devctl.analyze import NO_NUMA, AlignmentRow, DeviceCount, NumaRow
 from devctl.escape import escape
 from devctl.tui.state import NodeView
-from devctl.units import format_bytes, format_cpulist
+from devctl.units import format_bytes, format_count, format_cpulist
 
 EXCLUSIVE, SHARED, RESERVED = "█", "▒", "·"
 HELD, FREE, UNHEALTHY = "■", "□", "✗"
@@ -52,8 +52,18 @@ def cpu_bar(node: NumaRow) -> Text:
 
 
 def device_bar(count: DeviceCount) -> Text:
+    if count.total is None or count.allocated is None or count.free is None:
+        return Text("?", "dim")  # a count that depends on a source that failed
     unhealthy = max(count.total - count.allocated - count.free, 0)
     return _bar([HELD] * count.allocated + [FREE] * count.free + [UNHEALTHY] * unhealthy)
+
+
+def _counts(count: DeviceCount) -> str:
+    if count.total is None or count.allocated is None or count.free is None:
+        total = format_count(count.total, count.total_min)
+        return f"{total} devices, {format_count(count.allocated)} held, {format_count(count.free)} free"
+    unhealthy = max(count.total - count.allocated - count.free, 0)
+    return f"{count.allocated} held, {count.free} free, {unhealthy} unhealthy"
 
 
 def _nodes_text(a: AlignmentRow) -> str:
@@ -95,8 +105,7 @@ def numa_text(view: NodeView) -> Text:
             label = name if len(name) <= width else name[: width - 1] + "…"
             out.append(f"  {label}".ljust(width + 4))
             out.append_text(device_bar(count))
-            unhealthy = max(count.total - count.allocated - count.free, 0)
-            out.append(f"  {count.allocated} held, {count.free} free, {unhealthy} unhealthy\n")
+            out.append(f"  {_counts(count)}\n")
         held = holders_by_node.get(node.id)
         if held:
             out.append("  used by " + ", ".join(held) + "\n", "dim")

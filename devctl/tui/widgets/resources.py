@@ -9,9 +9,10 @@ from textual.containers import Vertical
 from textual.widgets import Static
 
 from devctl.escape import escape
-from devctl.model import PluginStatus
+from devctl.model import PluginStatus, SocketStatus
 from devctl.tui.state import DISCONNECTED_STATUS, NodeView
 from devctl.tui.widgets.table import Column, Row, RowSet, RowTable
+from devctl.units import format_count
 
 COLUMNS = (
     Column("RESOURCE", 40, min_width=20, give=1),
@@ -44,11 +45,11 @@ def resource_rows(view: NodeView) -> list[Row]:
         cells = (
             r.name,
             status,
-            str(r.capacity),
-            str(r.allocatable),
-            str(r.allocated),
-            str(r.free),
-            str(r.unhealthy),
+            format_count(r.capacity, r.capacity_min),
+            format_count(r.allocatable),
+            format_count(r.allocated),
+            format_count(r.free),
+            format_count(r.unhealthy),
             numa_list(r.numa_nodes),
             os.path.basename(r.socket) if r.socket else "-",
         )
@@ -59,7 +60,12 @@ def resource_rows(view: NodeView) -> list[Row]:
 def sources_line(view: NodeView) -> str:
     """One line on the node's own sources: the kubelet socket, pod-resources, the checkpoint."""
     snap = view.snapshot
-    kubelet = "kubelet.sock ok" if snap.kubelet_socket_present else "kubelet.sock MISSING"
+    if not snap.kubelet_socket_present:
+        kubelet = "kubelet.sock MISSING"
+    elif snap.kubelet_socket_status in (None, SocketStatus.LISTENING):
+        kubelet = "kubelet.sock ok"
+    else:  # the kubelet leaves its socket on disk when it exits
+        kubelet = f"kubelet.sock {snap.kubelet_socket_status.value.upper()}"
     pods = f"pod-resources {len(snap.pods)} pods" if snap.pods is not None else "pod-resources NOT READ"
     cp = view.checkpoint
     if cp.format is None:

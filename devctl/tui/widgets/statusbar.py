@@ -17,7 +17,7 @@ def status_text(view: NodeView | None, source: str) -> str:
         parts.append(f"{len(view.pods)} pods")
     if view.disconnected:
         parts.append(f"{len(view.disconnected)} disconnected")
-    unhealthy = sum(r.unhealthy for r in view.resources)
+    unhealthy = sum(r.unhealthy or 0 for r in view.resources)  # the resources whose count is known
     if unhealthy:
         parts.append(f"{unhealthy} unhealthy")
     misaligned = sum(1 for a in view.topology.alignment if a.aligned is False)
