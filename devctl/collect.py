@@ -454,7 +454,7 @@ async def reread(snapshot: NodeSnapshot, timeout: float, sockets: Iterable[str],
             return None
 
     async def probe(p: PluginProbe) -> PluginProbe:
-        # The socket that serves DevicePlugin, found as every view finds it (a registration's endpoint, a link's target).
+        # The socket that serves DevicePlugin, found as every view finds it (an endpoint, a link's target).
         endpoint = dial_path(snapshot.paths, p) or p.socket
         again = await probe_socket(endpoint, timeout)
         return replace(again, socket=p.socket, resource=p.resource, registry=p.registry)
