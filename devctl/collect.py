@@ -397,7 +397,7 @@ async def collect(
     want = ALL_SOURCES if want is None else frozenset(want)
     out = _Result()
     pending = _Pending(progress, lambda: _assemble(paths, out, partial=True)) if progress is not None else None
-    readers = {
+    readers: dict[str, Callable[[], Awaitable[None]]] = {
         POD_RESOURCES: lambda: _pod_resources(paths, timeout, out),
         PLUGINS: lambda: _plugins(paths, timeout, out, pending),
         CHECKPOINT: lambda: _checkpoint(paths, out),
@@ -459,7 +459,7 @@ async def reread(snapshot: NodeSnapshot, timeout: float, sockets: Iterable[str],
         again = await probe_socket(endpoint, timeout)
         return replace(again, socket=p.socket, resource=p.resource, registry=p.registry)
 
-    alloc, *probes = await asyncio.gather(allocatable(), *(probe(p) for p in first.values()))
+    alloc, probes = await asyncio.gather(allocatable(), asyncio.gather(*(probe(p) for p in first.values())))
     fresh = {p.socket: p for p in probes}
     return replace(
         snapshot,

@@ -135,7 +135,8 @@ class _Checkup:
         It turns each into a finding, or says in a comment why none is due; the
         errors nobody takes become ``source-unreadable`` findings at the end.
         """
-        taken, kept = [], []
+        taken: list[SourceError] = []
+        kept: list[SourceError] = []
         for e in self.unexplained:
             (taken if match(e) else kept).append(e)
         self.unexplained = kept

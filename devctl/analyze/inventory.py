@@ -190,9 +190,9 @@ def _build(snapshot: NodeSnapshot) -> dict[str, Inventory]:
         r.holders_known = snapshot.pods is not None
         if r.probe is not None and r.probe.status == PluginStatus.SERVING:
             r.complete = True
-            for d in r.probe.devices:
-                r.health[d.id] = d.health
-                r.numa[d.id] = d.numa_nodes
+            for dev in r.probe.devices:
+                r.health[dev.id] = dev.health
+                r.numa[dev.id] = dev.numa_nodes
             for dev_id in r.holders:
                 if dev_id not in r.health:
                     r.health[dev_id] = MISSING

@@ -135,14 +135,14 @@ def topology_view(snapshot: NodeSnapshot) -> TopologyView:
                 t[0] += 1
                 t[1] += held
                 t[2] += bool(healthy and not held)
-                t[3] += healthy is None and not held
+                t[3] += bool(healthy is None and not held)
     counts: dict[int, dict[str, DeviceCount]] = {}
     for node, per_resource in tally.items():
-        for name, (total, held, free, unknown) in per_resource.items():
+        for name, (total, allocated, free, unknown) in per_resource.items():
             r = inv[name]
             counts.setdefault(node, {})[name] = DeviceCount(
                 total=total if r.complete else None,
-                allocated=held if r.holders_known else None,
+                allocated=allocated if r.holders_known else None,
                 free=free if r.holders_known and not unknown else None,
                 total_min=None if r.complete else total,
             )

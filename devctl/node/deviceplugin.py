@@ -161,13 +161,13 @@ class DevicePluginClient:
                 reply = await self._stub.Allocate(request, timeout=self.timeout)
         except grpc.aio.AioRpcError as e:
             raise self._fail(e, "Allocate") from None
-        reply = parsed(reply, f"{self.socket_path} Allocate", "AllocateResponse")
-        if not reply.container_responses:
+        answer: dp.AllocateResponse = parsed(reply, f"{self.socket_path} Allocate", "AllocateResponse")
+        if not answer.container_responses:
             # pkg/kubelet/cm/devicemanager/manager.go refuses this reply the same way.
             raise RpcFailure(
                 PluginStatus.UNREACHABLE, "no containers return in allocation response", kind=ErrorKind.MALFORMED
             )
-        return reply.container_responses[0]
+        return answer.container_responses[0]
 
     async def allocate(self, device_ids: Sequence[str]) -> Allocation:
         """What the container would be given for these devices."""

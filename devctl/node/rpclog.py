@@ -20,7 +20,7 @@ log = logging.getLogger("devctl.rpc")
 def outcome(error: BaseException) -> str:
     """How an RPC ended, in a word or two: the gRPC status code, or the failure's own kind."""
     if isinstance(error, grpc.aio.AioRpcError):
-        return error.code().name
+        return str(error.code().name)
     if isinstance(error, asyncio.CancelledError):
         return "cancelled"
     kind = getattr(error, "kind", None)  # an RpcFailure raised on the way (an undecodable reply)
