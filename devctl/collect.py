@@ -30,6 +30,8 @@ from devctl.model import (
     PLUGINS,
     PLUGINS_DIR_SOURCE,
     POD_RESOURCES,
+    PROCS,
+    RUNTIME,
     TOPOLOGY,
     AllocatableResources,
     Checkpoint,
@@ -41,6 +43,8 @@ from devctl.model import (
     PluginStatus,
     PodIdentity,
     PodResources,
+    ProcScan,
+    RuntimeState,
     SourceError,
 )
 from devctl.node.rpc import RpcFailure, check_socket
@@ -72,6 +76,8 @@ class _Result:
     topology: HostTopology | None = None
     identities: tuple[PodIdentity, ...] = ()
     errors: list[SourceError] = field(default_factory=list)
+    procs: ProcScan | None = None
+    runtime: RuntimeState | None = None
 
 
 def _is_socket(path: str) -> bool:
@@ -252,6 +258,27 @@ async def _identities(paths: NodePaths, out: _Result) -> None:
     out.errors.extend(errors)
 
 
+async def _runtime(paths: NodePaths, timeout: float, out: _Result) -> None:
+    from devctl.node.cri import read_runtime, socket_of
+
+    try:
+        await check_socket(socket_of(paths.runtime_endpoint), timeout)
+        out.runtime = await read_runtime(paths.runtime_endpoint, timeout)
+    except RpcFailure as e:
+        out.errors.append(SourceError(RUNTIME, e.message, e.kind))
+    except _UNDECODABLE:
+        out.errors.append(SourceError(RUNTIME, _undecodable(f"{paths.runtime_endpoint} (CRI)"), ErrorKind.WRONG_API))
+
+
+async def _procs(paths: NodePaths, out: _Result) -> None:
+    """Scan ``<proc>`` for the device nodes the checkpoint's Allocate replies name (read first)."""
+    from devctl.node.procs import Watch, device_nodes, scan
+
+    nodes = {p for group in device_nodes(out.checkpoint).values() for p in group}
+    out.procs, errors = await asyncio.to_thread(lambda: scan(paths.proc, Watch.of(nodes, paths.root)))
+    out.errors.extend(errors)
+
+
 # --- which resource a socket serves ------------------------------------------------------------
 
 
@@ -327,8 +354,13 @@ async def collect(paths: NodePaths, timeout: float, *, want: set[str] | frozense
         CHECKPOINT: lambda: _checkpoint(paths, out),
         TOPOLOGY: lambda: _topology(paths, out),
         IDENTITIES: lambda: _identities(paths, out),
+        RUNTIME: lambda: _runtime(paths, timeout, out),
     }
+    if PROCS in want:
+        want |= {CHECKPOINT}  # the device nodes to look for come from its Allocate replies
     await asyncio.gather(*(_guard(name, read(), out) for name, read in readers.items() if name in want))
+    if PROCS in want:
+        await _guard(PROCS, _procs(paths, out), out)
     _name_sockets(out)
     return NodeSnapshot(
         taken_at=datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
@@ -341,6 +373,8 @@ async def collect(paths: NodePaths, timeout: float, *, want: set[str] | frozense
         topology=out.topology,
         pod_identities=out.identities,
         errors=tuple(out.errors),
+        procs=out.procs,
+        runtime=out.runtime,
     )
 
 

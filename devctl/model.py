@@ -60,6 +60,11 @@ CHECKPOINT = "checkpoint"
 TOPOLOGY = "topology"
 IDENTITIES = "identities"
 ALL_SOURCES = frozenset({POD_RESOURCES, PLUGINS, CHECKPOINT, TOPOLOGY, IDENTITIES})
+# Read only when a command asks for them (``devctl who``, ``devices -o wide``,
+# ``doctor``, ``snapshot``): a /proc scan is no price for ``ls`` to pay.
+PROCS = "procs"
+RUNTIME = "runtime"
+HOLDER_SOURCES = frozenset({PROCS, RUNTIME, CHECKPOINT})
 
 # The source name ``collect`` gives a plugins directory it could not list, and the
 # message ending it gives a missing checkpoint, so that the views can tell "absent"
@@ -292,6 +297,60 @@ class PodIdentity:
     name: str
 
 
+# --- processes and the container runtime -----------------------------------------
+
+
+@dataclass(frozen=True)
+class Process:
+    """A process that holds at least one of the node's device nodes open (``<proc>/PID/fd``)."""
+
+    pid: int
+    command: str  # the command line, arguments joined by spaces; ``[comm]`` for a kernel thread
+    devices: tuple[str, ...]  # host paths of the device nodes it holds open
+    container_id: str | None = None  # from <proc>/PID/cgroup; None for a host process or an unknown format
+    pod_uid: str | None = None  # from the cgroup path (kubepods-pod<uid>.slice, /kubepods/.../pod<uid>/)
+
+
+@dataclass(frozen=True)
+class ProcScan:
+    """What a scan of ``<proc>`` found: the holders of the watched device nodes, and how many processes it read."""
+
+    proc: str
+    scanned: int
+    processes: tuple[Process, ...] = ()
+    watched: tuple[str, ...] = ()  # the device node host paths it looked for
+
+
+@dataclass(frozen=True)
+class RuntimeSandbox:
+    """A pod sandbox as the CRI runtime names it (``crictl pods``)."""
+
+    id: str
+    name: str
+    namespace: str
+    uid: str
+    state: str = ""
+
+
+@dataclass(frozen=True)
+class RuntimeContainer:
+    """A container as the CRI runtime names it (``crictl ps -a``)."""
+
+    id: str
+    sandbox_id: str
+    name: str
+    state: str = ""
+
+
+@dataclass(frozen=True)
+class RuntimeState:
+    """The CRI runtime's pods and containers, read from its socket."""
+
+    endpoint: str
+    sandboxes: tuple[RuntimeSandbox, ...] = ()
+    containers: tuple[RuntimeContainer, ...] = ()
+
+
 # --- everything at once -----------------------------------------------------------
 
 
@@ -305,6 +364,8 @@ class NodePaths:
     pod_resources: str
     sysfs: str
     pod_logs: str
+    proc: str = ""
+    runtime_endpoint: str = ""
 
     @property
     def kubelet_socket(self) -> str:
@@ -333,3 +394,5 @@ class NodeSnapshot:
     topology: HostTopology | None = None
     pod_identities: tuple[PodIdentity, ...] = ()
     errors: tuple[SourceError, ...] = ()
+    procs: ProcScan | None = None
+    runtime: RuntimeState | None = None

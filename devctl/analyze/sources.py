@@ -16,6 +16,8 @@ from devctl.model import (
     PLUGINS,
     PLUGINS_DIR_SOURCE,
     POD_RESOURCES,
+    PROCS,
+    RUNTIME,
     TOPOLOGY,
     NodeSnapshot,
     PluginStatus,
@@ -30,6 +32,8 @@ __all__ = [
     "PLUGINS",
     "PLUGINS_DIR_SOURCE",
     "POD_RESOURCES",
+    "PROCS",
+    "RUNTIME",
     "TOPOLOGY",
     "errors_of",
     "only_sources",
@@ -57,6 +61,10 @@ def sources_read(snapshot: NodeSnapshot) -> frozenset[str]:
         read.add(TOPOLOGY)
     if snapshot.pod_identities:
         read.add(IDENTITIES)
+    if snapshot.procs is not None:
+        read.add(PROCS)
+    if snapshot.runtime is not None:
+        read.add(RUNTIME)
     return frozenset(read)
 
 
@@ -78,6 +86,8 @@ _ERROR_SOURCES = {
     TOPOLOGY: TOPOLOGY,
     "sysfs": TOPOLOGY,
     IDENTITIES: IDENTITIES,
+    PROCS: PROCS,
+    RUNTIME: RUNTIME,
 }
 
 

@@ -9,6 +9,8 @@ so that ``DEVCTL_ROOT=<root>`` points every devctl command at it:
     <root>/var/lib/kubelet/pods/<uid>/                 one per running pod
     <root>/var/log/pods/<namespace>_<name>_<uid>/      one per running pod
     <root>/run/devctl/plugins/*.ctl, sim.ctl           live control (devctl plugin set-health, devctl sim ...)
+    <root>/run/containerd/containerd.sock              the CRI runtime (devctl.sim.workload, devctl.sim.cri)
+    <root>/proc/<pid>/{cmdline,cgroup,fd/N}            the processes that hold device nodes open
 
 Each scenario resource is served by an in-process ``DevicePluginServer`` that
 registers with the simulated kubelet exactly as an external plugin would, and
@@ -35,6 +37,7 @@ from devctl.sim.podresources import PodResourcesServer
 from devctl.sim.registration import RegistrationServer
 from devctl.sim.scenario import PodSpec, Scenario
 from devctl.sim.sysfs import write_topology
+from devctl.sim.workload import Workload
 
 log = logging.getLogger("devctl.sim")
 
@@ -111,6 +114,7 @@ class SimNode:
         self._admission: asyncio.Task[None] | None = None
         self._control: SimControlServer | None = None
         self._restart_lock = asyncio.Lock()
+        self.workload = Workload(self.root, scenario.processes, lambda: self.device_manager.running_pods())
 
     @property
     def device_manager(self) -> DeviceManager:
@@ -150,6 +154,7 @@ class SimNode:
                 self.control_socket, {"info": self._ctl_info, "restart-kubelet": self._ctl_restart}
             )
             await self._control.start()
+            await self.workload.start()
         except BaseException:
             await self.stop()
             raise
@@ -172,6 +177,7 @@ class SimNode:
         for plugin in self.plugins.values():
             await plugin.stop()
         self.plugins.clear()
+        await self.workload.stop()
 
     async def ready(self, timeout: float = 10.0) -> None:
         """Wait until every plugin registered and every pod went through admission; SimError after ``timeout``."""
@@ -225,7 +231,12 @@ class SimNode:
             raise SimError(f"{self.root} holds a kubelet directory devctl sim did not make; choose an empty directory")
 
     def _check_socket_paths(self) -> None:
-        sockets = [self.paths.kubelet_socket, self.paths.pod_resources, self.control_socket]
+        sockets = [
+            self.paths.kubelet_socket,
+            self.paths.pod_resources,
+            self.control_socket,
+            self.workload.runtime.socket_path,
+        ]
         for spec in self.scenario.resources:
             sockets.append(os.path.join(self.paths.plugins_dir, spec.socket))
             sockets.append(control_path(self.control_dir, spec.socket))
@@ -261,6 +272,7 @@ class SimNode:
         dm = self.device_manager
         for pod in await dm.admit_all(self.scenario.pods):
             self._pod_dirs(pod)
+        self.workload.populate(self.paths.checkpoint)
         log.info(
             "simulated node ready: %d pods running, %d not admitted",
             len(dm.running_pods()),
