@@ -66,7 +66,7 @@ def main() -> None:
             times.append(time.perf_counter() - start)
             cpu.append(time.process_time() - start_cpu)
         rss_growth = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before
-        assert not errors, errors
+        assert result is not None and not errors, errors
         assert len(result.processes) == args.processes // 100, len(result.processes)
         median = statistics.median(times)
         print(

@@ -275,7 +275,7 @@ async def _procs(paths: NodePaths, out: _Result) -> None:
     from devctl.node.procs import Watch, device_nodes, scan
 
     nodes = {p for group in device_nodes(out.checkpoint).values() for p in group}
-    out.procs, errors = await asyncio.to_thread(lambda: scan(paths.proc, Watch.of(nodes, paths.root)))
+    out.procs, errors = await asyncio.to_thread(scan, paths.proc, Watch.of(nodes, paths.root))
     out.errors.extend(errors)
 
 

@@ -483,6 +483,19 @@ def _shared_pool(c: _Checkup) -> None:
     )
 
 
+# --- who holds the devices (devctl.analyze.holders) ----------------------------------------------------
+
+
+def _device_holders(c: _Checkup) -> None:
+    from devctl.analyze.holders import holder_findings
+    from devctl.model import PROCS, RUNTIME, ErrorKind
+
+    # No CRI socket or no <proc> is a node without that source, not a problem of its
+    # devices; the other failures stay for source-unreadable / permission-denied.
+    c.explain(lambda e: e.source in (PROCS, RUNTIME) and e.kind == ErrorKind.MISSING)
+    c.findings.extend(holder_findings(c.snapshot))
+
+
 # --- whatever no check explained ---------------------------------------------------------------------
 
 
@@ -508,4 +521,5 @@ _CHECKS: tuple[Callable[[_Checkup], None], ...] = (
     _checkpoint,
     _numa_alignment,
     _shared_pool,
+    _device_holders,
 )

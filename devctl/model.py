@@ -64,7 +64,7 @@ ALL_SOURCES = frozenset({POD_RESOURCES, PLUGINS, CHECKPOINT, TOPOLOGY, IDENTITIE
 # ``doctor``, ``snapshot``): a /proc scan is no price for ``ls`` to pay.
 PROCS = "procs"
 RUNTIME = "runtime"
-HOLDER_SOURCES = frozenset({PROCS, RUNTIME, CHECKPOINT})
+HOLDER_SOURCES = frozenset({PROCS, RUNTIME, CHECKPOINT, IDENTITIES})
 
 # The source name ``collect`` gives a plugins directory it could not list, and the
 # message ending it gives a missing checkpoint, so that the views can tell "absent"

@@ -86,17 +86,22 @@ def devices(
 ) -> None:
     """One row per device: health, state (free, allocated, unhealthy, unhealthy-allocated), NUMA, holder."""
     from devctl import analyze
+    from devctl.analyze.holders import holder_counts
     from devctl.render.table import devices_table
 
     sources = {analyze.POD_RESOURCES, analyze.PLUGINS, analyze.CHECKPOINT}
-    snap = node_snapshot(ctx, sources)
+    # -o wide adds PROCS, the processes holding each device open: only it pays for a /proc scan.
+    snap = node_snapshot(
+        ctx, sources | ({analyze.PROCS, analyze.RUNTIME, analyze.IDENTITIES} if output == Output.wide else set())
+    )
     rows = analyze.devices_view(snap, resources)
+    procs = holder_counts(snap) if output == Output.wide else None
     emit(
         snap,
         sources,
         output,
         {"devices": rows},
-        lambda style: devices_table(rows, style),
+        lambda style: devices_table(rows, style, procs),
         lambda: (d.id for d in rows),
         no_headers=no_headers,
         quiet=quiet,
@@ -266,9 +271,10 @@ def snapshot(
     """Every source at once as one JSON document, for `devctl --from FILE ...` anywhere else."""
     from devctl.analyze import ALL_SOURCES, sources_read
     from devctl.collect import dump_snapshot
+    from devctl.model import HOLDER_SOURCES
     from devctl.render.table import warnings
 
-    snap = node_snapshot(ctx, ALL_SOURCES)
+    snap = node_snapshot(ctx, ALL_SOURCES | HOLDER_SOURCES)
     sys.stderr.write(warnings(snap.errors))
     if file is None:
         dump_snapshot(snap, sys.stdout)

@@ -28,11 +28,12 @@ def socket_of(endpoint: str) -> str:
 
 
 def _sandbox_state(value: int) -> str:
-    return {cri.SANDBOX_READY: "ready", cri.SANDBOX_NOTREADY: "notready"}.get(value, "unknown")
+    names: dict[int, str] = {cri.SANDBOX_READY: "ready", cri.SANDBOX_NOTREADY: "notready"}
+    return names.get(value, "unknown")
 
 
 def _container_state(value: int) -> str:
-    names = {
+    names: dict[int, str] = {
         cri.CONTAINER_CREATED: "created",
         cri.CONTAINER_RUNNING: "running",
         cri.CONTAINER_EXITED: "exited",

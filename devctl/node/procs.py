@@ -94,7 +94,7 @@ class Watch:
     def of(cls, host_paths: Iterable[str], root: str) -> Watch:
         """Watch these host paths; their major:minor is taken from the nodes under ``root`` where they exist."""
         paths = frozenset(host_paths)
-        rdevs = {}
+        rdevs: dict[int, str] = {}
         for p in sorted(paths):
             rdev = _rdev(os.path.join(root, p.lstrip("/")))
             if rdev is not None:
@@ -154,16 +154,17 @@ def _held(proc: str, pid: str, watch: Watch) -> tuple[list[str], bool]:
     return list(held), False
 
 
-def scan(proc: str, watch: Watch) -> tuple[ProcScan, list[SourceError]]:
-    """Every process under ``proc`` that holds a watched node open; one error when some fds were closed to us."""
+def scan(proc: str, watch: Watch) -> tuple[ProcScan | None, list[SourceError]]:
+    """Every process under ``proc`` that holds a watched node open; one error when some fds were closed to us.
+
+    None, with the error, when ``proc`` itself cannot be listed.
+    """
     errors: list[SourceError] = []
     try:
         pids = sorted((name for name in os.listdir(proc) if name.isdigit()), key=int)
     except OSError as e:
         message = f"{proc}: {e.strerror or e}"
-        return ProcScan(proc=proc, scanned=0, watched=tuple(sorted(watch.paths))), [
-            SourceError(PROCS_SOURCE, message, ErrorKind.of_oserror(e))
-        ]
+        return None, [SourceError(PROCS_SOURCE, message, ErrorKind.of_oserror(e))]
     found = []
     denied = 0
     if watch.paths:

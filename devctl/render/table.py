@@ -116,8 +116,9 @@ def resources_table(rows: Sequence[ResourceRow], style: TableStyle) -> str:
 # --- devices ----------------------------------------------------------------------------------
 
 
-def devices_table(rows: Sequence[DeviceRow], style: TableStyle) -> str:
-    headers = ["resource", "id", "health", "state", "numa", "allocated-to"]
+def devices_table(rows: Sequence[DeviceRow], style: TableStyle, procs: dict[tuple[str, str], int] | None = None) -> str:
+    """``procs``: processes holding each device open (``-o wide``'s PROCS); None when /proc could not be read."""
+    headers = ["resource", "id", "health", "state", "numa", "allocated-to"] + (["procs"] if style.wide else [])
     out = []
     for d in rows:
         if style.wide:
@@ -125,7 +126,10 @@ def devices_table(rows: Sequence[DeviceRow], style: TableStyle) -> str:
         else:
             holders = ",".join(dict.fromkeys(f"{h.namespace}/{h.pod}" for h in d.allocated_to))
         health, state = word(d.health, style.color), word(d.state, style.color)
-        out.append([d.resource, d.id, health, state, _numa(d.numa_nodes), holders])
+        row = [d.resource, d.id, health, state, _numa(d.numa_nodes), holders]
+        if style.wide:
+            row.append("?" if procs is None else procs.get((d.resource, d.id), 0))
+        out.append(row)
     return grid(headers, out, style)
 
 

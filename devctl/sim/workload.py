@@ -78,16 +78,16 @@ def processes(
             if nodes and ((pod.namespace, pod.name), c.name) not in replaced:
                 out.append(SimProcess(FIRST_PID + len(out), f"/bin/{c.name}", _cgroup(pod, c.name), nodes))
     for spec in planted:
-        pod = by_name.get(spec.pod) if spec.pod is not None else None
-        if spec.pod is not None and pod is None:
+        in_pod = by_name.get(spec.pod) if spec.pod is not None else None
+        if spec.pod is not None and in_pod is None:
             continue  # its pod was not admitted: nothing runs
         if spec.open == "all":
             opens = every_node
         elif spec.open == "allocated":
-            opens = allocated.get((pod.uid, spec.container or ""), ()) if pod is not None else ()
+            opens = allocated.get((in_pod.uid, spec.container or ""), ()) if in_pod is not None else ()
         else:
             opens = tuple(spec.open)
-        out.append(SimProcess(FIRST_PID + len(out), spec.command, _cgroup(pod, spec.container), opens))
+        out.append(SimProcess(FIRST_PID + len(out), spec.command, _cgroup(in_pod, spec.container), opens))
     return out
 
 
