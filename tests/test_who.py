@@ -11,6 +11,7 @@ import asyncio
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 
@@ -271,3 +272,43 @@ def test_scenario_processes_are_checked():
     ):
         with pytest.raises(ScenarioError):
             parse_scenario({"processes": bad})
+
+
+# --- the TUI's container detail ----------------------------------------------------------------
+
+
+def test_tui_container_detail_lists_its_holders(sim_node):
+    from datetime import datetime, timezone
+
+    from devctl.analyze.holders import container_holders
+    from devctl.collect import collect
+    from devctl.model import ALL_SOURCES, HOLDER_SOURCES
+    from devctl.tui.screens.detail import detail_text
+    from devctl.tui.state import build_view
+
+    snapshot = asyncio.run(collect(sim_node.paths, 2.0, want=ALL_SOURCES | HOLDER_SOURCES))
+    view = build_view(snapshot, [], datetime.now(timezone.utc))
+    detail = view.container("ml/train-1/trainer")
+    assert detail is not None
+    rows = container_holders(snapshot, "ml", "train-1", "trainer")
+    assert rows is not None and {r.pid for r in rows} == {1001}
+    text = detail_text(detail, rows).plain
+    assert "Processes holding devices" in text
+    assert "/bin/trainer: /dev/nvidiactl (nvidia.com/gpu GPU-4, GPU-6)" in text
+    assert container_holders(replace(snapshot, procs=None), "ml", "train-1", "trainer") is None
+
+
+# --- snapshots ---------------------------------------------------------------------------------
+
+
+def test_snapshot_carries_holders_and_redact_hides_commands_and_env_values(sim_node, tmp_path):
+    plain, hidden = tmp_path / "plain.json", tmp_path / "hidden.json"
+    assert devctl(sim_node.root, "snapshot", "-f", str(plain)).exit_code == 0
+    assert devctl(sim_node.root, "snapshot", "--redact", "-f", str(hidden)).exit_code == 0
+    text = hidden.read_text()
+    assert "/bin/trainer" in plain.read_text() and "/bin/trainer" not in text
+    assert "GPU-0,GPU-1" in plain.read_text() and "NVIDIA_VISIBLE_DEVICES" in text and "GPU-0,GPU-1" not in text
+    # Read back anywhere: who answers from the file as on the node.
+    back = devctl(sim_node.root, "--from", str(plain), "who", GPU, "-o", "json").json["holders"]
+    live = devctl(sim_node.root, "who", GPU, "-o", "json").json["holders"]
+    assert back == live

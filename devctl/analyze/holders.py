@@ -129,6 +129,17 @@ def holders_view(snapshot: NodeSnapshot) -> tuple[HolderRow, ...]:
     return tuple(sorted(_Join(snapshot).rows(), key=lambda r: (r.resource, r.device, r.pid, r.path)))
 
 
+def container_holders(snapshot: NodeSnapshot, namespace: str, pod: str, container: str) -> tuple[HolderRow, ...] | None:
+    """The holder rows of one container (or of its pod, where the runtime named no container); None: not scanned."""
+    if snapshot.procs is None:
+        return None
+    return tuple(
+        r
+        for r in holders_view(snapshot)
+        if r.pod is not None and (r.pod.namespace, r.pod.name) == (namespace, pod) and r.container in (container, None)
+    )
+
+
 def device_paths(snapshot: NodeSnapshot) -> dict[tuple[str, str], tuple[str, ...]]:
     """Each allocated device's node host paths (from the checkpoint's Allocate replies); absent: none known."""
     return device_nodes(snapshot.checkpoint)
@@ -238,6 +249,7 @@ def _idle(snapshot: NodeSnapshot, join: _Join, rows: list[HolderRow]) -> list[Fi
 __all__ = [
     "HolderPod",
     "HolderRow",
+    "container_holders",
     "device_paths",
     "holder_counts",
     "holder_findings",

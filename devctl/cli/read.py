@@ -267,6 +267,9 @@ def snapshot(
     file: Annotated[
         str | None, typer.Option("--file", "-f", help="Write here instead of stdout.", show_default=False)
     ] = None,
+    redact: Annotated[
+        bool, typer.Option("--redact", help="Hide process command lines and the env values of Allocate replies.")
+    ] = False,
 ) -> None:
     """Every source at once as one JSON document, for `devctl --from FILE ...` anywhere else."""
     from devctl.analyze import ALL_SOURCES, sources_read
@@ -275,6 +278,10 @@ def snapshot(
     from devctl.render.table import warnings
 
     snap = node_snapshot(ctx, ALL_SOURCES | HOLDER_SOURCES)
+    if redact:
+        from devctl.analyze.redact import redact as hide
+
+        snap = hide(snap)
     sys.stderr.write(warnings(snap.errors))
     if file is None:
         dump_snapshot(snap, sys.stdout)

@@ -162,8 +162,9 @@ class NodeFeed:
 
     async def snapshot(self) -> NodeSnapshot:
         from devctl.collect import collect
+        from devctl.model import ALL_SOURCES, HOLDER_SOURCES
 
-        return await collect(self.paths, self.timeout)
+        return await collect(self.paths, self.timeout, want=ALL_SOURCES | HOLDER_SOURCES)
 
     def events(self, resolve: Resolver) -> AsyncIterator[object]:
         if self.watch_subprocess:
