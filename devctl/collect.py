@@ -26,6 +26,7 @@ from devctl.model import (
     ALL_SOURCES,
     CHECKPOINT,
     IDENTITIES,
+    KUBELET_STATE,
     NO_SUCH_FILE,
     PLUGINS,
     PLUGINS_DIR_SOURCE,
@@ -37,6 +38,7 @@ from devctl.model import (
     Checkpoint,
     ErrorKind,
     HostTopology,
+    KubeletState,
     NodePaths,
     NodeSnapshot,
     PluginProbe,
@@ -78,6 +80,7 @@ class _Result:
     errors: list[SourceError] = field(default_factory=list)
     procs: ProcScan | None = None
     runtime: RuntimeState | None = None
+    kubelet_state: KubeletState | None = None
 
 
 def _is_socket(path: str) -> bool:
@@ -270,6 +273,13 @@ async def _runtime(paths: NodePaths, timeout: float, out: _Result) -> None:
         out.errors.append(SourceError(RUNTIME, _undecodable(f"{paths.runtime_endpoint} (CRI)"), ErrorKind.WRONG_API))
 
 
+async def _kubelet_state(paths: NodePaths, out: _Result) -> None:
+    from devctl.node.kubeletstate import read_kubelet_state
+
+    out.kubelet_state, errors = await asyncio.to_thread(read_kubelet_state, paths.kubelet_dir)
+    out.errors.extend(errors)
+
+
 async def _procs(paths: NodePaths, out: _Result) -> None:
     """Scan ``<proc>`` for the device nodes the checkpoint's Allocate replies name (read first)."""
     from devctl.node.procs import Watch, device_nodes, scan
@@ -355,6 +365,7 @@ async def collect(paths: NodePaths, timeout: float, *, want: set[str] | frozense
         TOPOLOGY: lambda: _topology(paths, out),
         IDENTITIES: lambda: _identities(paths, out),
         RUNTIME: lambda: _runtime(paths, timeout, out),
+        KUBELET_STATE: lambda: _kubelet_state(paths, out),
     }
     if PROCS in want:
         want |= {CHECKPOINT}  # the device nodes to look for come from its Allocate replies
@@ -375,6 +386,7 @@ async def collect(paths: NodePaths, timeout: float, *, want: set[str] | frozense
         errors=tuple(out.errors),
         procs=out.procs,
         runtime=out.runtime,
+        kubelet_state=out.kubelet_state,
     )
 
 

@@ -496,6 +496,15 @@ def _device_holders(c: _Checkup) -> None:
     c.findings.extend(holder_findings(c.snapshot))
 
 
+# --- the kubelet's CPU and memory state (devctl.analyze.kubeletstate) -----------------------------------
+
+
+def _kubelet_state(c: _Checkup) -> None:
+    from devctl.analyze.kubeletstate import kubelet_state_findings
+
+    c.findings.extend(kubelet_state_findings(c.snapshot))
+
+
 # --- whatever no check explained ---------------------------------------------------------------------
 
 
@@ -522,4 +531,5 @@ _CHECKS: tuple[Callable[[_Checkup], None], ...] = (
     _numa_alignment,
     _shared_pool,
     _device_holders,
+    _kubelet_state,
 )

@@ -65,6 +65,9 @@ ALL_SOURCES = frozenset({POD_RESOURCES, PLUGINS, CHECKPOINT, TOPOLOGY, IDENTITIE
 PROCS = "procs"
 RUNTIME = "runtime"
 HOLDER_SOURCES = frozenset({PROCS, RUNTIME, CHECKPOINT, IDENTITIES})
+KUBELET_STATE = "kubelet-state"  # cpu_manager_state, memory_manager_state, config.yaml
+# What doctor and snapshot read beyond ALL_SOURCES.
+EXTRA_SOURCES = HOLDER_SOURCES | {KUBELET_STATE}
 
 # The source name ``collect`` gives a plugins directory it could not list, and the
 # message ending it gives a missing checkpoint, so that the views can tell "absent"
@@ -351,6 +354,65 @@ class RuntimeState:
     containers: tuple[RuntimeContainer, ...] = ()
 
 
+# --- the kubelet's CPU and memory managers ------------------------------------------
+
+
+@dataclass(frozen=True)
+class CpuAssignment:
+    pod_uid: str
+    container: str
+    cpus: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class CpuManagerState:
+    """``<kubelet-dir>/cpu_manager_state`` decoded; ``checksum_ok`` None when the file has none (0)."""
+
+    path: str
+    policy: str
+    default_cpus: tuple[int, ...]
+    assignments: tuple[CpuAssignment, ...] = ()
+    checksum: int | None = None
+    checksum_ok: bool | None = None
+    known_policy: bool = True
+
+
+@dataclass(frozen=True)
+class MemoryAssignment:
+    pod_uid: str
+    container: str
+    memory: tuple[ContainerMemory, ...] = ()
+
+
+@dataclass(frozen=True)
+class MemoryManagerState:
+    """``<kubelet-dir>/memory_manager_state`` decoded (its checksum is kept, not verified)."""
+
+    path: str
+    policy: str
+    assignments: tuple[MemoryAssignment, ...] = ()
+    checksum: int | None = None
+    known_policy: bool = True
+
+
+@dataclass(frozen=True)
+class KubeletConfig:
+    """The resource-manager policies of ``<kubelet-dir>/config.yaml``; None where it sets none."""
+
+    path: str
+    cpu_manager_policy: str | None = None
+    memory_manager_policy: str | None = None
+    topology_manager_policy: str | None = None
+    topology_manager_scope: str | None = None
+
+
+@dataclass(frozen=True)
+class KubeletState:
+    cpu: CpuManagerState | None = None
+    memory: MemoryManagerState | None = None
+    config: KubeletConfig | None = None
+
+
 # --- everything at once -----------------------------------------------------------
 
 
@@ -396,3 +458,4 @@ class NodeSnapshot:
     errors: tuple[SourceError, ...] = ()
     procs: ProcScan | None = None
     runtime: RuntimeState | None = None
+    kubelet_state: KubeletState | None = None

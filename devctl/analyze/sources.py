@@ -12,6 +12,7 @@ from devctl.model import (
     ALL_SOURCES,
     CHECKPOINT,
     IDENTITIES,
+    KUBELET_STATE,
     NO_SUCH_FILE,
     PLUGINS,
     PLUGINS_DIR_SOURCE,
@@ -28,6 +29,7 @@ __all__ = [
     "ALL_SOURCES",
     "CHECKPOINT",
     "IDENTITIES",
+    "KUBELET_STATE",
     "NO_SUCH_FILE",
     "PLUGINS",
     "PLUGINS_DIR_SOURCE",
@@ -65,6 +67,8 @@ def sources_read(snapshot: NodeSnapshot) -> frozenset[str]:
         read.add(PROCS)
     if snapshot.runtime is not None:
         read.add(RUNTIME)
+    if snapshot.kubelet_state is not None:
+        read.add(KUBELET_STATE)
     return frozenset(read)
 
 
@@ -88,6 +92,7 @@ _ERROR_SOURCES = {
     IDENTITIES: IDENTITIES,
     PROCS: PROCS,
     RUNTIME: RUNTIME,
+    KUBELET_STATE: KUBELET_STATE,
 }
 
 

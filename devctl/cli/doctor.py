@@ -41,10 +41,10 @@ def doctor(
     """
     from devctl.analyze import ALL_SOURCES, errors_of, sources_read
     from devctl.doctor import diagnose, fails_on
-    from devctl.model import HOLDER_SOURCES
+    from devctl.model import EXTRA_SOURCES
     from devctl.render.table import findings_table
 
-    snapshot = node_snapshot(ctx, ALL_SOURCES | HOLDER_SOURCES)
+    snapshot = node_snapshot(ctx, ALL_SOURCES | EXTRA_SOURCES)
     findings = diagnose(snapshot)
     if output in (Output.json, Output.yaml):
         write_structured(output, {"findings": findings}, errors_of(snapshot))

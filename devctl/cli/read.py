@@ -193,17 +193,21 @@ def topo(
 ) -> None:
     """NUMA nodes: CPUs (allocatable, exclusive, shared pool), memory, devices; alignment per container."""
     from devctl import analyze
+    from devctl.analyze.kubeletstate import kubelet_state_view
+    from devctl.render.kubeletstate import kubelet_state_table
     from devctl.render.table import topology_table
+    from devctl.serial import to_plain
 
-    sources = {analyze.TOPOLOGY, analyze.POD_RESOURCES, analyze.PLUGINS}
+    sources = {analyze.TOPOLOGY, analyze.POD_RESOURCES, analyze.PLUGINS, analyze.KUBELET_STATE, analyze.IDENTITIES}
     snap = node_snapshot(ctx, sources)
     view = analyze.topology_view(snap)
+    state = kubelet_state_view(snap)
     emit(
         snap,
         {analyze.TOPOLOGY, analyze.POD_RESOURCES},
         output,
-        view,
-        lambda style: topology_table(view, style),
+        {**to_plain(view), "kubelet_state": to_plain(state)},
+        lambda style: topology_table(view, style) + kubelet_state_table(state, style),
         lambda: (str(n.id) for n in view.numa_nodes),
         no_headers=no_headers,
         quiet=quiet,
@@ -274,10 +278,10 @@ def snapshot(
     """Every source at once as one JSON document, for `devctl --from FILE ...` anywhere else."""
     from devctl.analyze import ALL_SOURCES, sources_read
     from devctl.collect import dump_snapshot
-    from devctl.model import HOLDER_SOURCES
+    from devctl.model import EXTRA_SOURCES
     from devctl.render.table import warnings
 
-    snap = node_snapshot(ctx, ALL_SOURCES | HOLDER_SOURCES)
+    snap = node_snapshot(ctx, ALL_SOURCES | EXTRA_SOURCES)
     if redact:
         from devctl.analyze.redact import redact as hide
 

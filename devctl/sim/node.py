@@ -114,7 +114,9 @@ class SimNode:
         self._admission: asyncio.Task[None] | None = None
         self._control: SimControlServer | None = None
         self._restart_lock = asyncio.Lock()
-        self.workload = Workload(self.root, scenario.processes, lambda: self.device_manager.running_pods())
+        self.workload = Workload(
+            self.root, scenario.processes, lambda: self.device_manager.running_pods(), scenario.cpus
+        )
 
     @property
     def device_manager(self) -> DeviceManager:

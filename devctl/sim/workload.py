@@ -115,16 +115,24 @@ def remove_proc(proc: Path) -> None:
 
 
 class Workload:
-    """The runtime side of a simulated node: its CRI socket, and ``<root>/proc`` once pods run.
+    """The runtime side of a simulated node: its CRI socket; ``<root>/proc`` and the CPU/memory state once pods run.
 
     ``node.py`` starts it with the kubelet, calls ``populate`` after admission,
     and stops it last; ``pods`` gives the running pods at each call.
     """
 
-    def __init__(self, root: Path, planted: tuple[ProcessSpec, ...], pods: Callable[[], tuple[PodSpec, ...]]):
+    def __init__(
+        self,
+        root: Path,
+        planted: tuple[ProcessSpec, ...],
+        pods: Callable[[], tuple[PodSpec, ...]],
+        cpus: tuple[int, ...] = (),
+    ):
         from devctl.sim.cri import SOCKET, RuntimeServer
 
         self.proc = root / "proc"
+        self.kubelet_dir = root / "var/lib/kubelet"
+        self._cpus = cpus
         self._planted = planted
         self._pods = pods
         self.runtime = RuntimeServer(str(root / SOCKET), pods)
@@ -141,6 +149,44 @@ class Workload:
         except (CheckpointError, OSError):
             checkpoint = None
         write_proc(self.proc, processes(self._pods(), self._planted, checkpoint))
+        write_kubelet_state(self.kubelet_dir, self._pods(), self._cpus)
 
     async def stop(self) -> None:
         await self.runtime.stop()
+
+
+def write_kubelet_state(kubelet_dir: Path, pods: tuple[PodSpec, ...], all_cpus: tuple[int, ...]) -> None:
+    """What the kubelet's static CPU and memory managers write for the running pods, and its config.yaml.
+
+    The CPU state carries the checksum the kubelet computes, so it verifies.
+    """
+    import json
+
+    from devctl.node.kubeletstate import cpu_checksum
+    from devctl.units import format_cpulist
+
+    entries: dict[str, dict[str, str]] = {}
+    memory: dict[str, dict[str, list[dict[str, object]]]] = {}
+    taken: set[int] = set()
+    for pod in pods:
+        for c in pod.containers:
+            if c.cpus:
+                entries.setdefault(pod.uid, {})[c.name] = format_cpulist(c.cpus)
+                taken.update(c.cpus)
+            if c.memory:
+                memory.setdefault(pod.uid, {})[c.name] = [
+                    {"numaAffinity": list(m.numa_nodes), "type": m.type, "size": m.size} for m in c.memory
+                ]
+    default = format_cpulist(c for c in all_cpus if c not in taken)
+    cpu = {"policyName": "static", "defaultCpuSet": default, "entries": entries}
+    cpu["checksum"] = cpu_checksum("static", default, entries)
+    kubelet_dir.mkdir(parents=True, exist_ok=True)
+    (kubelet_dir / "cpu_manager_state").write_text(json.dumps(cpu))
+    (kubelet_dir / "memory_manager_state").write_text(
+        json.dumps({"policyName": "Static", "machineState": {}, "entries": memory, "checksum": 0})
+    )
+    (kubelet_dir / "config.yaml").write_text(
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+        "cpuManagerPolicy: static\nmemoryManagerPolicy: Static\n"
+        "topologyManagerPolicy: best-effort\ntopologyManagerScope: container\n"
+    )
