@@ -488,11 +488,7 @@ def _shared_pool(c: _Checkup) -> None:
 
 def _device_holders(c: _Checkup) -> None:
     from devctl.analyze.holders import holder_findings
-    from devctl.model import PROCS, RUNTIME, ErrorKind
 
-    # No CRI socket or no <proc> is a node without that source, not a problem of its
-    # devices; the other failures stay for source-unreadable / permission-denied.
-    c.explain(lambda e: e.source in (PROCS, RUNTIME) and e.kind == ErrorKind.MISSING)
     c.findings.extend(holder_findings(c.snapshot))
 
 

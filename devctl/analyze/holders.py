@@ -12,9 +12,9 @@ device no process of it opens.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from devctl.model import PROCS, ErrorKind, Finding, NodeSnapshot, Process
+from devctl.model import PROCS, RUNTIME, ErrorKind, Finding, NodeSnapshot, Process
 from devctl.node.procs import device_nodes
 
 DEVICE_PLUGIN = "device-plugin"
@@ -40,7 +40,7 @@ class HolderRow:
     container_id: str | None
     pod: HolderPod | None
     container: str | None
-    allocated: bool
+    allocated: bool | None  # None: its container's Allocate reply could not be decoded
 
 
 @dataclass(frozen=True)
@@ -61,8 +61,10 @@ class _Join:
                 self.by_path.setdefault(p, []).append(key)
         # (pod UID, container) -> {host path: [(resource, id)]}: what each container was given.
         self.given: dict[tuple[str, str], dict[str, list[tuple[str, str]]]] = {}
+        self.undecoded: set[tuple[str, str]] = set()  # (pod UID, container) with an AllocResp not decoded
         for e in snapshot.checkpoint.entries if snapshot.checkpoint is not None else ():
             if e.allocation is None:
+                self.undecoded.add((e.pod_uid, e.container))
                 continue
             ids = [i for group in e.device_ids.values() for i in group]
             paths_of = self.given.setdefault((e.pod_uid, e.container), {})
@@ -103,6 +105,15 @@ class _Join:
                     merged.setdefault(path, []).extend(keys)
         return merged
 
+    def _unknown(self, at: _Where) -> bool | None:
+        """False (not given), or None when one of the container's Allocate replies could not be decoded."""
+        if at.pod is None:
+            return False
+        uid = at.pod.uid
+        if any(u == uid and (at.container is None or c == at.container) for u, c in self.undecoded):
+            return None
+        return False
+
     def rows(self) -> list[HolderRow]:
         out = []
         for p in self.snapshot.procs.processes if self.snapshot.procs is not None else ():
@@ -112,8 +123,9 @@ class _Join:
                 if path in given:
                     allocated, keys = True, given[path]
                 else:
-                    # Not given to its container (nor, when only the pod is known, to any of the pod's).
-                    allocated, keys = False, self.by_path.get(path, [])
+                    # Not given to its container (nor, when only the pod is known, to any of the pod's),
+                    # unless a reply of that container could not be decoded: then nobody can tell.
+                    allocated, keys = self._unknown(at), self.by_path.get(path, [])
                 for resource, device in dict.fromkeys(keys):
                     out.append(
                         HolderRow(
@@ -170,6 +182,16 @@ def known_targets(snapshot: NodeSnapshot) -> set[str]:
             names.add(plugin.resource)
             names.update(d.id for d in plugin.devices)
     return names
+
+
+def without_absent_runtime(snapshot: NodeSnapshot) -> NodeSnapshot:
+    """The snapshot without the errors of a CRI socket or ``<proc>`` that does not exist.
+
+    For doctor a node without them is a node without that source, not a problem
+    of its devices: the holder checks are skipped, and nothing else is said.
+    """
+    errors = tuple(e for e in snapshot.errors if not (e.source in (PROCS, RUNTIME) and e.kind == ErrorKind.MISSING))
+    return snapshot if errors == snapshot.errors else replace(snapshot, errors=errors)
 
 
 # --- doctor -------------------------------------------------------------------------------------
@@ -230,7 +252,12 @@ def _idle(snapshot: NodeSnapshot, join: _Join, rows: list[HolderRow]) -> list[Fi
     running = {(w.pod.uid, w.container) for w in join.containers.values() if w.pod is not None}
     out = []
     for (uid, container), paths in sorted(join.given.items()):
-        if not paths or (uid, container) in used or (uid, container) not in running:
+        if (
+            not paths
+            or (uid, container) in join.undecoded
+            or (uid, container) in used
+            or (uid, container) not in running
+        ):
             continue
         namespace, name = join.names.get(uid, ("?", uid))
         devices = sorted({f"{res} {dev}" for keys in paths.values() for res, dev in keys})

@@ -56,9 +56,12 @@ def kubelet_state_view(snapshot: NodeSnapshot) -> KubeletStateView | None:
     if snapshot.runtime is not None:
         for s in snapshot.runtime.sandboxes:
             names.setdefault(s.uid, (s.namespace, s.name))
+    # A kubelet that serves only v1alpha1 (no GetAllocatableResources) reports no CPUs at all: unknown, not none.
     reported = {
-        (p.namespace, p.name, c.name): c.cpu_ids for p in snapshot.pods or () for c in p.containers
-    }  # fmt: skip
+        (p.namespace, p.name, c.name): c.cpu_ids
+        for p in (snapshot.pods or () if snapshot.allocatable is not None else ())
+        for c in p.containers
+    }
     rows = []
     for a in state.cpu.assignments if state.cpu is not None else ():
         namespace, pod = names.get(a.pod_uid, (None, None))

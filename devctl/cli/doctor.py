@@ -40,11 +40,12 @@ def doctor(
     hint to each finding. Exit 3 when no source could be read at all.
     """
     from devctl.analyze import ALL_SOURCES, errors_of, sources_read
+    from devctl.analyze.holders import without_absent_runtime
     from devctl.doctor import diagnose, fails_on
     from devctl.model import EXTRA_SOURCES
     from devctl.render.table import findings_table
 
-    snapshot = node_snapshot(ctx, ALL_SOURCES | EXTRA_SOURCES)
+    snapshot = without_absent_runtime(node_snapshot(ctx, ALL_SOURCES | EXTRA_SOURCES))
     findings = diagnose(snapshot)
     if output in (Output.json, Output.yaml):
         write_structured(output, {"findings": findings}, errors_of(snapshot))

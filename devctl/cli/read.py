@@ -101,7 +101,7 @@ def devices(
         sources,
         output,
         {"devices": rows},
-        lambda style: devices_table(rows, style, procs),
+        lambda style: devices_table(rows, style, procs, procs_asked=output == Output.wide),
         lambda: (d.id for d in rows),
         no_headers=no_headers,
         quiet=quiet,

@@ -176,8 +176,11 @@ def read_kubelet_config(path: str) -> KubeletConfig:
     )
 
 
-def read_kubelet_state(kubelet_dir: str) -> tuple[KubeletState, list[SourceError]]:
-    """Each of the three files that exists; a missing one is no error (a node with the default policies has none)."""
+def read_kubelet_state(kubelet_dir: str) -> tuple[KubeletState | None, list[SourceError]]:
+    """Each of the three files that exists; a missing one is no error (a node with the default policies has none).
+
+    None when not one of them could be read: nothing was learnt from this source.
+    """
     errors: list[SourceError] = []
     parts: dict[str, Any] = {}
     readers = {
@@ -191,4 +194,6 @@ def read_kubelet_state(kubelet_dir: str) -> tuple[KubeletState, list[SourceError
         except StateError as e:
             if e.kind != ErrorKind.MISSING:
                 errors.append(SourceError(KUBELET_STATE, str(e), e.kind))
+    if not parts:
+        return None, errors
     return KubeletState(cpu=parts.get("cpu"), memory=parts.get("memory"), config=parts.get("config")), errors

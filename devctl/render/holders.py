@@ -11,8 +11,8 @@ from devctl.render.table import TableStyle, grid
 SHORT_ID = 13
 
 
-def _allocated(value: bool) -> str:
-    return "yes" if value else "no"
+def _allocated(value: bool | None) -> str:
+    return "?" if value is None else "yes" if value else "no"
 
 
 def holders_table(rows: Sequence[HolderRow], style: TableStyle) -> str:

@@ -116,9 +116,15 @@ def resources_table(rows: Sequence[ResourceRow], style: TableStyle) -> str:
 # --- devices ----------------------------------------------------------------------------------
 
 
-def devices_table(rows: Sequence[DeviceRow], style: TableStyle, procs: dict[tuple[str, str], int] | None = None) -> str:
-    """``procs``: processes holding each device open (``-o wide``'s PROCS); None when /proc could not be read."""
-    headers = ["resource", "id", "health", "state", "numa", "allocated-to"] + (["procs"] if style.wide else [])
+def devices_table(
+    rows: Sequence[DeviceRow],
+    style: TableStyle,
+    procs: dict[tuple[str, str], int] | None = None,
+    procs_asked: bool = False,
+) -> str:
+    """``procs_asked``: add ``-o wide``'s PROCS, processes holding each device open (``?`` when ``procs`` is None)."""
+    with_procs = style.wide and procs_asked
+    headers = ["resource", "id", "health", "state", "numa", "allocated-to"] + (["procs"] if with_procs else [])
     out = []
     for d in rows:
         if style.wide:
@@ -127,7 +133,7 @@ def devices_table(rows: Sequence[DeviceRow], style: TableStyle, procs: dict[tupl
             holders = ",".join(dict.fromkeys(f"{h.namespace}/{h.pod}" for h in d.allocated_to))
         health, state = word(d.health, style.color), word(d.state, style.color)
         row = [d.resource, d.id, health, state, _numa(d.numa_nodes), holders]
-        if style.wide:
+        if with_procs:
             row.append("?" if procs is None else procs.get((d.resource, d.id), 0))
         out.append(row)
     return grid(headers, out, style)
