@@ -312,3 +312,13 @@ def test_snapshot_carries_holders_and_redact_hides_commands_and_env_values(sim_n
     back = devctl(sim_node.root, "--from", str(plain), "who", GPU, "-o", "json").json["holders"]
     live = devctl(sim_node.root, "who", GPU, "-o", "json").json["holders"]
     assert back == live
+
+
+def test_cri_socket_of_another_api_is_named_so_and_the_rest_still_shows(sim_node):
+    # The pod-resources socket answers gRPC, but not RuntimeService.
+    other = str(sim_node.root / "var/lib/kubelet/pod-resources/kubelet.sock")
+    r = devctl(sim_node.root, "--runtime-endpoint", other, "who", GPU, "-o", "json")
+    assert r.exit_code == 0
+    [error] = r.json["errors"]
+    assert (error["source"], error["kind"]) == ("runtime", "unimplemented")
+    assert {h["pod"]["name"] for h in r.json["holders"]} == {"train-0", "train-1"}

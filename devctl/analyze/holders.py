@@ -120,6 +120,7 @@ class _Join:
             at = self.where(p)
             given = self._given_to(at)
             for path in p.devices:
+                allocated: bool | None
                 if path in given:
                     allocated, keys = True, given[path]
                 else:

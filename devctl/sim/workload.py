@@ -178,8 +178,8 @@ def write_kubelet_state(kubelet_dir: Path, pods: tuple[PodSpec, ...], all_cpus: 
                     {"numaAffinity": list(m.numa_nodes), "type": m.type, "size": m.size} for m in c.memory
                 ]
     default = format_cpulist(c for c in all_cpus if c not in taken)
-    cpu = {"policyName": "static", "defaultCpuSet": default, "entries": entries}
-    cpu["checksum"] = cpu_checksum("static", default, entries)
+    checksum = cpu_checksum("static", default, entries)
+    cpu = {"policyName": "static", "defaultCpuSet": default, "entries": entries, "checksum": checksum}
     kubelet_dir.mkdir(parents=True, exist_ok=True)
     (kubelet_dir / "cpu_manager_state").write_text(json.dumps(cpu))
     (kubelet_dir / "memory_manager_state").write_text(
