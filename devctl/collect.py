@@ -27,20 +27,26 @@ from devctl.model import (
     ALL_SOURCES,
     CHECKPOINT,
     IDENTITIES,
+    KUBELET_STATE,
     PLUGINS,
     PLUGINS_DIR_SOURCE,
     POD_RESOURCES,
+    PROCS,
+    RUNTIME,
     TOPOLOGY,
     AllocatableResources,
     Checkpoint,
     ErrorKind,
     HostTopology,
+    KubeletState,
     NodePaths,
     NodeSnapshot,
     PluginProbe,
     PluginStatus,
     PodIdentity,
     PodResources,
+    ProcScan,
+    RuntimeState,
     SocketStatus,
     SourceError,
 )
@@ -84,6 +90,9 @@ class _Result:
     identities: tuple[PodIdentity, ...] = ()
     kubelet_socket: SocketStatus | None = None
     errors: list[SourceError] = field(default_factory=list)
+    procs: ProcScan | None = None
+    runtime: RuntimeState | None = None
+    kubelet_state: KubeletState | None = None
     # socket (real path) -> resource, from running devctl plugins' control sockets
     claimed: dict[str, str] = field(default_factory=dict)
     answered: list[PluginProbe] = field(default_factory=list)  # probes done so far, in the order they answered
@@ -322,6 +331,34 @@ async def _identities(paths: NodePaths, out: _Result) -> None:
     out.errors.extend(errors)
 
 
+async def _runtime(paths: NodePaths, timeout: float, out: _Result) -> None:
+    from devctl.node.cri import read_runtime, socket_of
+
+    try:
+        await check_socket(socket_of(paths.runtime_endpoint), timeout)
+        out.runtime = await read_runtime(paths.runtime_endpoint, timeout)
+    except RpcFailure as e:
+        out.errors.append(SourceError(RUNTIME, e.message, e.kind))
+    except _UNDECODABLE:
+        out.errors.append(SourceError(RUNTIME, _undecodable(f"{paths.runtime_endpoint} (CRI)"), ErrorKind.WRONG_API))
+
+
+async def _kubelet_state(paths: NodePaths, out: _Result) -> None:
+    from devctl.node.kubeletstate import read_kubelet_state
+
+    out.kubelet_state, errors = await asyncio.to_thread(read_kubelet_state, paths.kubelet_dir)
+    out.errors.extend(errors)
+
+
+async def _procs(paths: NodePaths, out: _Result) -> None:
+    """Scan ``<proc>`` for the device nodes the checkpoint's Allocate replies name (read first)."""
+    from devctl.node.procs import Watch, device_nodes, scan
+
+    nodes = {p for group in device_nodes(out.checkpoint).values() for p in group}
+    out.procs, errors = await asyncio.to_thread(scan, paths.proc, Watch.of(nodes, paths.root))
+    out.errors.extend(errors)
+
+
 # --- which resource a socket serves ------------------------------------------------------------
 
 
@@ -403,11 +440,17 @@ async def collect(
         CHECKPOINT: lambda: _checkpoint(paths, out),
         TOPOLOGY: lambda: _topology(paths, out),
         IDENTITIES: lambda: _identities(paths, out),
+        RUNTIME: lambda: _runtime(paths, timeout, out),
+        KUBELET_STATE: lambda: _kubelet_state(paths, out),
     }
+    if PROCS in want:
+        want |= {CHECKPOINT}  # the device nodes to look for come from its Allocate replies
     await asyncio.gather(
         *(_guard(name, read(), out, pending) for name, read in readers.items() if name in want),
         _guard("kubelet-socket", _kubelet_socket(paths, timeout, out), out, None),
     )
+    if PROCS in want:
+        await _guard(PROCS, _procs(paths, out), out, pending)
     return _assemble(paths, out)
 
 
@@ -428,6 +471,9 @@ def _assemble(paths: NodePaths, out: _Result, *, partial: bool = False) -> NodeS
         topology=out.topology,
         pod_identities=out.identities,
         errors=tuple(out.errors),
+        procs=out.procs,
+        runtime=out.runtime,
+        kubelet_state=out.kubelet_state,
     )
 
 

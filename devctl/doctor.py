@@ -616,6 +616,24 @@ def _shared_pool(c: _Checkup) -> None:
     )
 
 
+# --- who holds the devices (devctl.analyze.holders) ----------------------------------------------------
+
+
+def _device_holders(c: _Checkup) -> None:
+    from devctl.analyze.holders import holder_findings
+
+    c.findings.extend(holder_findings(c.snapshot))
+
+
+# --- the kubelet's CPU and memory state (devctl.analyze.kubeletstate) -----------------------------------
+
+
+def _kubelet_state(c: _Checkup) -> None:
+    from devctl.analyze.kubeletstate import kubelet_state_findings
+
+    c.findings.extend(kubelet_state_findings(c.snapshot))
+
+
 # --- whatever no check explained ---------------------------------------------------------------------
 
 
@@ -642,4 +660,6 @@ _CHECKS: tuple[Callable[[_Checkup], None], ...] = (
     _checkpoint,
     _numa_alignment,
     _shared_pool,
+    _device_holders,
+    _kubelet_state,
 )

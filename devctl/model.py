@@ -84,6 +84,14 @@ CHECKPOINT = "checkpoint"
 TOPOLOGY = "topology"
 IDENTITIES = "identities"
 ALL_SOURCES = frozenset({POD_RESOURCES, PLUGINS, CHECKPOINT, TOPOLOGY, IDENTITIES})
+# Read only when a command asks for them (``devctl who``, ``devices -o wide``,
+# ``doctor``, ``snapshot``): a /proc scan is no price for ``ls`` to pay.
+PROCS = "procs"
+RUNTIME = "runtime"
+HOLDER_SOURCES = frozenset({PROCS, RUNTIME, CHECKPOINT, IDENTITIES})
+KUBELET_STATE = "kubelet-state"  # cpu_manager_state, memory_manager_state, config.yaml
+# What doctor and snapshot read beyond ALL_SOURCES.
+EXTRA_SOURCES = HOLDER_SOURCES | {KUBELET_STATE}
 
 # The source name ``collect`` gives a plugins directory it could not list, so that
 # the views can tell the directory from the sockets in it.
@@ -367,6 +375,119 @@ class PodIdentity:
     name: str
 
 
+# --- processes and the container runtime -----------------------------------------
+
+
+@dataclass(frozen=True)
+class Process:
+    """A process that holds at least one of the node's device nodes open (``<proc>/PID/fd``)."""
+
+    pid: int
+    command: str  # the command line, arguments joined by spaces; ``[comm]`` for a kernel thread
+    devices: tuple[str, ...]  # host paths of the device nodes it holds open
+    container_id: str | None = None  # from <proc>/PID/cgroup; None for a host process or an unknown format
+    pod_uid: str | None = None  # from the cgroup path (kubepods-pod<uid>.slice, /kubepods/.../pod<uid>/)
+
+
+@dataclass(frozen=True)
+class ProcScan:
+    """What a scan of ``<proc>`` found: the holders of the watched device nodes, and how many processes it read."""
+
+    proc: str
+    scanned: int
+    processes: tuple[Process, ...] = ()
+    watched: tuple[str, ...] = ()  # the device node host paths it looked for
+
+
+@dataclass(frozen=True)
+class RuntimeSandbox:
+    """A pod sandbox as the CRI runtime names it (``crictl pods``)."""
+
+    id: str
+    name: str
+    namespace: str
+    uid: str
+    state: str = ""
+
+
+@dataclass(frozen=True)
+class RuntimeContainer:
+    """A container as the CRI runtime names it (``crictl ps -a``)."""
+
+    id: str
+    sandbox_id: str
+    name: str
+    state: str = ""
+
+
+@dataclass(frozen=True)
+class RuntimeState:
+    """The CRI runtime's pods and containers, read from its socket."""
+
+    endpoint: str
+    sandboxes: tuple[RuntimeSandbox, ...] = ()
+    containers: tuple[RuntimeContainer, ...] = ()
+
+
+# --- the kubelet's CPU and memory managers ------------------------------------------
+
+
+@dataclass(frozen=True)
+class CpuAssignment:
+    pod_uid: str
+    container: str
+    cpus: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class CpuManagerState:
+    """``<kubelet-dir>/cpu_manager_state`` decoded; ``checksum_ok`` None when the file has none (0)."""
+
+    path: str
+    policy: str
+    default_cpus: tuple[int, ...]
+    assignments: tuple[CpuAssignment, ...] = ()
+    checksum: int | None = None
+    checksum_ok: bool | None = None
+    known_policy: bool = True
+
+
+@dataclass(frozen=True)
+class MemoryAssignment:
+    pod_uid: str
+    container: str
+    memory: tuple[ContainerMemory, ...] = ()
+
+
+@dataclass(frozen=True)
+class MemoryManagerState:
+    """``<kubelet-dir>/memory_manager_state`` decoded (its checksum is kept, not verified)."""
+
+    path: str
+    policy: str
+    assignments: tuple[MemoryAssignment, ...] = ()
+    checksum: int | None = None
+    known_policy: bool = True
+
+
+@dataclass(frozen=True)
+class KubeletConfig:
+    """The resource-manager policies of ``<kubelet-dir>/config.yaml``; None where it sets none."""
+
+    path: str
+    cpu_manager_policy: str | None = None
+    memory_manager_policy: str | None = None
+    topology_manager_policy: str | None = None
+    topology_manager_scope: str | None = None
+
+
+@dataclass(frozen=True)
+class KubeletState:
+    cpu: CpuManagerState | None = None
+    memory: MemoryManagerState | None = None
+    config: KubeletConfig | None = None
+
+
 # --- everything at once -----------------------------------------------------------
 
 
@@ -380,6 +501,8 @@ class NodePaths:
     pod_resources: str
     sysfs: str
     pod_logs: str
+    proc: str = ""
+    runtime_endpoint: str = ""
 
     @property
     def kubelet_socket(self) -> str:
@@ -410,3 +533,6 @@ class NodeSnapshot:
     errors: tuple[SourceError, ...] = ()
     # kubelet.sock dialled; None in a snapshot file written before devctl dialled it.
     kubelet_socket_status: SocketStatus | None = None
+    procs: ProcScan | None = None
+    runtime: RuntimeState | None = None
+    kubelet_state: KubeletState | None = None

@@ -12,7 +12,7 @@ from devctl.cli.app import app
 COMMANDS = {
     "call", "checkpoint", "completion", "demo", "devices", "doctor", "exporter", "fleet", "get", "ls", "plugin",
     "plugins",
-    "pods", "sim", "snapshot", "topo", "tui", "watch",
+    "pods", "sim", "snapshot", "topo", "tui", "watch", "who",
 }  # fmt: skip
 
 

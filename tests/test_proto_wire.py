@@ -1,7 +1,8 @@
 """Our .proto files must be wire-identical to upstream: checked against a table written from the contract.
 
 The table below is transcribed from the upstream APIs (kubelet device plugin, pod-resources,
-plugin registration, DRA kubelet plugin and DRA health), not from
+plugin registration, DRA kubelet plugin and DRA health, and the CRI runtime.v1 subset
+from k8s.io/cri-api), not from
 the generated code, so a renumbered field or a renamed service fails here.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 import pytest
 from google.protobuf.descriptor import FieldDescriptor as F
 
+from devctl.api.cri.runtime.v1 import api_pb2 as cri
 from devctl.api.deviceplugin.v1beta1 import api_pb2 as dp
 from devctl.api.dra.v1 import api_pb2 as dra_v1
 from devctl.api.dra.v1beta1 import api_pb2 as dra_v1beta1
@@ -20,7 +22,7 @@ from devctl.api.podresources.v1 import api_pb2 as v1
 from devctl.api.podresources.v1alpha1 import api_pb2 as v1alpha1
 
 S, B, I64, I32, U64, M = F.TYPE_STRING, F.TYPE_BOOL, F.TYPE_INT64, F.TYPE_INT32, F.TYPE_UINT64, F.TYPE_MESSAGE
-E = F.TYPE_ENUM
+U32, E = F.TYPE_UINT32, F.TYPE_ENUM
 REP = "repeated"
 OPT = "optional"  # proto3 `optional`: presence is tracked (DRA v1 Device.share_id)
 DRA_V1 = "k8s.io.kubelet.pkg.apis.dra.v1"
@@ -172,6 +174,67 @@ MESSAGES: dict[str, dict[str, tuple]] = {
     **_dra_messages(DRA_V1BETA1, share_id=False),
     **_health_messages("v1alpha1"),
     **_health_messages("v1"),
+    # CRI runtime.v1 (k8s.io/cri-api pkg/apis/runtime/v1/api.proto), the RuntimeService subset devctl reads
+    "runtime.v1.PodSandboxStateValue": {"state": (1, E)},
+    "runtime.v1.PodSandboxFilter": {
+        "id": (1, S),
+        "state": (2, M, None, "runtime.v1.PodSandboxStateValue"),
+        "label_selector": (3, "map<string,string>"),
+    },
+    "runtime.v1.ListPodSandboxRequest": {"filter": (1, M, None, "runtime.v1.PodSandboxFilter")},
+    "runtime.v1.PodSandboxMetadata": {"name": (1, S), "uid": (2, S), "namespace": (3, S), "attempt": (4, U32)},
+    "runtime.v1.PodSandbox": {
+        "id": (1, S),
+        "metadata": (2, M, None, "runtime.v1.PodSandboxMetadata"),
+        "state": (3, E),
+        "created_at": (4, I64),
+        "labels": (5, "map<string,string>"),
+        "annotations": (6, "map<string,string>"),
+        "runtime_handler": (7, S),
+    },
+    "runtime.v1.ListPodSandboxResponse": {"items": (1, M, REP, "runtime.v1.PodSandbox")},
+    "runtime.v1.ContainerStateValue": {"state": (1, E)},
+    "runtime.v1.ContainerFilter": {
+        "id": (1, S),
+        "state": (2, M, None, "runtime.v1.ContainerStateValue"),
+        "pod_sandbox_id": (3, S),
+        "label_selector": (4, "map<string,string>"),
+    },
+    "runtime.v1.ListContainersRequest": {"filter": (1, M, None, "runtime.v1.ContainerFilter")},
+    "runtime.v1.ContainerMetadata": {"name": (1, S), "attempt": (2, U32)},
+    "runtime.v1.ImageSpec": {"image": (1, S), "annotations": (2, "map<string,string>")},
+    "runtime.v1.Container": {
+        "id": (1, S),
+        "pod_sandbox_id": (2, S),
+        "metadata": (3, M, None, "runtime.v1.ContainerMetadata"),
+        "image": (4, M, None, "runtime.v1.ImageSpec"),
+        "image_ref": (5, S),
+        "state": (6, E),
+        "created_at": (7, I64),
+        "labels": (8, "map<string,string>"),
+        "annotations": (9, "map<string,string>"),
+    },
+    "runtime.v1.ListContainersResponse": {"containers": (1, M, REP, "runtime.v1.Container")},
+    "runtime.v1.ContainerStatusRequest": {"container_id": (1, S), "verbose": (2, B)},
+    "runtime.v1.ContainerStatus": {
+        "id": (1, S),
+        "metadata": (2, M, None, "runtime.v1.ContainerMetadata"),
+        "state": (3, E),
+        "created_at": (4, I64),
+        "started_at": (5, I64),
+        "finished_at": (6, I64),
+        "exit_code": (7, I32),
+        "image": (8, M, None, "runtime.v1.ImageSpec"),
+        "image_ref": (9, S),
+        "reason": (10, S),
+        "message": (11, S),
+        "labels": (12, "map<string,string>"),
+        "annotations": (13, "map<string,string>"),
+    },
+    "runtime.v1.ContainerStatusResponse": {
+        "status": (1, M, None, "runtime.v1.ContainerStatus"),
+        "info": (2, "map<string,string>"),
+    },
 }
 
 # full method path -> (request, response, server streaming?)
@@ -205,6 +268,21 @@ METHODS = {
     "/pluginregistration.Registration/GetInfo": (
         "pluginregistration.InfoRequest",
         "pluginregistration.PluginInfo",
+        False,
+    ),
+    "/runtime.v1.RuntimeService/ListPodSandbox": (
+        "runtime.v1.ListPodSandboxRequest",
+        "runtime.v1.ListPodSandboxResponse",
+        False,
+    ),
+    "/runtime.v1.RuntimeService/ListContainers": (
+        "runtime.v1.ListContainersRequest",
+        "runtime.v1.ListContainersResponse",
+        False,
+    ),
+    "/runtime.v1.RuntimeService/ContainerStatus": (
+        "runtime.v1.ContainerStatusRequest",
+        "runtime.v1.ContainerStatusResponse",
         False,
     ),
     "/pluginregistration.Registration/NotifyRegistrationStatus": (
@@ -254,6 +332,7 @@ FILES = [
     health_v1alpha1.DESCRIPTOR,
     health_v1.DESCRIPTOR,
 ]
+FILES = [cri.DESCRIPTOR, dp.DESCRIPTOR, v1.DESCRIPTOR, v1alpha1.DESCRIPTOR, reg.DESCRIPTOR]
 
 
 def _all_messages():
@@ -334,6 +413,7 @@ def test_generated_stubs_use_the_same_paths():
     """The grpc stubs carry the paths as strings; a client built from them must dial the contract's paths."""
     import inspect
 
+    from devctl.api.cri.runtime.v1 import api_pb2_grpc as crig
     from devctl.api.deviceplugin.v1beta1 import api_pb2_grpc as dpg
     from devctl.api.dra.v1 import api_pb2_grpc as drag
     from devctl.api.dra.v1beta1 import api_pb2_grpc as drabg
@@ -344,5 +424,6 @@ def test_generated_stubs_use_the_same_paths():
     from devctl.api.podresources.v1alpha1 import api_pb2_grpc as v1ag
 
     text = "".join(inspect.getsource(m) for m in (dpg, regg, v1g, v1ag, drag, drabg, healthg, healthag))
+    text = "".join(inspect.getsource(m) for m in (crig, dpg, regg, v1g, v1ag))
     for path in METHODS:
         assert f"'{path}'" in text, path

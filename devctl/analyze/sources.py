@@ -12,9 +12,12 @@ from devctl.model import (
     ALL_SOURCES,
     CHECKPOINT,
     IDENTITIES,
+    KUBELET_STATE,
     PLUGINS,
     PLUGINS_DIR_SOURCE,
     POD_RESOURCES,
+    PROCS,
+    RUNTIME,
     TOPOLOGY,
     ErrorKind,
     NodeSnapshot,
@@ -27,9 +30,12 @@ __all__ = [
     "CHECKPOINT",
     "IDENTITIES",
     "KUBELET_SOURCES",
+    "KUBELET_STATE",
     "PLUGINS",
     "PLUGINS_DIR_SOURCE",
     "POD_RESOURCES",
+    "PROCS",
+    "RUNTIME",
     "TOPOLOGY",
     "errors_of",
     "only_sources",
@@ -63,6 +69,12 @@ def sources_read(snapshot: NodeSnapshot) -> frozenset[str]:
         read.add(TOPOLOGY)
     if snapshot.pod_identities:
         read.add(IDENTITIES)
+    if snapshot.procs is not None:
+        read.add(PROCS)
+    if snapshot.runtime is not None:
+        read.add(RUNTIME)
+    if snapshot.kubelet_state is not None:
+        read.add(KUBELET_STATE)
     return frozenset(read)
 
 
@@ -84,6 +96,9 @@ _ERROR_SOURCES = {
     TOPOLOGY: TOPOLOGY,
     "sysfs": TOPOLOGY,
     IDENTITIES: IDENTITIES,
+    PROCS: PROCS,
+    RUNTIME: RUNTIME,
+    KUBELET_STATE: KUBELET_STATE,
 }
 
 

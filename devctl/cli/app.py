@@ -13,7 +13,7 @@ import typer
 from typer._click.exceptions import ClickException
 
 from devctl import __version__, quiet_interrupt
-from devctl.cli import call, completion, doctor, exporter, fleet, grpclog, plugin, read, sim, tui, watch
+from devctl.cli import call, completion, doctor, exporter, fleet, grpclog, plugin, read, sim, tui, watch, who
 from devctl.cli.common import ExitCode, GlobalOptions, escape_unencodable, setup_logging
 from devctl.cli.lazy import LazyGroup, commands
 from devctl.escape import escape
@@ -107,6 +107,17 @@ def main_options(
     pod_logs: Annotated[
         str | None, typer.Option(envvar="DEVCTL_POD_LOGS", help="Per-pod log dirs [<root>/var/log/pods].")
     ] = None,
+    proc: Annotated[
+        str | None,
+        typer.Option("--proc", envvar="DEVCTL_PROC", help="Processes, for who holds a device [<root>/proc]."),
+    ] = None,
+    runtime_endpoint: Annotated[
+        str | None,
+        typer.Option(
+            envvar="DEVCTL_RUNTIME_ENDPOINT",
+            help="The CRI socket [the first of <root>/run/containerd/containerd.sock, <root>/run/crio/crio.sock].",
+        ),
+    ] = None,
     timeout: Annotated[
         float,
         typer.Option(
@@ -134,13 +145,15 @@ def main_options(
         pod_resources=pod_resources,
         sysfs=sysfs,
         pod_logs=pod_logs,
+        proc=proc,
+        runtime_endpoint=runtime_endpoint,
         timeout=timeout,
         from_file=from_file,
         verbose=verbose,
     )
 
 
-for _group in (read, doctor, call, watch, plugin, sim, tui, completion, exporter, fleet):
+for _group in (read, doctor, call, watch, plugin, sim, tui, completion, exporter, fleet, who):
     _group.register(commands)
 
 

@@ -50,6 +50,8 @@ class GlobalOptions:
     pod_resources: str | None = None
     sysfs: str | None = None
     pod_logs: str | None = None
+    proc: str | None = None
+    runtime_endpoint: str | None = None
     timeout: float = 5.0
     from_file: str | None = None
     verbose: bool = False
@@ -64,6 +66,8 @@ class GlobalOptions:
             pod_resources=self.pod_resources,
             sysfs=self.sysfs,
             pod_logs=self.pod_logs,
+            proc=self.proc,
+            runtime_endpoint=self.runtime_endpoint,
         )
 
 

@@ -43,11 +43,13 @@ def doctor(
     kubelet's (run it as root).
     """
     from devctl.analyze import ALL_SOURCES, errors_of, sources_read
+    from devctl.analyze.holders import without_absent_runtime
     from devctl.doctor import RECHECK_AFTER, diagnose, fails_on, recheck_sockets
+    from devctl.model import EXTRA_SOURCES
     from devctl.render.table import findings_table
 
     opts = options(ctx)
-    snapshot = node_snapshot(ctx, ALL_SOURCES)
+    snapshot = without_absent_runtime(node_snapshot(ctx, ALL_SOURCES | EXTRA_SOURCES))
     again = None
     sockets = recheck_sockets(snapshot)
     if sockets and not opts.from_file:

@@ -102,17 +102,22 @@ def devices(
 ) -> None:
     """One row per device: health, state (free, allocated, unhealthy, unhealthy-allocated), NUMA, holder."""
     from devctl import analyze
+    from devctl.analyze.holders import holder_counts
     from devctl.render.table import devices_table
 
     sources = {analyze.POD_RESOURCES, analyze.PLUGINS, analyze.CHECKPOINT}
-    snap = node_snapshot(ctx, sources)
+    # -o wide adds PROCS, the processes holding each device open: only it pays for a /proc scan.
+    snap = node_snapshot(
+        ctx, sources | ({analyze.PROCS, analyze.RUNTIME, analyze.IDENTITIES} if output == Output.wide else set())
+    )
     rows = analyze.devices_view(snap, resources)
+    procs = holder_counts(snap) if output == Output.wide else None
     emit(
         snap,
         sources,
         output,
         {"devices": rows},
-        lambda style: devices_table(rows, style),
+        lambda style: devices_table(rows, style, procs, procs_asked=output == Output.wide),
         lambda: (d.id for d in rows),
         no_headers=no_headers,
         quiet=quiet,
@@ -206,18 +211,29 @@ def topo(
 ) -> None:
     """NUMA nodes: CPUs (allocatable, exclusive, shared pool), memory, devices; alignment per container."""
     from devctl import analyze
+    from devctl.analyze.kubeletstate import kubelet_state_view
+    from devctl.render.kubeletstate import kubelet_state_table
     from devctl.render.table import topology_table
+    from devctl.serial import to_plain
 
     # The checkpoint names the resource behind each plugin socket when pod-resources cannot.
-    sources = {analyze.TOPOLOGY, analyze.POD_RESOURCES, analyze.PLUGINS, analyze.CHECKPOINT}
+    sources = {
+        analyze.TOPOLOGY,
+        analyze.POD_RESOURCES,
+        analyze.PLUGINS,
+        analyze.CHECKPOINT,
+        analyze.KUBELET_STATE,
+        analyze.IDENTITIES,
+    }
     snap = node_snapshot(ctx, sources)
     view = analyze.topology_view(snap)
+    state = kubelet_state_view(snap)
     emit(
         snap,
         {analyze.TOPOLOGY, analyze.POD_RESOURCES},
         output,
-        view,
-        lambda style: topology_table(view, style),
+        {**to_plain(view), "kubelet_state": to_plain(state)},
+        lambda style: topology_table(view, style) + kubelet_state_table(state, style),
         lambda: (str(n.id) for n in view.numa_nodes),
         no_headers=no_headers,
         quiet=quiet,
@@ -281,14 +297,21 @@ def snapshot(
     file: Annotated[
         str | None, typer.Option("--file", "-f", help="Write here instead of stdout.", show_default=False)
     ] = None,
+    redact: Annotated[
+        bool, typer.Option("--redact", help="Hide process command lines and the env values of Allocate replies.")
+    ] = False,
 ) -> None:
     """Every source at once as one JSON document, for `devctl --from FILE ...` anywhere else."""
     from devctl.analyze import ALL_SOURCES, sources_read
     from devctl.collect import dump_snapshot
-    from devctl.model import ErrorKind
+    from devctl.model import EXTRA_SOURCES, ErrorKind
     from devctl.render.table import warnings
 
-    snap = node_snapshot(ctx, ALL_SOURCES)
+    snap = node_snapshot(ctx, ALL_SOURCES | EXTRA_SOURCES)
+    if redact:
+        from devctl.analyze.redact import redact as hide
+
+        snap = hide(snap)
     denied = refused_line(snap, ALL_SOURCES)
     errors = [e for e in snap.errors if not denied or e.kind != ErrorKind.PERMISSION_DENIED]
     sys.stderr.write(denied + warnings(errors))

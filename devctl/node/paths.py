@@ -19,6 +19,11 @@ ENV_PLUGINS_DIR = "DEVCTL_PLUGINS_DIR"
 ENV_POD_RESOURCES = "DEVCTL_POD_RESOURCES"
 ENV_SYSFS = "DEVCTL_SYSFS"
 ENV_POD_LOGS = "DEVCTL_POD_LOGS"
+ENV_PROC = "DEVCTL_PROC"
+ENV_RUNTIME_ENDPOINT = "DEVCTL_RUNTIME_ENDPOINT"
+
+# The CRI sockets of containerd and CRI-O, in the order crictl tries them.
+RUNTIME_SOCKETS = ("run/containerd/containerd.sock", "run/crio/crio.sock")
 
 # Under `kubectl debug node/NAME` the host's filesystem is mounted here.
 HOST_MOUNT = "/host"
@@ -42,6 +47,8 @@ def resolve_paths(
     pod_resources: str | None = None,
     sysfs: str | None = None,
     pod_logs: str | None = None,
+    proc: str | None = None,
+    runtime_endpoint: str | None = None,
     env: Mapping[str, str] | None = None,
     host_mount: str = HOST_MOUNT,
 ) -> NodePaths:
@@ -60,4 +67,12 @@ def resolve_paths(
         pod_resources=pick(pod_resources, ENV_POD_RESOURCES) or _join(kubelet, "pod-resources/kubelet.sock"),
         sysfs=pick(sysfs, ENV_SYSFS) or _join(root, "sys"),
         pod_logs=pick(pod_logs, ENV_POD_LOGS) or _join(root, "var/log/pods"),
+        proc=pick(proc, ENV_PROC) or _join(root, "proc"),
+        runtime_endpoint=pick(runtime_endpoint, ENV_RUNTIME_ENDPOINT) or default_runtime_endpoint(root),
     )
+
+
+def default_runtime_endpoint(root: str) -> str:
+    """The first CRI socket that exists under ``root`` (containerd, then CRI-O); containerd's when neither does."""
+    candidates = [_join(root, rel) for rel in RUNTIME_SOCKETS]
+    return next((c for c in candidates if os.path.exists(c)), candidates[0])

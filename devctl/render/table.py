@@ -128,8 +128,15 @@ def resources_table(rows: Sequence[ResourceRow], style: TableStyle) -> str:
 # --- devices ----------------------------------------------------------------------------------
 
 
-def devices_table(rows: Sequence[DeviceRow], style: TableStyle) -> str:
-    headers = ["resource", "id", "health", "state", "numa", "allocated-to"]
+def devices_table(
+    rows: Sequence[DeviceRow],
+    style: TableStyle,
+    procs: dict[tuple[str, str], int] | None = None,
+    procs_asked: bool = False,
+) -> str:
+    """``procs_asked``: add ``-o wide``'s PROCS, processes holding each device open (``?`` when ``procs`` is None)."""
+    with_procs = style.wide and procs_asked
+    headers = ["resource", "id", "health", "state", "numa", "allocated-to"] + (["procs"] if with_procs else [])
     out = []
     for d in rows:
         if d.allocated_to is None:
@@ -139,7 +146,10 @@ def devices_table(rows: Sequence[DeviceRow], style: TableStyle) -> str:
         else:
             holders = ",".join(dict.fromkeys(f"{h.namespace}/{h.pod}" for h in d.allocated_to))
         health, state = word(d.health, style.color), word(d.state or UNKNOWN_COUNT, style.color)
-        out.append([d.resource, d.id, health, state, _numa(d.numa_nodes), holders])
+        row = [d.resource, d.id, health, state, _numa(d.numa_nodes), holders]
+        if with_procs:
+            row.append(UNKNOWN_COUNT if procs is None else procs.get((d.resource, d.id), 0))
+        out.append(row)
     return grid(headers, out, style)
 
 

@@ -12,6 +12,8 @@ so that ``DEVCTL_ROOT=<root>`` points every devctl command at it:
     <root>/var/lib/kubelet/pods/<uid>/                 one per running pod
     <root>/var/log/pods/<namespace>_<name>_<uid>/      one per running pod
     <root>/run/devctl/plugins/*.ctl, sim.ctl           live control (devctl plugin set-health, devctl sim ...)
+    <root>/run/containerd/containerd.sock              the CRI runtime (devctl.sim.workload, devctl.sim.cri)
+    <root>/proc/<pid>/{cmdline,cgroup,fd/N}            the processes that hold device nodes open
 
 Each scenario resource is served by an in-process ``DevicePluginServer`` that
 registers with the simulated kubelet exactly as an external plugin would, and
@@ -52,6 +54,7 @@ from devctl.sim.podresources import PodResourcesServer
 from devctl.sim.registration import RegistrationServer
 from devctl.sim.scenario import PodSpec, Scenario
 from devctl.sim.sysfs import write_topology
+from devctl.sim.workload import Workload
 
 log = logging.getLogger("devctl.sim")
 
@@ -146,6 +149,9 @@ class SimNode:
         self._admission: asyncio.Task[None] | None = None
         self._control: SimControlServer | None = None
         self._restart_lock = asyncio.Lock()
+        self.workload = Workload(
+            self.root, scenario.processes, lambda: self.device_manager.running_pods(), scenario.cpus
+        )
 
     @property
     def dra_manager(self) -> DraManager:
@@ -203,6 +209,7 @@ class SimNode:
                 },
             )
             await self._control.start()
+            await self.workload.start()
         except BaseException:
             await self.stop()
             raise
@@ -226,6 +233,7 @@ class SimNode:
             await plugin.stop()
         self.plugins.clear()
         await stop_drivers(self.dra_drivers)
+        await self.workload.stop()
         self.made.remove()
 
     async def ready(self, timeout: float = 10.0) -> None:
@@ -299,7 +307,12 @@ class SimNode:
         """SimError for the real / and for a root too long for the node's socket paths."""
         if os.path.realpath(self.root) == "/":
             raise SimError("refusing to simulate a node over the real / ; choose an empty directory with --root")
-        sockets = [self.paths.kubelet_socket, self.paths.pod_resources, self.control_socket]
+        sockets = [
+            self.paths.kubelet_socket,
+            self.paths.pod_resources,
+            self.control_socket,
+            self.workload.runtime.socket_path,
+        ]
         for spec in self.scenario.resources:
             sockets.append(os.path.join(self.paths.plugins_dir, spec.socket))
             sockets.append(control_path(self.control_dir, spec.socket))
@@ -329,6 +342,8 @@ class SimNode:
             os.path.join(self.paths.kubelet_dir, "pods"),
             self.paths.pod_logs,
             self.control_dir,
+            self.workload.proc,
+            os.path.dirname(self.workload.runtime.socket_path),
         ):
             self.made.makedirs(directory)
         # The DRA devices get PCI functions and /sys/dev/char links too (devctl/sim/drasysfs.py).
@@ -354,6 +369,7 @@ class SimNode:
         runnable = await prepare_claims(self.dra_manager, self.scenario.pods, dm.failed)
         for pod in await dm.admit_all(runnable):
             self._pod_dirs(pod)
+        self.workload.populate(self.paths.checkpoint)
         log.info(
             "simulated node ready: %d pods running, %d not admitted",
             len(dm.running_pods()),

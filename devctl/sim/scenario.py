@@ -62,6 +62,16 @@ class PodSpec:
 
 
 @dataclass(frozen=True)
+class ProcessSpec:
+    """A process planted on the simulated node (``processes:``), in a pod's container or outside any pod."""
+
+    command: str
+    pod: tuple[str, str] | None = None  # (namespace, name)
+    container: str | None = None
+    open: str | tuple[str, ...] = "allocated"  # "allocated", "all" (every allocated node), or host paths
+
+
+@dataclass(frozen=True)
 class Scenario:
     numa_nodes: tuple[NumaNode, ...] = ()
     reserved_cpus: tuple[int, ...] = ()
@@ -70,6 +80,7 @@ class Scenario:
     pci_devices: tuple[PciDevice, ...] = ()
     kubelet: KubeletOptions = field(default_factory=KubeletOptions)
     dra: DraScenario = field(default_factory=DraScenario)
+    processes: tuple[ProcessSpec, ...] = ()
 
     @property
     def cpus(self) -> tuple[int, ...]:
@@ -120,7 +131,7 @@ def _load_yaml(text: str) -> Any:
         raise ScenarioError(f"not valid YAML: {where}{problem}") from None
 
 
-_TOP_LEVEL = ("numa_nodes", "reserved_cpus", "resources", "pods", "pci_devices", "kubelet", "dra")
+_TOP_LEVEL = ("numa_nodes", "reserved_cpus", "resources", "pods", "pci_devices", "kubelet", "dra", "processes")
 
 
 def parse_scenario(data: Mapping[str, Any]) -> Scenario:
@@ -146,7 +157,7 @@ def parse_scenario(data: Mapping[str, Any]) -> Scenario:
         dra = parse_dra(data.get("dra"), {(p.namespace, p.name): [c.name for c in p.containers] for p in pods})
     except DraScenarioError as e:
         raise ScenarioError(str(e)) from None
-    return replace(scenario, pods=pods, dra=dra)
+    return replace(scenario, pods=pods, dra=dra, processes=_processes(data.get("processes") or ()))
 
 
 # --- pieces -------------------------------------------------------------------------
@@ -442,3 +453,33 @@ def _claim(value: Any, where: str, namespace: str) -> DynamicResource:
         claim_namespace=str(entry.get("claim_namespace") or namespace),
         devices=tuple(devices),
     )
+
+
+def _processes(value: Any) -> tuple[ProcessSpec, ...]:
+    """``processes:`` entries: ``command``, optional ``pod: NS/NAME`` with ``container``, and ``open``."""
+    out = []
+    for i, item in enumerate(_list(value, "processes")):
+        where = f"processes[{i}]"
+        p = _mapping(item, where)
+        _no_unknown(p, ("command", "pod", "container", "open"), where)
+        command = str(p.get("command") or "").strip()
+        if not command:
+            raise ScenarioError(f"{where}: a process needs a command")
+        pod = None
+        if p.get("pod") is not None:
+            namespace, sep, name = str(p["pod"]).partition("/")
+            if not sep or not namespace or not name:
+                raise ScenarioError(f"{where}.pod: write it as NAMESPACE/NAME")
+            if not p.get("container"):
+                raise ScenarioError(f"{where}: a process in a pod needs its container")
+            pod = (namespace, name)
+        opens = p.get("open", "allocated" if pod is not None else ())
+        if isinstance(opens, str):
+            if opens not in ("allocated", "all"):
+                raise ScenarioError(f"{where}.open: 'allocated', 'all' or a list of device node paths")
+        else:
+            opens = tuple(str(o) for o in _list(opens, f"{where}.open"))
+            if bad := [o for o in opens if not o.startswith("/")]:
+                raise ScenarioError(f"{where}.open: {bad[0]} is not an absolute path")
+        out.append(ProcessSpec(command, pod, str(p["container"]) if pod else None, opens))
+    return tuple(out)

@@ -169,8 +169,9 @@ class NodeFeed:
 
     async def snapshot(self, progress: Callable[[Progress], None] | None = None) -> NodeSnapshot:
         from devctl.collect import collect
+        from devctl.model import ALL_SOURCES, HOLDER_SOURCES
 
-        return await collect(self.paths, self.timeout, progress=progress)
+        return await collect(self.paths, self.timeout, want=ALL_SOURCES | HOLDER_SOURCES, progress=progress)
 
     def events(self, resolve: Resolver) -> AsyncIterator[object]:
         if self.watch_subprocess:

@@ -17,6 +17,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from devctl.analyze.holders import HolderRow, container_holders
 from devctl.escape import escape
 from devctl.model import Allocation
 from devctl.tui.state import ContainerDetail, NodeView
@@ -48,7 +49,21 @@ def _allocation(out: Text, a: Allocation) -> None:
         _line(out, f"    cdi     {name}")
 
 
-def detail_text(d: ContainerDetail) -> Text:
+def _holders(out: Text, rows: tuple[HolderRow, ...]) -> None:
+    """The processes of this container holding device nodes open (``devctl who``)."""
+    _heading(out, "Processes holding devices (/proc, CRI)")
+    if not rows:
+        _line(out, "  none of its processes holds a device node open", "dim")
+    for pid, path in dict.fromkeys((r.pid, r.path) for r in rows):
+        r = next(x for x in rows if (x.pid, x.path) == (pid, path))
+        devices = ", ".join(dict.fromkeys(x.device for x in rows if (x.pid, x.path) == (pid, path)))
+        given = "" if r.allocated else "  NOT GIVEN to this container"
+        _line(
+            out, f"  pid {pid} {r.command}: {path} ({r.resource} {devices}){given}", "" if r.allocated else "bold red"
+        )
+
+
+def detail_text(d: ContainerDetail, holders: tuple[HolderRow, ...] | None = None) -> Text:
     """The container as a person reads it: identity, holdings, alignment, then the decoded allocation."""
     c = d.container
     out = Text()
@@ -92,6 +107,8 @@ def detail_text(d: ContainerDetail) -> Text:
             _allocation(out, e.allocation)
         else:
             _line(out, f"    AllocResp could not be decoded: {e.allocation_error or 'unknown reason'}", "bold red")
+    if holders is not None:
+        _holders(out, holders)
     return out
 
 
@@ -129,7 +146,14 @@ class ContainerScreen(ModalScreen[None]):
     def show(self, view: NodeView) -> None:
         self._view = view
         detail = view.container(self.key)
-        text = detail_text(detail) if detail else Text(escape(f"{self.key}: the container is gone from pod-resources"))
+        holders = None
+        if detail is not None:
+            holders = container_holders(view.snapshot, detail.pod.namespace, detail.pod.name, detail.container.name)
+        text = (
+            detail_text(detail, holders)
+            if detail
+            else Text(escape(f"{self.key}: the container is gone from pod-resources"))
+        )
         self.query_one("#detail", Static).update(text)
 
     async def action_dismiss(self, result: None = None) -> None:

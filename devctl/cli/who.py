@@ -1,0 +1,76 @@
+"""``devctl who``: which processes hold each device open, in which container and pod, and whether it was given them.
+
+Collects the checkpoint (the device nodes of each Allocate reply), a scan of
+``<proc>`` and the CRI runtime's names, joins them in
+``devctl.analyze.holders`` and prints one row per process and device.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from devctl.cli.common import Output
+from devctl.cli.output import NoHeadersOpt, OutputOpt, QuietOpt, emit, node_snapshot
+
+
+def _not_found(target: str, known: set[str]) -> list[str]:
+    import difflib
+
+    close = difflib.get_close_matches(target, sorted(known), n=1)
+    return [
+        f"{target}: no such device, device node, resource or driver" + (f" (did you mean {close[0]}?)" if close else "")
+    ]
+
+
+def who(
+    ctx: typer.Context,
+    target: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="[DEVICE | /dev/PATH | RESOURCE | DRIVER]",
+            help="Only the holders of this device ID, device node, resource or driver.",
+            show_default=False,
+        ),
+    ] = None,
+    output: OutputOpt = Output.table,
+    no_headers: NoHeadersOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Which processes hold each device open, in which container and pod, and whether that container was given it.
+
+    Device nodes come from the Allocate replies in the kubelet's checkpoint; the
+    processes from a scan of <proc>/*/fd (root sees every process); container
+    and pod names from the CRI runtime (--runtime-endpoint). ALLOCATED `no` is a
+    process using a device its container was not given (a privileged pod, a
+    leak). Exit 1 when TARGET names nothing on this node.
+    """
+    from devctl.analyze.holders import holders_view, known_targets, match_target
+    from devctl.model import HOLDER_SOURCES
+    from devctl.render.holders import holders_table
+
+    snap = node_snapshot(ctx, HOLDER_SOURCES)
+    rows = holders_view(snap)
+    not_found: list[str] = []
+    if target is not None:
+        rows = tuple(match_target(rows, target))
+        known = known_targets(snap)
+        if not rows and target not in known:
+            not_found = _not_found(target, known)
+    emit(
+        snap,
+        HOLDER_SOURCES,
+        output,
+        {"holders": rows},
+        lambda style: holders_table(rows, style),
+        lambda: dict.fromkeys(str(r.pid) for r in rows),
+        no_headers=no_headers,
+        quiet=quiet,
+        not_found=not_found,
+    )
+
+
+def register(app: typer.Typer) -> None:
+    """Add this module's commands to the app."""
+    app.command("who")(who)

@@ -1,0 +1,199 @@
+"""The kubelet's CPU and memory manager state files, and the policies of its config file.
+
+``<kubelet-dir>/cpu_manager_state`` (pkg/kubelet/cm/cpumanager/state/checkpoint.go):
+``{"policyName", "defaultCpuSet", "entries": {podUID: {container: cpuset}}, "checksum"}``.
+Its checksum is FNV-1a 32 of go-spew's ``%#v`` of the checkpoint struct with the
+checksum zeroed, under the type name ``state.CPUManagerCheckpoint`` (the v2
+struct is renamed so that old checksums still verify); 0 means "none".
+
+``<kubelet-dir>/memory_manager_state`` (pkg/kubelet/cm/memorymanager/state):
+``{"policyName", "machineState", "entries": {podUID: {container: [{"numaAffinity",
+"type", "size"}]}}, "checksum"}``. Its checksum renders typed Go structs of the
+machine state that devctl does not rebuild: it is reported, not verified.
+
+``<kubelet-dir>/config.yaml``: ``cpuManagerPolicy``, ``memoryManagerPolicy``,
+``topologyManagerPolicy`` and ``topologyManagerScope`` (KubeletConfiguration).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from devctl.model import (
+    KUBELET_STATE,
+    ContainerMemory,
+    CpuAssignment,
+    CpuManagerState,
+    ErrorKind,
+    KubeletConfig,
+    KubeletState,
+    MemoryAssignment,
+    MemoryManagerState,
+    SourceError,
+)
+from devctl.node.checkpoint import fnv1a32
+from devctl.units import parse_cpulist
+
+# Larger than any real state file by far; a bigger one is not the kubelet's.
+MAX_BYTES = 64 * 1024 * 1024
+CPU_POLICIES = ("none", "static")
+MEMORY_POLICIES = ("None", "Static")
+
+
+class StateError(Exception):
+    """A state file that cannot be read or decoded; the message is one line, the kind says why."""
+
+    def __init__(self, message: str, kind: ErrorKind):
+        super().__init__(message)
+        self.kind = kind
+
+
+def _read_json(path: str) -> Any:
+    try:
+        # O_NONBLOCK: a FIFO put where the file belongs must not hang the read.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as e:
+        raise StateError(f"{path}: {e.strerror or e}", ErrorKind.of_oserror(e)) from None
+    with os.fdopen(fd, "rb") as f:
+        if not os.path.isfile(path) or os.fstat(f.fileno()).st_size > MAX_BYTES:
+            raise StateError(f"{path}: not a regular file of at most {MAX_BYTES} bytes", ErrorKind.MALFORMED)
+        raw = f.read(MAX_BYTES + 1)
+    try:
+        return json.loads(raw.decode("utf-8", "replace"))
+    except ValueError as e:
+        raise StateError(f"{path}: not JSON: {e}".splitlines()[0], ErrorKind.MALFORMED) from None
+
+
+def _mapping(value: Any, path: str, what: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise StateError(f"{path}: {what} is not an object", ErrorKind.MALFORMED)
+    return value
+
+
+def _cpus(text: Any, path: str, where: str) -> tuple[int, ...]:
+    if not isinstance(text, str):
+        raise StateError(f"{path}: {where} is not a CPU list", ErrorKind.MALFORMED)
+    try:
+        return tuple(parse_cpulist(text))
+    except ValueError:
+        raise StateError(f"{path}: {where}: {text!r} is not a CPU list", ErrorKind.MALFORMED) from None
+
+
+def cpu_checksum(policy: str, default_set: str, entries: Mapping[str, Mapping[str, str]]) -> int:
+    """The checksum the kubelet writes into cpu_manager_state (see the module's docstring)."""
+    inner = " ".join(
+        f"{uid}:map[" + " ".join(f"{c}:{cpus}" for c, cpus in sorted(containers.items())) + "]"
+        for uid, containers in sorted(entries.items())
+    )
+    rendered = (
+        f"(*state.CPUManagerCheckpoint){{PolicyName:(string){policy} DefaultCPUSet:(string){default_set} "
+        f"Entries:(map[string]map[string]string)map[{inner}] Checksum:(checksum.Checksum)0}}"
+    )
+    return fnv1a32(rendered.encode())
+
+
+def read_cpu_state(path: str) -> CpuManagerState:
+    data = _mapping(_read_json(path), path, "the file")
+    policy = data.get("policyName")
+    if not isinstance(policy, str):
+        raise StateError(f"{path}: no policyName", ErrorKind.MALFORMED)
+    default_text = data.get("defaultCpuSet", data.get("defaultCPUSet", ""))
+    raw_entries = _mapping(data.get("entries"), path, "entries")
+    entries: dict[str, dict[str, str]] = {}
+    assignments = []
+    for uid, containers in sorted(raw_entries.items()):
+        for name, cpus in sorted(_mapping(containers, path, f"entries.{uid}").items()):
+            entries.setdefault(uid, {})[name] = str(cpus)
+            assignments.append(CpuAssignment(uid, name, _cpus(cpus, path, f"entries.{uid}.{name}")))
+    checksum = data.get("checksum")
+    checksum_ok = None
+    if isinstance(checksum, int) and checksum != 0:
+        checksum_ok = cpu_checksum(policy, str(default_text), entries) == checksum
+    return CpuManagerState(
+        path=path,
+        policy=policy,
+        default_cpus=_cpus(default_text, path, "defaultCpuSet"),
+        assignments=tuple(assignments),
+        checksum=checksum if isinstance(checksum, int) else None,
+        checksum_ok=checksum_ok,
+        known_policy=policy in CPU_POLICIES,
+    )
+
+
+def read_memory_state(path: str) -> MemoryManagerState:
+    data = _mapping(_read_json(path), path, "the file")
+    policy = data.get("policyName")
+    if not isinstance(policy, str):
+        raise StateError(f"{path}: no policyName", ErrorKind.MALFORMED)
+    assignments = []
+    for uid, containers in sorted(_mapping(data.get("entries"), path, "entries").items()):
+        for name, blocks in sorted(_mapping(containers, path, f"entries.{uid}").items()):
+            memory = []
+            for b in blocks if isinstance(blocks, list) else ():
+                if isinstance(b, Mapping):
+                    numa = tuple(int(n) for n in b.get("numaAffinity") or () if isinstance(n, int))
+                    memory.append(ContainerMemory(str(b.get("type", "")), int(b.get("size") or 0), numa))
+            assignments.append(MemoryAssignment(uid, name, tuple(memory)))
+    checksum = data.get("checksum")
+    return MemoryManagerState(
+        path=path,
+        policy=policy,
+        assignments=tuple(assignments),
+        checksum=checksum if isinstance(checksum, int) else None,
+        known_policy=policy in MEMORY_POLICIES,
+    )
+
+
+def read_kubelet_config(path: str) -> KubeletConfig:
+    import yaml
+
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_BYTES)
+    except OSError as e:
+        raise StateError(f"{path}: {e.strerror or e}", ErrorKind.of_oserror(e)) from None
+    try:
+        data = yaml.safe_load(raw)
+    except yaml.YAMLError:
+        raise StateError(f"{path}: not YAML", ErrorKind.MALFORMED) from None
+    data = _mapping(data, path, "the file")
+
+    def text(key: str) -> str | None:
+        value = data.get(key)
+        return str(value) if value is not None else None
+
+    return KubeletConfig(
+        path=path,
+        cpu_manager_policy=text("cpuManagerPolicy"),
+        memory_manager_policy=text("memoryManagerPolicy"),
+        topology_manager_policy=text("topologyManagerPolicy"),
+        topology_manager_scope=text("topologyManagerScope"),
+    )
+
+
+def read_kubelet_state(kubelet_dir: str) -> tuple[KubeletState | None, list[SourceError]]:
+    """Each of the three files that exists; a missing one is no error (a node with the default policies has none).
+
+    None when not one of them could be read: nothing was learnt from this source.
+    """
+    errors: list[SourceError] = []
+    parts: dict[str, Any] = {}
+    readers = {
+        "cpu": (read_cpu_state, "cpu_manager_state"),
+        "memory": (read_memory_state, "memory_manager_state"),
+        "config": (read_kubelet_config, "config.yaml"),
+    }
+    for key, (reader, name) in readers.items():
+        try:
+            parts[key] = reader(os.path.join(kubelet_dir, name))
+        except StateError as e:
+            if e.kind != ErrorKind.MISSING:
+                errors.append(SourceError(KUBELET_STATE, str(e), e.kind))
+    if not parts:
+        return None, errors
+    return KubeletState(cpu=parts.get("cpu"), memory=parts.get("memory"), config=parts.get("config")), errors

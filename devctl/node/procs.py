@@ -1,0 +1,186 @@
+"""Which processes hold the node's device nodes open: a scan of ``<proc>/*/fd``.
+
+The kubelet knows which container was *given* a device; only the processes
+know who *uses* it. A process holds a device node open when one of its
+``<proc>/PID/fd/N`` links reads as the node's path, or (for a process in a
+container, whose mount namespace may call the node ``/dev/foo`` where the host
+says ``/dev/foo-0``) when the link resolves to a character device of the same
+major:minor. The cgroup file names the container (containerd, CRI-O, Docker;
+cgroup v1 and v2; systemd and cgroupfs drivers).
+
+Bounded: one pass over the processes, only the matches are kept, and a stat is
+made only for links that point under ``/dev/`` and did not match by path.
+Processes that exit during the scan are skipped without a word; fds that
+cannot be read for lack of rights are counted into one error.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from devctl.model import Checkpoint, ErrorKind, Process, ProcScan, SourceError
+
+PROCS_SOURCE = "procs"
+
+# The last path element of a container's cgroup: containerd (systemd driver)
+# "cri-containerd-<id>.scope", CRI-O "crio-<id>.scope", Docker "docker-<id>.scope",
+# and the cgroupfs driver's bare "<id>". CRI-O's "crio-conmon-<id>.scope" is its
+# monitor process, not the container.
+_CONTAINER = re.compile(r"^(?:cri-containerd-|crio-|docker-|containerd-)?([0-9a-f]{64})(?:\.scope)?$")
+# The pod's cgroup: "kubepods-burstable-pod<uid_with_underscores>.slice" (systemd)
+# or "pod<uid>" (cgroupfs).
+_POD = re.compile(r"pod([0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12})(?:\.slice)?$")
+
+
+def parse_cgroup(text: str) -> tuple[str | None, str | None]:
+    """The container ID and pod UID named by a ``/proc/PID/cgroup`` file; ``None`` for what it does not name.
+
+    Each line is ``hierarchy-ID:controllers:path`` (v1 has one per controller,
+    v2 the single ``0::path``); a line of another shape is skipped.
+    """
+    container = pod = None
+    for line in text.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        for element in parts[2].split("/"):
+            if container is None and (m := _CONTAINER.match(element)):
+                container = m.group(1)
+            elif pod is None and (m := _POD.search(element)):
+                pod = m.group(1).replace("_", "-")
+        if container is not None:
+            break
+    return container, pod
+
+
+def device_nodes(checkpoint: Checkpoint | None) -> dict[tuple[str, str], tuple[str, ...]]:
+    """Each allocated device's node host paths, from the Allocate replies the checkpoint keeps.
+
+    One reply answers for every device of a container's request: its device
+    specs belong to all of them (``/dev/nvidiactl`` serves every GPU of the
+    request); a reply for one device names that device's own nodes.
+    """
+    out: dict[tuple[str, str], dict[str, None]] = {}
+    for entry in checkpoint.entries if checkpoint is not None else ():
+        if entry.allocation is None:
+            continue
+        paths = [d.host_path for d in entry.allocation.devices if d.host_path]
+        for ids in entry.device_ids.values():
+            for device_id in ids:
+                out.setdefault((entry.resource, device_id), {}).update(dict.fromkeys(paths))
+    return {key: tuple(paths) for key, paths in out.items()}
+
+
+def _rdev(path: str) -> int | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_rdev if stat.S_ISCHR(st.st_mode) else None
+
+
+@dataclass(frozen=True)
+class Watch:
+    """The device nodes to look for: by the path a link reads, and by major:minor where the node exists."""
+
+    paths: frozenset[str]
+    rdevs: Mapping[int, str]  # st_rdev -> host path
+
+    @classmethod
+    def of(cls, host_paths: Iterable[str], root: str) -> Watch:
+        """Watch these host paths; their major:minor is taken from the nodes under ``root`` where they exist."""
+        paths = frozenset(host_paths)
+        rdevs: dict[int, str] = {}
+        for p in sorted(paths):
+            rdev = _rdev(os.path.join(root, p.lstrip("/")))
+            if rdev is not None:
+                rdevs.setdefault(rdev, p)
+        return cls(paths, rdevs)
+
+
+def _read(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read(65536)
+    except OSError:
+        return None
+
+
+def _command(proc: str, pid: str) -> str:
+    raw = _read(f"{proc}/{pid}/cmdline")
+    if raw:
+        return " ".join(a.decode("utf-8", "replace") for a in raw.rstrip(b"\0").split(b"\0"))
+    comm = _read(f"{proc}/{pid}/comm")
+    return f"[{comm.decode('utf-8', 'replace').strip()}]" if comm else ""
+
+
+def _held(proc: str, pid: str, watch: Watch) -> tuple[list[str], bool]:
+    """The watched nodes process ``pid`` holds open, and whether its fds were closed to us."""
+    fd_dir = f"{proc}/{pid}/fd"
+    try:
+        dir_fd = os.open(fd_dir, os.O_RDONLY | os.O_DIRECTORY)
+    except PermissionError:
+        return [], True
+    except OSError:  # gone, or not a process directory
+        return [], False
+    paths, rdevs = watch.paths, watch.rdevs
+    held: dict[str, None] = {}
+    readlink = os.readlink
+    try:
+        try:
+            fds = os.listdir(dir_fd)
+        except PermissionError:
+            return [], True
+        except OSError:
+            return [], False
+        for fd in fds:
+            try:
+                # Relative to the open directory: no path walk per fd.
+                target = readlink(fd, dir_fd=dir_fd)
+            except OSError:  # the fd was closed, or the process exited
+                continue
+            if target in paths:
+                held[target] = None
+            elif rdevs and target.startswith("/dev/"):
+                rdev = _rdev(f"{fd_dir}/{fd}")  # follows the fd's own link, whatever the process calls the node
+                if rdev is not None and rdev in rdevs:
+                    held[rdevs[rdev]] = None
+    finally:
+        os.close(dir_fd)
+    return list(held), False
+
+
+def scan(proc: str, watch: Watch) -> tuple[ProcScan | None, list[SourceError]]:
+    """Every process under ``proc`` that holds a watched node open; one error when some fds were closed to us.
+
+    None, with the error, when ``proc`` itself cannot be listed.
+    """
+    errors: list[SourceError] = []
+    try:
+        pids = sorted((name for name in os.listdir(proc) if name.isdigit()), key=int)
+    except OSError as e:
+        message = f"{proc}: {e.strerror or e}"
+        return None, [SourceError(PROCS_SOURCE, message, ErrorKind.of_oserror(e))]
+    found = []
+    denied = 0
+    if watch.paths:
+        for pid in pids:
+            held, closed = _held(proc, pid, watch)
+            denied += closed
+            if held:
+                container, pod = parse_cgroup((_read(f"{proc}/{pid}/cgroup") or b"").decode("utf-8", "replace"))
+                found.append(Process(int(pid), _command(proc, pid), tuple(held), container, pod))
+    if denied:
+        errors.append(
+            SourceError(
+                PROCS_SOURCE,
+                f"{proc}: the open files of {denied} of {len(pids)} processes are readable by root only; "
+                "run as root to see every holder",
+                ErrorKind.PERMISSION_DENIED,
+            )
+        )
+    return ProcScan(proc=proc, scanned=len(pids), processes=tuple(found), watched=tuple(sorted(watch.paths))), errors

@@ -1,0 +1,33 @@
+"""The table of ``devctl who``: one row per process and device it holds open."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from devctl.analyze.holders import HolderRow
+from devctl.render.table import TableStyle, grid
+
+# crictl shows the first 13 characters of a container ID.
+SHORT_ID = 13
+
+
+def _allocated(value: bool | None) -> str:
+    return "?" if value is None else "yes" if value else "no"
+
+
+def holders_table(rows: Sequence[HolderRow], style: TableStyle) -> str:
+    headers = ["resource", "device", "path", "pid", "command", "pod", "container", "allocated"]
+    if style.wide:
+        headers.insert(7, "container-id")
+    out = []
+    for r in rows:
+        command = r.command if style.wide or len(r.command) <= 40 else r.command[:39] + "…"
+        pod = f"{r.pod.namespace}/{r.pod.name}" if r.pod else None
+        row: list[object] = [r.resource, r.device, r.path, r.pid, command, pod, r.container]
+        if style.wide:
+            row.append(r.container_id)
+        elif r.container is None and r.container_id:
+            row[6] = r.container_id[:SHORT_ID]
+        row.append(_allocated(r.allocated))
+        out.append(row)
+    return grid(headers, out, style)

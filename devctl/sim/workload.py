@@ -1,0 +1,192 @@
+"""The simulated node's running workload: container and pod IDs, and the processes that hold devices open.
+
+What a real node's container runtime and kernel would show once the kubelet
+has started its pods: every running container gets a process whose
+``<root>/proc/PID`` holds a command line, a cgroup file naming its container
+(systemd driver, cgroup v2, containerd's ``cri-containerd-<id>.scope``) and
+``fd/N`` links to the host paths of the device nodes its Allocate replies gave
+it. A scenario's ``processes:`` section replaces a container's own process or
+plants one outside any pod (see docs/commands.md, "Scenario files: processes").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from devctl.model import Checkpoint
+from devctl.sim.scenario import PodSpec, ProcessSpec
+
+FIRST_PID = 1000
+
+
+def sandbox_id(pod_uid: str) -> str:
+    """A pod sandbox's ID as a runtime makes one (64 hex digits), stable for a pod UID."""
+    return hashlib.sha256(f"sandbox/{pod_uid}".encode()).hexdigest()
+
+
+def container_id(pod_uid: str, container: str) -> str:
+    """A container's ID (64 hex digits), stable for a pod UID and container name."""
+    return hashlib.sha256(f"container/{pod_uid}/{container}".encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class SimProcess:
+    pid: int
+    command: str
+    cgroup: str
+    opens: tuple[str, ...]
+
+
+def _cgroup(pod: PodSpec | None, container: str | None) -> str:
+    if pod is None or container is None:
+        return "0::/system.slice/devctl-sim-host.service\n"
+    uid = pod.uid.replace("-", "_")
+    return (
+        f"0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{uid}.slice/"
+        f"cri-containerd-{container_id(pod.uid, container)}.scope\n"
+    )
+
+
+def _allocated_nodes(checkpoint: Checkpoint | None) -> dict[tuple[str, str], tuple[str, ...]]:
+    """(pod UID, container) -> the host paths of every device node its Allocate replies name."""
+    out: dict[tuple[str, str], dict[str, None]] = {}
+    for entry in checkpoint.entries if checkpoint is not None else ():
+        if entry.allocation is not None:
+            paths = (d.host_path for d in entry.allocation.devices if d.host_path)
+            out.setdefault((entry.pod_uid, entry.container), {}).update(dict.fromkeys(paths))
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def processes(
+    pods: tuple[PodSpec, ...], planted: tuple[ProcessSpec, ...], checkpoint: Checkpoint | None
+) -> list[SimProcess]:
+    """The node's processes: one per running container with devices, unless planted ones replace it."""
+    allocated = _allocated_nodes(checkpoint)
+    every_node = tuple(dict.fromkeys(p for paths in allocated.values() for p in paths))
+    by_name = {(p.namespace, p.name): p for p in pods}
+    replaced = {(p.pod, p.container) for p in planted if p.pod is not None}
+    out: list[SimProcess] = []
+    for pod in pods:
+        for c in pod.containers:
+            nodes = allocated.get((pod.uid, c.name), ())
+            if nodes and ((pod.namespace, pod.name), c.name) not in replaced:
+                out.append(SimProcess(FIRST_PID + len(out), f"/bin/{c.name}", _cgroup(pod, c.name), nodes))
+    for spec in planted:
+        in_pod = by_name.get(spec.pod) if spec.pod is not None else None
+        if spec.pod is not None and in_pod is None:
+            continue  # its pod was not admitted: nothing runs
+        if spec.open == "all":
+            opens = every_node
+        elif spec.open == "allocated":
+            opens = allocated.get((in_pod.uid, spec.container or ""), ()) if in_pod is not None else ()
+        else:
+            opens = tuple(spec.open)
+        out.append(SimProcess(FIRST_PID + len(out), spec.command, _cgroup(in_pod, spec.container), opens))
+    return out
+
+
+def write_proc(proc: Path, procs: list[SimProcess]) -> None:
+    """Lay out ``proc`` afresh: ``PID/cmdline``, ``comm``, ``cgroup`` and ``fd/N`` symlinks to the nodes' host paths."""
+    shutil.rmtree(proc, ignore_errors=True)
+    proc.mkdir(parents=True)
+    for p in procs:
+        d = proc / str(p.pid)
+        (d / "fd").mkdir(parents=True)
+        args = p.command.split()
+        (d / "cmdline").write_bytes(b"".join(a.encode() + b"\0" for a in args))
+        (d / "comm").write_text(os.path.basename(args[0] if args else "") + "\n")
+        (d / "cgroup").write_text(p.cgroup)
+        # fds 0-2 as a container's are (/dev/null), then the device nodes.
+        for fd in range(3):
+            os.symlink("/dev/null", d / "fd" / str(fd))
+        for fd, node in enumerate(p.opens, start=3):
+            os.symlink(node, d / "fd" / str(fd))
+
+
+def remove_proc(proc: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        shutil.rmtree(proc)
+
+
+class Workload:
+    """The runtime side of a simulated node: its CRI socket; ``<root>/proc`` and the CPU/memory state once pods run.
+
+    ``node.py`` starts it with the kubelet, calls ``populate`` after admission,
+    and stops it last; ``pods`` gives the running pods at each call.
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        planted: tuple[ProcessSpec, ...],
+        pods: Callable[[], tuple[PodSpec, ...]],
+        cpus: tuple[int, ...] = (),
+    ):
+        from devctl.sim.cri import SOCKET, RuntimeServer
+
+        self.proc = root / "proc"
+        self.kubelet_dir = root / "var/lib/kubelet"
+        self._cpus = cpus
+        self._planted = planted
+        self._pods = pods
+        self.runtime = RuntimeServer(str(root / SOCKET), pods)
+
+    async def start(self) -> None:
+        await self.runtime.start()
+
+    def populate(self, checkpoint_path: str) -> None:
+        """Write ``<root>/proc`` for the running pods and the planted processes, from the checkpoint's replies."""
+        from devctl.node.checkpoint import CheckpointError, read_checkpoint
+
+        try:
+            checkpoint = read_checkpoint(checkpoint_path)
+        except (CheckpointError, OSError):
+            checkpoint = None
+        write_proc(self.proc, processes(self._pods(), self._planted, checkpoint))
+        write_kubelet_state(self.kubelet_dir, self._pods(), self._cpus)
+
+    async def stop(self) -> None:
+        await self.runtime.stop()
+
+
+def write_kubelet_state(kubelet_dir: Path, pods: tuple[PodSpec, ...], all_cpus: tuple[int, ...]) -> None:
+    """What the kubelet's static CPU and memory managers write for the running pods, and its config.yaml.
+
+    The CPU state carries the checksum the kubelet computes, so it verifies.
+    """
+    import json
+
+    from devctl.node.kubeletstate import cpu_checksum
+    from devctl.units import format_cpulist
+
+    entries: dict[str, dict[str, str]] = {}
+    memory: dict[str, dict[str, list[dict[str, object]]]] = {}
+    taken: set[int] = set()
+    for pod in pods:
+        for c in pod.containers:
+            if c.cpus:
+                entries.setdefault(pod.uid, {})[c.name] = format_cpulist(c.cpus)
+                taken.update(c.cpus)
+            if c.memory:
+                memory.setdefault(pod.uid, {})[c.name] = [
+                    {"numaAffinity": list(m.numa_nodes), "type": m.type, "size": m.size} for m in c.memory
+                ]
+    default = format_cpulist(c for c in all_cpus if c not in taken)
+    checksum = cpu_checksum("static", default, entries)
+    cpu = {"policyName": "static", "defaultCpuSet": default, "entries": entries, "checksum": checksum}
+    kubelet_dir.mkdir(parents=True, exist_ok=True)
+    (kubelet_dir / "cpu_manager_state").write_text(json.dumps(cpu))
+    (kubelet_dir / "memory_manager_state").write_text(
+        json.dumps({"policyName": "Static", "machineState": {}, "entries": memory, "checksum": 0})
+    )
+    (kubelet_dir / "config.yaml").write_text(
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+        "cpuManagerPolicy: static\nmemoryManagerPolicy: Static\n"
+        "topologyManagerPolicy: best-effort\ntopologyManagerScope: container\n"
+    )
