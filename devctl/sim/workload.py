@@ -93,8 +93,13 @@ def processes(
 
 def write_proc(proc: Path, procs: list[SimProcess]) -> None:
     """Lay out ``proc`` afresh: ``PID/cmdline``, ``comm``, ``cgroup`` and ``fd/N`` symlinks to the nodes' host paths."""
-    shutil.rmtree(proc, ignore_errors=True)
-    proc.mkdir(parents=True)
+    # Emptied, not replaced: the directory itself is recorded as made by the node (devctl.made), by its inode.
+    proc.mkdir(parents=True, exist_ok=True)
+    for entry in proc.iterdir():
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
     for p in procs:
         d = proc / str(p.pid)
         (d / "fd").mkdir(parents=True)

@@ -202,7 +202,7 @@ class Scouts:
     def _retry_at(self, socket: str) -> float:
         """When to dial a socket again that failed or could not be named: sooner at first, then less often."""
         tries = self._tries[socket] = self._tries.get(socket, 0) + 1
-        return time.monotonic() + min(SCOUT_RETRY * 2 ** (tries - 1), SCOUT_RETRY_CAP)
+        return time.monotonic() + min(SCOUT_RETRY * 2.0 ** (tries - 1), SCOUT_RETRY_CAP)
 
     def _forget(self, socket: str) -> None:
         seen = self._seen.pop(socket)
