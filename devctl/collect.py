@@ -17,7 +17,6 @@ import time
 from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import IO, TypeVar
 
 import grpc
@@ -222,7 +221,7 @@ def _read_checkpoint(path: str) -> Checkpoint | SourceError:
     try:
         return read_checkpoint(path)
     except CheckpointError as e:
-        return SourceError(CHECKPOINT, str(e), ErrorKind.MALFORMED)
+        return SourceError(CHECKPOINT, str(e), e.kind)
     except OSError as e:
         return SourceError(CHECKPOINT, _oserror(path, e), ErrorKind.of_oserror(e))
 
@@ -355,10 +354,12 @@ def dump_snapshot(snapshot: NodeSnapshot, stream: IO[str]) -> None:
 
 def load_snapshot(path: str) -> NodeSnapshot:
     """A snapshot written by ``devctl snapshot``; raises SnapshotError with a one-line reason."""
+    from devctl.node.files import FileReadError, read_file
+
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as e:
-        raise SnapshotError(_oserror(path, e)) from None
+        text = read_file(path).decode("utf-8")
+    except FileReadError as e:
+        raise SnapshotError(str(e)) from None
     except UnicodeDecodeError:
         raise SnapshotError(f"{path}: not a text file") from None
     try:

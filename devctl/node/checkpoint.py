@@ -30,8 +30,9 @@ from typing import Any
 
 from google.protobuf.message import DecodeError
 
-from devctl.model import Checkpoint, CheckpointEntry
+from devctl.model import Checkpoint, CheckpointEntry, ErrorKind
 from devctl.node.convert import decode_allocation
+from devctl.node.files import FileReadError, read_file
 
 FORMAT_V2 = "v2"
 FORMAT_V1 = "v1"  # Kubernetes <= 1.19: DeviceIDs a flat list, no NUMA nodes
@@ -54,13 +55,15 @@ class CheckpointError(Exception):
     """A checkpoint that cannot be read at all: missing, unreadable, not JSON, or not a checkpoint.
 
     ``reason`` is one line without the path, for a ``SourceError`` whose source
-    is already the path; ``str()`` of the error carries both.
+    is already the path; ``str()`` of the error carries both. ``kind`` is
+    MALFORMED for content that is not a checkpoint, else what the read said.
     """
 
-    def __init__(self, path: str, reason: str):
+    def __init__(self, path: str, reason: str, kind: ErrorKind = ErrorKind.MALFORMED):
         super().__init__(f"{path}: {reason}")
         self.path = path
         self.reason = reason
+        self.kind = kind
 
 
 @dataclass(frozen=True)
@@ -217,14 +220,9 @@ def write_checkpoint(path: str, entries: Sequence[RawEntry], registered: Mapping
 
 def _read_bytes(path: str) -> bytes:
     try:
-        with open(path, "rb") as f:
-            return f.read()
-    except FileNotFoundError as err:
-        raise CheckpointError(path, "no such file") from err
-    except PermissionError as err:
-        raise CheckpointError(path, "permission denied") from err
-    except OSError as err:
-        raise CheckpointError(path, (err.strerror or str(err)).lower()) from err
+        return read_file(path)
+    except FileReadError as err:
+        raise CheckpointError(path, err.reason, err.kind) from None
 
 
 def _refuse_constant(name: str) -> Any:
