@@ -43,7 +43,7 @@ from devctl.model import (
     SourceError,
 )
 from devctl.node.rpc import RpcFailure, check_socket
-from devctl.serial import from_plain, to_plain
+from devctl.serial import PlainError, from_plain, to_plain
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -370,8 +370,8 @@ def load_snapshot(path: str) -> NodeSnapshot:
         raise SnapshotError(f"{path}: not a devctl snapshot (written by `devctl snapshot`)")
     try:
         return from_plain(NodeSnapshot, data)
-    except (TypeError, ValueError, KeyError, AttributeError) as e:
-        raise SnapshotError(f"{path}: damaged snapshot: {e}".splitlines()[0]) from None
+    except PlainError as e:
+        raise SnapshotError(f"{path}: damaged snapshot: {e}") from None
 
 
 async def get_pod(paths: NodePaths, timeout: float, name: str, namespace: str) -> PodResources:

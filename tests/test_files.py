@@ -159,4 +159,3 @@ def test_a_plugin_config_that_is_a_fifo_is_a_usage_error(tmp_path):
     r = run_devctl("plugin", "serve", "--config", str(path), "--no-register", timeout=BOUND)
     assert r.exit_code == 2
     assert f"{path}: {reason}" in r.stderr and len(r.stderr.splitlines()) == 1
-
