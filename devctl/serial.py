@@ -229,24 +229,10 @@ def _dataclass(cls: type) -> _Builder:
         if f.init
     ]
 
-    defaults = {f.name: f.default for f in dataclasses.fields(cls) if f.init and f.default is not dataclasses.MISSING}
-    factories = [
-        (f.name, f.default_factory)
-        for f in dataclasses.fields(cls)
-        if f.init and f.default_factory is not dataclasses.MISSING
-    ]
-    # A frozen dataclass's __init__ sets each field through object.__setattr__;
-    # filling the instance dict is the same object at a third of the cost. The
-    # model's classes do nothing else in __init__; one that did is built by it.
-    direct = not hasattr(cls, "__post_init__") and not hasattr(cls, "__slots__")
-    new = object.__new__
-
     def dataclass(data: Any) -> Any:
         if data.__class__ is not dict:
             raise _expected("an object", data)
-        values = dict(defaults)
-        for name, factory in factories:
-            values[name] = factory()
+        values = {}
         for name, build, required in fields:
             if name in data:
                 try:
@@ -258,11 +244,7 @@ def _dataclass(cls: type) -> _Builder:
                 err = PlainError("missing")
                 err._steps.append(f".{name}")
                 raise err
-        if not direct:
-            return cls(**values)
-        obj = new(cls)
-        obj.__dict__.update(values)
-        return obj
+        return cls(**values)
 
     return dataclass
 

@@ -297,6 +297,11 @@ def _ids(value: Any, where: str) -> tuple[str, ...] | None:
         return None
     if not isinstance(value, list):
         raise _Shape(f"{where} is {_kind(value)}, expected a list of device IDs")
+    # A million registered IDs are a million strings: check their type in one
+    # pass and look for lone surrogates in one search, element by element only
+    # when something is off.
+    if all(v.__class__ is str for v in value) and not _LONE_SURROGATE.search("".join(value)):
+        return tuple(value)
     return tuple(_text(v, f"{where}[{i}]") for i, v in enumerate(value))
 
 
