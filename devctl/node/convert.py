@@ -30,7 +30,6 @@ from devctl.model import (
     PodResources,
 )
 
-
 # NUMA node tuples seen so far, to share one tuple among all devices on the same nodes.
 _NUMA: dict[tuple[int, ...], tuple[int, ...]] = {(): ()}
 _NUMA_SHARED = 1024
