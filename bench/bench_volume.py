@@ -45,7 +45,7 @@ import time
 from concurrent import futures
 from pathlib import Path
 
-from bench_read import DEVCTL, PYTHON, run_child
+from bench_read import DEVCTL, PYTHON
 
 HERE = Path(__file__).resolve().parent
 
@@ -184,17 +184,34 @@ def serve(root: str, case: str) -> None:
 # --- the measurement ---------------------------------------------------------------------------------
 
 
-def measure(argv: list[str], env: dict[str, str], runs: int) -> tuple[float, float]:
+def run_child(argv: list[str], env: dict[str, str]) -> tuple[float, float, float]:
+    """Wall seconds, CPU seconds (user + system) and peak RSS in MiB of one child, its stdout discarded.
+
+    CPU time is given beside wall time because it moves less when other work
+    shares the machine.
+    """
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    err = proc.stderr.read().decode() if proc.stderr else ""
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{' '.join(argv)} failed ({os.waitstatus_to_exitcode(status)}): {err.strip()}")
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+
+
+def measure(argv: list[str], env: dict[str, str], runs: int) -> tuple[float, float, float]:
+    """Median wall and CPU seconds and the highest peak RSS (MiB) of ``runs`` runs after a warm-up."""
     run_child(argv, env)  # warm the page cache
-    walls, rss = [], []
-    for _ in range(runs):
-        wall, peak, _ = run_child(argv, env)
-        walls.append(wall)
-        rss.append(peak)
-    return statistics.median(walls), max(rss) / 1024
+    results = [run_child(argv, env) for _ in range(runs)]
+    return (
+        statistics.median(r[0] for r in results),
+        statistics.median(r[1] for r in results),
+        max(r[2] for r in results),
+    )
 
 
-def run_case(case: str, runs: int, timeout: float, profile: Path | None) -> list[tuple[str, float, float]]:
+def run_case(case: str, runs: int, timeout: float, profile: Path | None) -> list[tuple[str, str, float, float, float]]:
     root = Path(tempfile.mkdtemp(prefix="dcv", dir="/tmp"))
     env = {**os.environ, "NO_COLOR": "1", "DEVCTL_ROOT": str(root), "PYTHONPATH": str(HERE.parent)}
     t0 = time.perf_counter()
@@ -212,10 +229,10 @@ def run_case(case: str, runs: int, timeout: float, profile: Path | None) -> list
         )
         for command in COMMANDS[case]:
             argv = [*DEVCTL, "--timeout", str(timeout), *command]
-            wall, rss = measure(argv, env, runs)
+            wall, cpu, rss = measure(argv, env, runs)
             name = " ".join(command)
-            rows.append((case, name, wall, rss))
-            print(f"  devctl {name:<22}{wall * 1000:>8.0f} ms{rss:>8.1f} MiB", flush=True)
+            rows.append((case, name, wall, cpu, rss))
+            print(f"  devctl {name:<22}{wall:>7.1f} s wall{cpu:>7.1f} s CPU{rss:>8.0f} MiB", flush=True)
             if profile is not None:
                 out = profile / f"{case}-{command[0]}.prof"
                 run_child([PYTHON, "-m", "cProfile", "-o", str(out), *argv[1:]], env)
@@ -246,11 +263,12 @@ def main() -> None:
     for case in args.case or ["devices", "pods", "checkpoint"]:
         rows += run_case(case, args.runs, args.timeout, args.profile)
 
-    print(f"\n{'case':<12}{'command':<24}{'median wall':>14}{'peak RSS':>12}")
-    for case, name, wall, rss in rows:
-        print(f"{case:<12}{'devctl ' + name:<24}{wall * 1000:>11.0f} ms{rss:>8.1f} MiB")
+    print(f"\n{'case':<12}{'command':<26}{'median wall':>12}{'median CPU':>12}{'peak RSS':>10}")
+    for case, name, wall, cpu, rss in rows:
+        print(f"{case:<12}{'devctl ' + name:<26}{wall:>10.1f} s{cpu:>10.1f} s{rss:>6.0f} MiB")
+    print(f"load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     for (case, command), (seconds, mib) in TARGETS.items():
-        for row_case, name, wall, rss in rows:
+        for row_case, name, wall, _, rss in rows:
             if (row_case, name) == (case, command):
                 ok = wall < seconds and rss < mib
                 print(

@@ -30,8 +30,11 @@ from devctl.model import (
     PodResources,
 )
 
-# NUMA node tuples seen so far, to share one tuple among all devices on the same nodes.
-_NUMA: dict[tuple[int, ...], tuple[int, ...]] = {(): ()}
+# NUMA node tuples by the wire bytes of their TopologyInfo: reading the bytes is
+# one call where walking the nodes makes a Python object per node, and every
+# device on the same nodes shares one tuple. Bounded, so that a hostile plugin
+# cannot grow it.
+_NUMA_BY_WIRE: dict[bytes, tuple[int, ...]] = {}
 _NUMA_SHARED = 1024
 
 
@@ -39,10 +42,13 @@ def numa_ids(topology: Any) -> tuple[int, ...]:
     """NUMA node IDs of a TopologyInfo (v1beta1 or v1); () when it has none (an unset field reads as empty)."""
     if topology is None:
         return ()
-    ids = tuple([node.ID for node in topology.nodes])
-    if len(_NUMA) >= _NUMA_SHARED:  # a hostile plugin cannot grow it without bound
-        return _NUMA.get(ids, ids)
-    return _NUMA.setdefault(ids, ids)
+    wire = topology.SerializeToString()
+    ids = _NUMA_BY_WIRE.get(wire)
+    if ids is None:
+        ids = tuple([node.ID for node in topology.nodes])
+        if len(_NUMA_BY_WIRE) < _NUMA_SHARED:
+            _NUMA_BY_WIRE[wire] = ids
+    return ids
 
 
 def device(msg: dp.Device) -> Device:
@@ -105,10 +111,26 @@ def decode_allocation(raw: bytes) -> Allocation:
 _V1_CONTAINER_DEVICES = pr_v1.ContainerDevices.DESCRIPTOR
 
 
-def container_devices(msg: Any) -> ContainerDevices:
+def device_groups(msgs: Any) -> tuple[ContainerDevices, ...]:
+    """Repeated ContainerDevices as one entry per resource and NUMA nodes, IDs in the order given.
+
+    The kubelet sends one message per device ID (containerDevicesFromResourceDeviceInstances),
+    in Go's random map order, so a node with a million devices would become a
+    million model objects that every view then walks; grouped, it is a few.
+    """
+    groups: dict[tuple[str, tuple[int, ...]], list[str]] = {}
     # v1alpha1 messages have no topology field.
-    topo = msg.topology if msg.DESCRIPTOR is _V1_CONTAINER_DEVICES else None
-    return ContainerDevices(resource=intern(msg.resource_name), ids=tuple(msg.device_ids), numa_nodes=numa_ids(topo))
+    has_topology = len(msgs) > 0 and msgs[0].DESCRIPTOR is _V1_CONTAINER_DEVICES
+    for msg in msgs:
+        key = (msg.resource_name, numa_ids(msg.topology) if has_topology else ())
+        ids = groups.get(key)
+        if ids is None:
+            ids = groups[key] = []
+        ids.extend(msg.device_ids)
+    return tuple(
+        ContainerDevices(resource=intern(resource), ids=tuple(ids), numa_nodes=numa)
+        for (resource, numa), ids in groups.items()
+    )
 
 
 def container_memory(msg: Any) -> ContainerMemory:
@@ -134,7 +156,7 @@ def dynamic_resource(msg: Any) -> DynamicResource:
 def container(msg: Any) -> ContainerResources:
     return ContainerResources(
         name=msg.name,
-        devices=tuple(container_devices(d) for d in msg.devices),
+        devices=device_groups(msg.devices),
         cpu_ids=tuple(getattr(msg, "cpu_ids", ())),
         memory=tuple(container_memory(m) for m in getattr(msg, "memory", ())),
         dynamic_resources=tuple(dynamic_resource(r) for r in getattr(msg, "dynamic_resources", ())),
@@ -147,7 +169,7 @@ def pod(msg: Any) -> PodResources:
 
 def allocatable(msg: Any) -> AllocatableResources:
     return AllocatableResources(
-        devices=tuple(container_devices(d) for d in msg.devices),
+        devices=device_groups(msg.devices),
         cpu_ids=tuple(msg.cpu_ids),
         memory=tuple(container_memory(m) for m in msg.memory),
     )
