@@ -65,7 +65,8 @@ def from_plain(cls: type[T], data: Any) -> T:
     Fields this version does not know are ignored (a snapshot from a newer
     devctl); a missing field takes its default, and is an error without one.
     """
-    return _builder(cls)(data)
+    build: _Builder = _builder(cls)  # type: ignore[arg-type]  # a class is hashable; mypy's Hashable check misses it
+    return build(data)
 
 
 def _got(data: Any) -> str:
@@ -167,7 +168,7 @@ def _scalar(tp: type) -> _Builder:
 
 
 def _sequence(item_type: Any, make: type) -> _Builder:
-    what = _describe(typing.GenericAlias(list, (item_type,)))
+    what = _describe(list[item_type])
     build = _builder(item_type)
     exact = item_type if item_type in (str, int, bool) else None
 
@@ -241,9 +242,9 @@ def _dataclass(cls: type) -> _Builder:
                     err._steps.append(f".{name}")
                     raise
             elif required:
-                err = PlainError("missing")
-                err._steps.append(f".{name}")
-                raise err
+                missing = PlainError("missing")
+                missing._steps.append(f".{name}")
+                raise missing
         return cls(**values)
 
     return dataclass
