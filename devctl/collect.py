@@ -18,7 +18,6 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import IO, TypeVar
 
 import grpc
@@ -64,7 +63,7 @@ from devctl.node.sockets import (
     registry_endpoint,
     registry_sockets,
 )
-from devctl.serial import from_plain, to_plain
+from devctl.serial import PlainError, from_plain, to_plain
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -526,10 +525,12 @@ def dump_snapshot(snapshot: NodeSnapshot, stream: IO[str]) -> None:
 
 def load_snapshot(path: str) -> NodeSnapshot:
     """A snapshot written by ``devctl snapshot``; raises SnapshotError with a one-line reason."""
+    from devctl.node.files import FileReadError, read_file
+
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as e:
-        raise SnapshotError(_oserror(path, e)) from None
+        text = read_file(path).decode("utf-8")
+    except FileReadError as e:
+        raise SnapshotError(str(e)) from None
     except UnicodeDecodeError:
         raise SnapshotError(f"{path}: not a text file") from None
     try:
@@ -540,8 +541,8 @@ def load_snapshot(path: str) -> NodeSnapshot:
         raise SnapshotError(f"{path}: not a devctl snapshot (written by `devctl snapshot`)")
     try:
         return from_plain(NodeSnapshot, data)
-    except (TypeError, ValueError, KeyError, AttributeError) as e:
-        raise SnapshotError(f"{path}: damaged snapshot: {e}".splitlines()[0]) from None
+    except PlainError as e:
+        raise SnapshotError(f"{path}: damaged snapshot: {e}") from None
 
 
 async def get_pod(paths: NodePaths, timeout: float, name: str, namespace: str) -> PodResources:

@@ -384,7 +384,7 @@ def test_a_missing_file(tmp_path: Path) -> None:
 def test_a_directory(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError) as err:
         read_checkpoint(str(tmp_path))
-    assert_one_line(err.value, str(tmp_path), "is a directory")
+    assert_one_line(err.value, str(tmp_path), "not a regular file but a directory")
 
 
 @pytest.mark.parametrize(

@@ -304,7 +304,8 @@ async def test_a_reply_above_4_mib_arrives_whole(sock: str):
     assert info.value.details().endswith(f" vs. {DEFAULT_RECEIVE_LIMIT}))")
     assert len(pods) == 5000
     assert pods[-1].name == "a-pod-name-as-long-as-a-statefulset-would-make-it-0004999"
-    assert len(pods[-1].containers[1].devices) == 4  # two devices, each on NUMA nodes 0 and 1
+    # Two devices, each on NUMA nodes 0 and 1: one entry per NUMA node holding both.
+    assert [(d.numa_nodes, len(d.ids)) for d in pods[-1].containers[1].devices] == [((0,), 2), ((1,), 2)]
 
 
 async def test_sixty_back_to_back_calls_meet_the_rate_limit(sock: str):

@@ -102,7 +102,7 @@ async def test_invalid_resource_name_exits_2(short_root: Path) -> None:
         (["--resource", RESOURCE], "give --count N or --device ID"),
         (["--resource", RESOURCE, "--device", "a@x"], "NUMA nodes must be integers"),
         (["--resource", RESOURCE, "--count", "1", "--env", "NOEQUALS"], "expected KEY=VALUE"),
-        (["--config", "/nonexistent/plugin.yaml"], "No such file"),
+        (["--config", "/nonexistent/plugin.yaml"], "no such file"),
     ],
 )
 def test_bad_usage_exits_2_with_one_line(short_root: Path, args: list[str], message: str) -> None:

@@ -271,7 +271,7 @@ def test_sim_node_fixture_serves_callers_on_other_loops(sim_node) -> None:
 
     async def healthy_gpus() -> int:
         async with PodResourcesClient(sim_node.paths.pod_resources, timeout=WAIT) as client:
-            return sum(1 for d in (await client.allocatable()).devices if d.resource == GPU)
+            return sum(len(d.ids) for d in (await client.allocatable()).devices if d.resource == GPU)
 
     assert asyncio.run(healthy_gpus()) == 7
     sim_node.set_health(GPU, "GPU-7", UNHEALTHY)

@@ -141,7 +141,7 @@ def test_bad_scenarios_name_the_field(data: object, expected: str) -> None:
 
 
 def test_load_scenario_file_errors(tmp_path: Path) -> None:
-    with pytest.raises(ScenarioError, match=r"nope\.yaml: No such file"):
+    with pytest.raises(ScenarioError, match=r"nope\.yaml: no such file"):
         load_scenario(tmp_path / "nope.yaml")
     bad = tmp_path / "bad.yaml"
     bad.write_text("numa_nodes: [\n  {id: 0\n")

@@ -79,10 +79,23 @@ def options(ctx: typer.Context) -> GlobalOptions:
 
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
-    """Run the async core at the CLI's edge."""
+    """Run the async core at the CLI's edge.
+
+    The result travels outside the main task: on the way out, Python 3.11's
+    asyncio.run looks up the SIGINT handler, and ``signal.getsignal`` formats
+    that handler (which holds the main task) into an error message it then
+    drops, which ``repr``s the task's result in full: seconds and hundreds of
+    MiB for a snapshot of a million devices (docs/performance.md).
+    """
     import asyncio
 
-    return asyncio.run(coro)
+    box: list[T] = []
+
+    async def main() -> None:
+        box.append(await coro)
+
+    asyncio.run(main())
+    return box[0]
 
 
 def socket_path(path: str, plugins_dir: str) -> str:

@@ -164,14 +164,14 @@ def build_spec(
 def _load_config(path: str) -> dict[str, Any]:
     import yaml
 
+    from devctl.node.files import FileReadError, read_file
     from devctl.plugin.spec import SpecError
 
     try:
-        with open(path, encoding="utf-8") as f:
-            data = yaml.safe_load(f)
-    except OSError as e:
-        raise SpecError(f"cannot read {path}: {e.strerror or e}") from None
-    except (yaml.YAMLError, UnicodeDecodeError) as e:
+        data = yaml.safe_load(read_file(path))
+    except FileReadError as e:
+        raise SpecError(str(e)) from None
+    except yaml.YAMLError as e:
         raise SpecError(f"{path}: not valid YAML: {str(e).splitlines()[0]}") from None
     if not isinstance(data, dict):
         raise SpecError(f"{path}: expected a mapping like a scenario `resources:` entry")

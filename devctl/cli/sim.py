@@ -286,11 +286,12 @@ def add_pod(
     """Admit a pod as at start: its DRA claims prepared, then its devices allocated."""
     import yaml
 
+    from devctl.node.files import FileReadError, read_file
+
     try:
-        with open(file, encoding="utf-8") as f:
-            data = yaml.safe_load(f)
-    except OSError as e:
-        fail(f"{file}: {e.strerror or e}")
+        data = yaml.safe_load(read_file(file))
+    except FileReadError as e:
+        fail(str(e))
     except yaml.YAMLError as e:
         fail(f"{file}: not valid YAML: {str(e).splitlines()[0]}")
     if isinstance(data, list) and len(data) == 1:

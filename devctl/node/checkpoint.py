@@ -32,6 +32,7 @@ from google.protobuf.message import DecodeError
 
 from devctl.model import Checkpoint, CheckpointEntry, ErrorKind
 from devctl.node.convert import decode_allocation
+from devctl.node.files import FileReadError, read_file
 
 FORMAT_V2 = "v2"
 FORMAT_V1 = "v1"  # Kubernetes <= 1.19: DeviceIDs a flat list, no NUMA nodes
@@ -54,7 +55,8 @@ class CheckpointError(Exception):
     """A checkpoint that cannot be read at all: missing, unreadable, not JSON, or not a checkpoint (its ``kind``).
 
     ``reason`` is one line without the path, for a ``SourceError`` whose source
-    is already the path; ``str()`` of the error carries both.
+    is already the path; ``str()`` of the error carries both. ``kind`` is
+    MALFORMED for content that is not a checkpoint, else what the read said.
     """
 
     def __init__(self, path: str, reason: str, kind: ErrorKind = ErrorKind.MALFORMED):
@@ -62,6 +64,7 @@ class CheckpointError(Exception):
         self.kind = kind
         self.path = path
         self.reason = reason
+        self.kind = kind
 
 
 @dataclass(frozen=True)
@@ -122,7 +125,7 @@ def fnv1a32(data: bytes) -> int:
     return h
 
 
-def render_spew(data: Mapping) -> str:
+def render_spew(data: Mapping[str, Any]) -> str:
     """The go-spew ``%#v`` rendering of a checkpoint's ``Data`` value (parsed JSON), whose FNV-1a is the checksum.
 
     The format follows the value: flat ``DeviceIDs`` lists render the old
@@ -218,14 +221,9 @@ def write_checkpoint(path: str, entries: Sequence[RawEntry], registered: Mapping
 
 def _read_bytes(path: str) -> bytes:
     try:
-        with open(path, "rb") as f:
-            return f.read()
-    except FileNotFoundError as err:
-        raise CheckpointError(path, "no such file", ErrorKind.MISSING) from err
-    except PermissionError as err:
-        raise CheckpointError(path, "permission denied", ErrorKind.PERMISSION_DENIED) from err
-    except OSError as err:
-        raise CheckpointError(path, (err.strerror or str(err)).lower(), ErrorKind.of_oserror(err)) from err
+        return read_file(path)
+    except FileReadError as err:
+        raise CheckpointError(path, err.reason, err.kind) from None
 
 
 def _refuse_constant(name: str) -> Any:
@@ -262,7 +260,7 @@ def _kind(value: Any) -> str:
     return "an object"
 
 
-def _field(obj: Mapping, name: str, default: Any = None) -> Any:
+def _field(obj: Mapping[str, Any], name: str, default: Any = None) -> Any:
     """A struct field of a JSON object, matched like encoding/json: exactly, else ignoring case."""
     if name in obj:
         return obj[name]
@@ -300,6 +298,11 @@ def _ids(value: Any, where: str) -> tuple[str, ...] | None:
         return None
     if not isinstance(value, list):
         raise _Shape(f"{where} is {_kind(value)}, expected a list of device IDs")
+    # A million registered IDs are a million strings: check their type in one
+    # pass and look for lone surrogates in one search, element by element only
+    # when something is off.
+    if all(v.__class__ is str for v in value) and not _LONE_SURROGATE.search("".join(value)):
+        return tuple(value)
     return tuple(_text(v, f"{where}[{i}]") for i, v in enumerate(value))
 
 

@@ -35,6 +35,7 @@ from devctl.model import (
     SourceError,
 )
 from devctl.node.checkpoint import fnv1a32
+from devctl.node.files import FileReadError, read_file
 from devctl.units import parse_cpulist
 
 # Larger than any real state file by far; a bigger one is not the kubelet's.
@@ -51,16 +52,16 @@ class StateError(Exception):
         self.kind = kind
 
 
-def _read_json(path: str) -> Any:
+def _read(path: str) -> bytes:
+    """The file's bytes through the one safe reader (regular files only, never blocking, capped)."""
     try:
-        # O_NONBLOCK: a FIFO put where the file belongs must not hang the read.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError as e:
-        raise StateError(f"{path}: {e.strerror or e}", ErrorKind.of_oserror(e)) from None
-    with os.fdopen(fd, "rb") as f:
-        if not os.path.isfile(path) or os.fstat(f.fileno()).st_size > MAX_BYTES:
-            raise StateError(f"{path}: not a regular file of at most {MAX_BYTES} bytes", ErrorKind.MALFORMED)
-        raw = f.read(MAX_BYTES + 1)
+        return read_file(path, MAX_BYTES)
+    except FileReadError as e:
+        raise StateError(str(e), e.kind) from None
+
+
+def _read_json(path: str) -> Any:
+    raw = _read(path)
     try:
         return json.loads(raw.decode("utf-8", "replace"))
     except ValueError as e:
@@ -152,11 +153,7 @@ def read_memory_state(path: str) -> MemoryManagerState:
 def read_kubelet_config(path: str) -> KubeletConfig:
     import yaml
 
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_BYTES)
-    except OSError as e:
-        raise StateError(f"{path}: {e.strerror or e}", ErrorKind.of_oserror(e)) from None
+    raw = _read(path)
     try:
         data = yaml.safe_load(raw)
     except yaml.YAMLError:

@@ -23,8 +23,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from devctl.model import Checkpoint, ErrorKind, Process, ProcScan, SourceError
+from devctl.node.files import FileReadError, read_file
 
 PROCS_SOURCE = "procs"
+# A process' cmdline or cgroup file: a few KiB at most (the kernel caps cmdline at a page per argument page).
+PROC_FILE_LIMIT = 1024 * 1024
 
 # The last path element of a container's cgroup: containerd (systemd driver)
 # "cri-containerd-<id>.scope", CRI-O "crio-<id>.scope", Docker "docker-<id>.scope",
@@ -103,10 +106,10 @@ class Watch:
 
 
 def _read(path: str) -> bytes | None:
+    """A ``<proc>/PID`` file (cmdline, cgroup), or None: a process that exited, or anything but a small regular file."""
     try:
-        with open(path, "rb") as f:
-            return f.read(65536)
-    except OSError:
+        return read_file(path, PROC_FILE_LIMIT)
+    except FileReadError:
         return None
 
 

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from devctl.model import ErrorKind, HostTopology, Hugepages, NumaNode, PciDevice
+from devctl.node.files import FileReadError, read_file
 from devctl.units import parse_cpulist
 
 # Layout as the kernel writes it: drivers/base/node.c (node<N>/cpulist, meminfo,
@@ -25,6 +26,9 @@ NODE_DIR = "devices/system/node"
 CPU_ONLINE = "devices/system/cpu/online"
 PCI_DIR = "bus/pci/devices"
 GLOBAL_HUGEPAGES = "kernel/mm/hugepages"
+
+# A sysfs attribute is at most a page; a node's meminfo is the longest devctl reads.
+_ATTRIBUTE_LIMIT = 64 * 1024
 
 _NODE_NAME = re.compile(r"node(\d+)")
 _HUGEPAGES_NAME = re.compile(r"hugepages-(\d+)kB")
@@ -60,24 +64,16 @@ def read_topology(sysfs: str, use_udev: bool = True) -> HostTopology:
 
 
 def _read(path: str) -> str | None:
-    """A small sysfs file's text, or None when it is missing, unreadable or not text.
+    """A small sysfs file's text, or None when it is missing, unreadable, not a regular file or not text.
 
-    Raw ``os.open``/``os.read``: a few thousand PCI devices mean tens of
-    thousands of tiny files, and this is twice as fast as ``open()``.
+    Every sysfs attribute reports a size of 4096 whatever it holds, and a
+    simulated or bind-mounted tree may hold anything, so the safe reader caps
+    it at a few pages.
     """
     try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
+        return read_file(path, _ATTRIBUTE_LIMIT).decode("ascii").strip()
+    except (FileReadError, ValueError):
         return None
-    try:
-        chunks = []
-        while chunk := os.read(fd, 4096):  # a sysfs attribute is at most a page
-            chunks.append(chunk)
-        return b"".join(chunks).decode("ascii").strip()
-    except (OSError, ValueError):
-        return None
-    finally:
-        os.close(fd)
 
 
 def _read_int(path: str) -> int | None:

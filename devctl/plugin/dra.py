@@ -49,6 +49,7 @@ from devctl.api.pluginregistration.v1 import api_pb2 as reg
 from devctl.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from devctl.control import LineServer
 from devctl.model import HEALTHY, UNHEALTHY
+from devctl.node.files import FileReadError, read_file
 from devctl.plugin import cdi
 from devctl.plugin.control import control_path
 from devctl.plugin.server import STOP_GRACE, RpcRecord, ServeError
@@ -79,9 +80,8 @@ def recorded_allocation(root: str, driver: str) -> Allocation:
 
     def allocation(namespace: str, name: str, uid: str) -> Sequence[str] | None:
         try:
-            with open(path, encoding="utf-8") as f:
-                record = json.load(f)
-        except (OSError, ValueError):
+            record = json.loads(read_file(path))
+        except (FileReadError, ValueError):
             return None
         devices = record.get(driver, {}).get(uid) if isinstance(record, dict) else None
         return [str(d) for d in devices] if isinstance(devices, list) else None

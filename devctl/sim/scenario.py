@@ -109,10 +109,14 @@ def default_scenario() -> Scenario:
 
 def load_scenario(path: str | Path) -> Scenario:
     """A scenario from a YAML file; every problem, from a missing file to a bad field, is a ScenarioError."""
+    from devctl.node.files import FileReadError, read_file
+
     try:
-        text = Path(path).read_text()
-    except OSError as e:
-        raise ScenarioError(f"{path}: {e.strerror or e}") from None
+        text = read_file(str(path)).decode("utf-8")
+    except FileReadError as e:
+        raise ScenarioError(str(e)) from None
+    except UnicodeDecodeError:
+        raise ScenarioError(f"{path}: not a text file") from None
     try:
         return parse_scenario(_load_yaml(text))
     except ScenarioError as e:
