@@ -26,7 +26,7 @@ from devctl.model import Checkpoint, ErrorKind, Process, ProcScan, SourceError
 from devctl.node.files import FileReadError, read_file
 
 PROCS_SOURCE = "procs"
-# A process' cmdline or cgroup file: a few KiB at most (the kernel caps cmdline at a page per argument page).
+# A process' cmdline or cgroup file is small; the cap bounds what a hostile or fake proc tree can make devctl read.
 PROC_FILE_LIMIT = 1024 * 1024
 
 # The last path element of a container's cgroup: containerd (systemd driver)
