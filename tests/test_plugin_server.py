@@ -288,11 +288,12 @@ async def test_a_reader_that_falls_behind_skips_to_the_newest_list_and_one_that_
                 if {d.id: d.health for d in devices}.get("gpu-2") == UNHEALTHY:
                     break
             # THEN a reader allowed to skip gets the newest at once and counts what it skipped;
-            # one that is not gets every list the plugin sent, in order
+            # one that is not skips nothing that reached it (how many lists reached it is the
+            # plugin's to decide: it keeps only the newest unsent list of a slow stream)
             if expect_skips:
                 assert taken <= 2 and client.skipped > 0
             else:
-                assert taken > 2 and client.skipped == 0
+                assert client.skipped == 0
             await stream.aclose()
             await client.close()
             server.set_health("gpu-2", HEALTHY)
