@@ -10,7 +10,9 @@ from dataclasses import replace
 
 from devctl.model import (
     ALL_SOURCES,
+    CDI,
     CHECKPOINT,
+    DRA_CHECKPOINT,
     IDENTITIES,
     PLUGINS,
     PLUGINS_DIR_SOURCE,
@@ -24,7 +26,9 @@ from devctl.model import (
 
 __all__ = [
     "ALL_SOURCES",
+    "CDI",
     "CHECKPOINT",
+    "DRA_CHECKPOINT",
     "IDENTITIES",
     "KUBELET_SOURCES",
     "PLUGINS",
@@ -63,6 +67,10 @@ def sources_read(snapshot: NodeSnapshot) -> frozenset[str]:
         read.add(TOPOLOGY)
     if snapshot.pod_identities:
         read.add(IDENTITIES)
+    if snapshot.dra_checkpoint is not None:
+        read.add(DRA_CHECKPOINT)
+    if snapshot.cdi is not None and snapshot.cdi.specs:
+        read.add(CDI)  # empty or absent spec dirs are the default of a node without CDI: nothing was read
     return frozenset(read)
 
 
@@ -79,6 +87,9 @@ _ERROR_SOURCES = {
     PLUGINS: PLUGINS,
     "plugin": PLUGINS,
     "registry": PLUGINS,
+    "dra": PLUGINS,  # a DRA driver's endpoint or health stream
+    DRA_CHECKPOINT: DRA_CHECKPOINT,
+    CDI: CDI,
     PLUGINS_DIR_SOURCE: PLUGINS,
     CHECKPOINT: CHECKPOINT,
     TOPOLOGY: TOPOLOGY,

@@ -107,6 +107,13 @@ def main_options(
     pod_logs: Annotated[
         str | None, typer.Option(envvar="DEVCTL_POD_LOGS", help="Per-pod log dirs [<root>/var/log/pods].")
     ] = None,
+    cdi_dirs: Annotated[
+        str | None,
+        typer.Option(
+            envvar="DEVCTL_CDI_DIRS",
+            help="CDI spec dirs, lowest priority first [<root>/etc/cdi:<root>/var/run/cdi].",
+        ),
+    ] = None,
     timeout: Annotated[
         float,
         typer.Option(
@@ -134,6 +141,7 @@ def main_options(
         pod_resources=pod_resources,
         sysfs=sysfs,
         pod_logs=pod_logs,
+        cdi_dirs=cdi_dirs,
         timeout=timeout,
         from_file=from_file,
         verbose=verbose,

@@ -50,6 +50,7 @@ class GlobalOptions:
     pod_resources: str | None = None
     sysfs: str | None = None
     pod_logs: str | None = None
+    cdi_dirs: str | None = None
     timeout: float = 5.0
     from_file: str | None = None
     verbose: bool = False
@@ -64,6 +65,7 @@ class GlobalOptions:
             pod_resources=self.pod_resources,
             sysfs=self.sysfs,
             pod_logs=self.pod_logs,
+            cdi_dirs=self.cdi_dirs,
         )
 
 

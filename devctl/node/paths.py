@@ -19,6 +19,11 @@ ENV_PLUGINS_DIR = "DEVCTL_PLUGINS_DIR"
 ENV_POD_RESOURCES = "DEVCTL_POD_RESOURCES"
 ENV_SYSFS = "DEVCTL_SYSFS"
 ENV_POD_LOGS = "DEVCTL_POD_LOGS"
+ENV_CDI_DIRS = "DEVCTL_CDI_DIRS"
+
+# The container runtime's default CDI spec dirs, lowest priority first: a later
+# dir wins over an earlier one (containerd's and CRI-O's ``cdi_spec_dirs``).
+DEFAULT_CDI_DIRS = ("etc/cdi", "var/run/cdi")
 
 # Under `kubectl debug node/NAME` the host's filesystem is mounted here.
 HOST_MOUNT = "/host"
@@ -42,6 +47,7 @@ def resolve_paths(
     pod_resources: str | None = None,
     sysfs: str | None = None,
     pod_logs: str | None = None,
+    cdi_dirs: str | None = None,
     env: Mapping[str, str] | None = None,
     host_mount: str = HOST_MOUNT,
 ) -> NodePaths:
@@ -60,4 +66,12 @@ def resolve_paths(
         pod_resources=pick(pod_resources, ENV_POD_RESOURCES) or _join(kubelet, "pod-resources/kubelet.sock"),
         sysfs=pick(sysfs, ENV_SYSFS) or _join(root, "sys"),
         pod_logs=pick(pod_logs, ENV_POD_LOGS) or _join(root, "var/log/pods"),
+        cdi_dirs=_cdi_dirs(pick(cdi_dirs, ENV_CDI_DIRS), root),
     )
+
+
+def _cdi_dirs(flag: str | None, root: str) -> tuple[str, ...]:
+    """``--cdi-dirs A:B`` as given (lowest priority first), else the runtime's defaults under the root."""
+    if flag:
+        return tuple(d for d in flag.split(":") if d)
+    return tuple(_join(root, d) for d in DEFAULT_CDI_DIRS)
