@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from devctl.cli.app import app
 
 COMMANDS = {
-    "call", "checkpoint", "completion", "demo", "devices", "doctor", "exporter", "fleet", "get", "ls", "plugin",
+    "call", "cdi", "checkpoint", "claims", "completion", "demo", "devices", "doctor", "exporter", "fleet", "get", "ls", "plugin",
     "plugins",
     "pods", "sim", "snapshot", "topo", "tui", "watch",
 }  # fmt: skip

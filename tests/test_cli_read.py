@@ -534,7 +534,8 @@ def test_a_corrupt_checkpoint(default_node, tmp_path):
     write_checkpoint_file(tmp_path, '{"Data": {"PodDeviceEntries": [{"PodUID": ')
     args = ["--plugins-dir", str(tmp_path)]
     r = devctl(default_node.root, *args, "checkpoint")
-    assert r.exit_code == 3 and r.stdout == ""
+    # The node's other checkpoint, dra_manager_state, still reads: it is shown, the broken one is a warning.
+    assert r.exit_code == 0 and r.stdout.startswith("dra_manager_state: format v1, checksum ok")
     (warning,) = r.stderr.splitlines()
     assert warning.startswith(f"warning: checkpoint: {tmp_path}/kubelet_internal_checkpoint: ")
     ls = devctl(default_node.root, *args, "ls", "-o", "json")

@@ -40,6 +40,8 @@ READ_COMMANDS = (
     ("topo",),
     ("doctor",),
     ("snapshot",),
+    ("claims",),
+    ("cdi",),
 )
 CHANGES_STATE = {"NodePrepareResources", "NodeUnprepareResources", "NotifyRegistrationStatus"}
 

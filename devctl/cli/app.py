@@ -13,7 +13,7 @@ import typer
 from typer._click.exceptions import ClickException
 
 from devctl import __version__, quiet_interrupt
-from devctl.cli import call, completion, doctor, exporter, fleet, grpclog, plugin, read, sim, tui, watch
+from devctl.cli import call, claims, completion, doctor, exporter, fleet, grpclog, plugin, read, sim, tui, watch
 from devctl.cli.common import ExitCode, GlobalOptions, escape_unencodable, setup_logging
 from devctl.cli.lazy import LazyGroup, commands
 from devctl.escape import escape
@@ -148,7 +148,7 @@ def main_options(
     )
 
 
-for _group in (read, doctor, call, watch, plugin, sim, tui, completion, exporter, fleet):
+for _group in (read, claims, doctor, call, watch, plugin, sim, tui, completion, exporter, fleet):
     _group.register(commands)
 
 

@@ -260,16 +260,19 @@ def checkpoint(
     Exit 3 when the checkpoint itself cannot be read: it is all this command shows.
     """
     from devctl import analyze
+    from devctl.render.dra import dra_checkpoint_lines
     from devctl.render.table import checkpoint_table
 
-    snap = node_snapshot(ctx, {analyze.CHECKPOINT, analyze.POD_RESOURCES, analyze.IDENTITIES})
+    # DRA: dra_manager_state, with the drivers (a claim whose driver is gone) and CDI (its NUMA nodes).
+    dra = {analyze.DRA_CHECKPOINT, analyze.PLUGINS, analyze.CDI}
+    snap = node_snapshot(ctx, {analyze.CHECKPOINT, analyze.POD_RESOURCES, analyze.IDENTITIES, *dra})
     view = analyze.checkpoint_view(snap)
     emit(
         snap,
-        {analyze.CHECKPOINT},
+        {analyze.CHECKPOINT, analyze.DRA_CHECKPOINT},
         output,
         view,
-        lambda style: checkpoint_table(view, style),
+        lambda style: checkpoint_table(view, style) + dra_checkpoint_lines(view.dra, style),
         lambda: dict.fromkeys(e.pod_uid for e in view.entries),
         no_headers=no_headers,
         quiet=quiet,
