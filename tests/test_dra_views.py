@@ -108,3 +108,27 @@ def test_plugins_lists_both_worlds(sim_node) -> None:
     assert (dra["devices"], dra["healthy"]) == (4, 3)
     assert rows["nvidia-gpu.sock"]["kind"] == "device-plugin"
     assert "dra" in devctl(sim_node.root, "plugins", "-o", "wide").stdout
+
+
+def test_ls_and_devices_have_dra_rows(sim_node) -> None:
+    r = devctl(sim_node.root, "ls", "-o", "json", DRIVER)
+    assert r.exit_code == 0, r.stderr
+    (row,) = r.json["resources"]
+    assert (row["kind"], row["status"], row["capacity"], row["allocatable"]) == ("dra", "serving", 4, 3)
+    assert (row["allocated"], row["free"], row["unhealthy"], row["numa_nodes"]) == (3, 1, 1, [0, 1])
+    r = devctl(sim_node.root, "devices", "-o", "json", DRIVER)
+    devices = {d["id"]: d for d in r.json["devices"]}
+    assert set(devices) == {f"sim-node/gpu-{i}" for i in range(4)}
+    gpu3 = devices["sim-node/gpu-3"]
+    assert (gpu3["kind"], gpu3["health"], gpu3["state"], gpu3["numa_nodes"]) == (
+        "dra",
+        "Unhealthy",
+        "unhealthy-allocated",
+        [1],
+    )
+    assert [(h["namespace"], h["pod"], h["claim"]) for h in gpu3["allocated_to"]] == [
+        ("ml", "train-1", "ml/train-1-gpus")
+    ]
+    assert devices["sim-node/gpu-1"]["state"] == "free"
+    table = devctl(sim_node.root, "ls").stdout
+    assert any(line.startswith(DRIVER) for line in table.splitlines())

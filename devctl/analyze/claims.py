@@ -116,7 +116,7 @@ def claims_view(
             up = None if running is None or ns is None else (ns, name) in running
             pods.append(ClaimPod(uid, ns, name, up))
         named = {(p.namespace, p.name) for p in pods}
-        for ns, name in sorted(users.get(key, ()) - named):
+        for ns, name in sorted(users.get(key, set()) - named):
             pods.append(ClaimPod(None, ns, name, True))
         devices = tuple(
             _device(d.driver, d.pool, d.device, d.requests, d.share_id, d.cdi_devices, health, cdi) for d in c.devices

@@ -25,6 +25,7 @@ from devctl.cli.output import (
     write_structured,
 )
 from devctl.escape import escape
+from devctl.model import CDI, DRA_CHECKPOINT, IDENTITIES
 
 if TYPE_CHECKING:
     from devctl.model import ErrorKind, NodeSnapshot
@@ -34,6 +35,9 @@ ResourcesArg = Annotated[
 ]
 
 DEFAULT_NAMESPACE = "default"
+
+# Read beside a view's own sources for its DRA rows (claims from dra_manager_state, NUMA through CDI specs).
+DRA_SOURCES = frozenset({DRA_CHECKPOINT, CDI, IDENTITIES})
 
 
 def _unknown_resources(asked: list[str] | None, known: set[str]) -> list[str]:
@@ -78,7 +82,7 @@ def ls(
     from devctl.render.table import resources_table
 
     sources = {analyze.POD_RESOURCES, analyze.PLUGINS, analyze.CHECKPOINT}
-    snap = node_snapshot(ctx, sources)
+    snap = node_snapshot(ctx, sources | DRA_SOURCES)
     rows = analyze.resources_view(snap, resources)
     emit(
         snap,
@@ -105,7 +109,7 @@ def devices(
     from devctl.render.table import devices_table
 
     sources = {analyze.POD_RESOURCES, analyze.PLUGINS, analyze.CHECKPOINT}
-    snap = node_snapshot(ctx, sources)
+    snap = node_snapshot(ctx, sources | DRA_SOURCES)
     rows = analyze.devices_view(snap, resources)
     emit(
         snap,
