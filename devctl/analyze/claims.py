@@ -113,7 +113,9 @@ def claims_view(
         for uid in c.pod_uids:
             ident = identities.get(uid)
             ns, name = (ident.namespace, ident.name) if ident and ident.name else (None, None)
-            up = None if running is None or ns is None else (ns, name) in running
+            # pod-resources lists running pods by name; a UID no source names any more is a pod gone
+            # (its log dir goes with it), as for the device manager's checkpoint entries.
+            up = None if running is None else ns is not None and (ns, name) in running
             pods.append(ClaimPod(uid, ns, name, up))
         named = {(p.namespace, p.name) for p in pods}
         for ns, name in sorted(users.get(key, set()) - named):
@@ -129,10 +131,8 @@ def claims_view(
             state = PREPARED
         elif any(p.running for p in pods):
             state = CHECKPOINTED
-        elif all(p.running is not None for p in pods):
-            state = STALE
         else:
-            state = None  # a pod of it whose name no source on the node knows: cannot tell
+            state = STALE
         rows.append(ClaimRow(c.namespace, c.name, c.uid, state, tuple(pods), devices, c.drivers, c.duplicate_devices))
     # Claims pod-resources reports that the checkpoint does not hold (it could not be read, or lags).
     extra: dict[tuple[str, str], list] = {}
