@@ -253,6 +253,10 @@ class ClaimDevice:
     pool: str
     device: str
     cdi_devices: tuple[str, ...] = ()
+    # Filled by the views (analyze.claims.with_claim_health), never by pod-resources: the driver's
+    # health stream, and NUMA nodes through the CDI device nodes; None/() when unknown.
+    health: str | None = None
+    numa_nodes: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

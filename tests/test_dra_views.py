@@ -132,3 +132,12 @@ def test_ls_and_devices_have_dra_rows(sim_node) -> None:
     assert devices["sim-node/gpu-1"]["state"] == "free"
     table = devctl(sim_node.root, "ls").stdout
     assert any(line.startswith(DRIVER) for line in table.splitlines())
+
+
+def test_pods_and_get_give_each_claim_device_its_health_and_numa(sim_node) -> None:
+    pods = devctl(sim_node.root, "pods", "-n", "ml", "--pod", "train-1", "-o", "json").json["pods"]
+    got = devctl(sim_node.root, "get", "train-1", "-n", "ml", "-o", "json").json
+    for pod in (pods[0], got):
+        (claim,) = pod["containers"][0]["dynamic_resources"]
+        devices = {d["device"]: (d["health"], d["numa_nodes"]) for d in claim["devices"]}
+        assert devices == {"gpu-2": ("Healthy", [1]), "gpu-3": ("Unhealthy", [1])}

@@ -13,10 +13,10 @@ missing: unknown is not guessed.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from devctl.analyze.cdi import RESOLVED, numa_of, resolver
-from devctl.model import DraDeviceHealth, NodeSnapshot, PluginStatus
+from devctl.model import ClaimDevice, DraDeviceHealth, NodeSnapshot, PluginStatus, PodResources
 
 PREPARED = "prepared"
 CHECKPOINTED = "checkpointed"
@@ -196,3 +196,27 @@ def dra_checkpoint_section(snapshot: NodeSnapshot) -> DraCheckpointSection:
         return DraCheckpointSection(snapshot.paths.dra_checkpoint, None, None, None, None)
     claims = tuple(r for r in claims_view(snapshot) if r.uid is not None)
     return DraCheckpointSection(cp.path, cp.format, cp.checksum_ok, cp.checksum, cp.computed_checksum, claims)
+
+
+def with_claim_health(pods: tuple[PodResources, ...], snapshot: NodeSnapshot) -> tuple[PodResources, ...]:
+    """``pods`` with each claim device's health (its driver's stream) and NUMA nodes (its CDI device nodes)."""
+    if not any(dr.devices for p in pods for c in p.containers for dr in c.dynamic_resources):
+        return pods
+    health = device_health(snapshot)
+    cdi = resolver(snapshot)
+
+    def device(d: ClaimDevice) -> ClaimDevice:
+        h = health.get((d.driver, d.pool, d.device))
+        resolved = [r for r in (cdi.resolve(n) for n in d.cdi_devices) if r.status == RESOLVED]
+        return replace(d, health=h.health if h else None, numa_nodes=numa_of(resolved))
+
+    out = []
+    for p in pods:
+        containers = []
+        for c in p.containers:
+            if c.dynamic_resources:
+                dyn = tuple(replace(dr, devices=tuple(device(d) for d in dr.devices)) for dr in c.dynamic_resources)
+                c = replace(c, dynamic_resources=dyn)
+            containers.append(c)
+        out.append(replace(p, containers=tuple(containers)))
+    return tuple(out)

@@ -135,11 +135,13 @@ def pods(
 ) -> None:
     """Allocations per container: devices, exclusive CPUs, memory, DRA claims (all namespaces by default)."""
     from devctl import analyze
+    from devctl.analyze.claims import with_claim_health
     from devctl.render.table import pods_table
 
     sources = {analyze.POD_RESOURCES}
-    snap = node_snapshot(ctx, sources)
-    rows = analyze.pods_view(snap, namespace=namespace, resource=resource, pod=pod)
+    # The drivers' health streams and the CDI specs give each DRA claim device its health and NUMA nodes.
+    snap = node_snapshot(ctx, sources | {analyze.PLUGINS, CDI})
+    rows = with_claim_health(analyze.pods_view(snap, namespace=namespace, resource=resource, pod=pod), snap)
     emit(
         snap,
         sources,
@@ -162,6 +164,7 @@ def get(
 ) -> None:
     """One pod's allocations, by pod-resources Get (List where Get is disabled). Exit 1 when there is no such pod."""
     from devctl import analyze
+    from devctl.analyze.claims import with_claim_health
     from devctl.collect import SnapshotError, collect, get_pod, load_snapshot
     from devctl.node.podresources import PodNotFound
     from devctl.node.rpc import RpcFailure
@@ -191,6 +194,11 @@ def get(
             fail(_pod_not_found(pod, namespace, snap), ExitCode.FINDINGS)
         except RpcFailure as e:
             fail(_why(e.message, e.kind), ExitCode.NO_SOURCE)
+        if any(c.dynamic_resources for c in found.containers):
+            # Its DRA devices' health and NUMA nodes: the drivers' streams and the CDI specs, read now.
+            snap = run(collect(opts.paths(), opts.timeout, want={analyze.PLUGINS, CDI}))
+    if any(c.dynamic_resources for c in found.containers):
+        (found,) = with_claim_health((found,), snap)
     if output in (Output.json, Output.yaml):
         write_structured(output, found, None)
     elif quiet:
