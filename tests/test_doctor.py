@@ -95,7 +95,9 @@ def test_the_default_node_has_one_unhealthy_gpu_and_one_misaligned_pod(sim_node:
     r = doctor(sim_node.root, "-o", "json")
     assert r.exit_code == 1, r.stderr
     assert r.json["errors"] == []
-    planted, unhealthy, misaligned = findings(r)
+    # embed-0's DRA GPU (gpu-0, NUMA 0, through its CDI device node) is across from its CPUs (NUMA 1).
+    planted, unhealthy, embed, misaligned = findings(r)
+    assert (embed["code"], embed["subject"]) == ("numa-misaligned", "inference/embed-0/embedder")
     assert (planted["severity"], planted["code"], planted["subject"]) == PLANTED
     assert unhealthy == {
         "severity": "warning",
@@ -123,6 +125,7 @@ def test_table_wide_yaml_and_fail_on(sim_node: SimHandle):
     assert [row.split()[:3] for row in rows] == [
         list(PLANTED),
         ["warning", "unhealthy-devices", GPU],
+        ["warning", "numa-misaligned", "inference/embed-0/embedder"],
         ["warning", "numa-misaligned", "inference/serve-0/server"],
     ]
     assert rows[1].rstrip().endswith("1 of 8 device(s) unhealthy: GPU-5")

@@ -141,3 +141,16 @@ def test_pods_and_get_give_each_claim_device_its_health_and_numa(sim_node) -> No
         (claim,) = pod["containers"][0]["dynamic_resources"]
         devices = {d["device"]: (d["health"], d["numa_nodes"]) for d in claim["devices"]}
         assert devices == {"gpu-2": ("Healthy", [1]), "gpu-3": ("Unhealthy", [1])}
+
+
+def test_topo_places_dra_devices_and_checks_their_alignment(sim_node) -> None:
+    view = devctl(sim_node.root, "topo", "-o", "json").json
+    per_node = {n["id"]: n["devices"].get(DRIVER) for n in view["numa_nodes"]}
+    # gpu-0 on node 0 and gpu-2, gpu-3 on node 1 (their claims' CDI device nodes); gpu-1, in no claim, unknown
+    assert (per_node[0]["total"], per_node[0]["allocated"]) == (1, 1)
+    assert (per_node[1]["total"], per_node[1]["allocated"]) == (2, 2)
+    assert (per_node[-1]["total"], per_node[-1]["free"]) == (1, 1)
+    rows = {(a["pod"], a["container"]): a for a in view["alignment"]}
+    embed = rows[("embed-0", "embedder")]
+    assert (embed["aligned"], embed["device_numa"], embed["cpu_numa"]) == (False, [0], [1])
+    assert rows[("train-1", "trainer")]["aligned"] is True

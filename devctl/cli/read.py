@@ -222,7 +222,7 @@ def topo(
 
     # The checkpoint names the resource behind each plugin socket when pod-resources cannot.
     sources = {analyze.TOPOLOGY, analyze.POD_RESOURCES, analyze.PLUGINS, analyze.CHECKPOINT}
-    snap = node_snapshot(ctx, sources)
+    snap = node_snapshot(ctx, sources | DRA_SOURCES)
     view = analyze.topology_view(snap)
     emit(
         snap,
