@@ -6,7 +6,9 @@ The default node: ``inference/embed-0`` holds claim ``embed-gpu`` (gpu-0, NUMA 0
 
 from __future__ import annotations
 
+import json
 import os
+import zlib
 from pathlib import Path
 
 from helpers import devctl
@@ -154,3 +156,45 @@ def test_topo_places_dra_devices_and_checks_their_alignment(sim_node) -> None:
     embed = rows[("embed-0", "embedder")]
     assert (embed["aligned"], embed["device_numa"], embed["cpu_numa"]) == (False, [0], [1])
     assert rows[("train-1", "trainer")]["aligned"] is True
+
+
+def test_a_snapshot_carries_dra_and_cdi(sim_node, tmp_path: Path) -> None:
+    snap = tmp_path / "node.json"
+    assert devctl(sim_node.root, "snapshot", "-f", str(snap)).exit_code == 0
+    for argv in (("claims",), ("cdi",), ("devices", DRIVER), ("plugins",)):
+        live = devctl(sim_node.root, *argv, "-o", "json").json
+        from_file = devctl(sim_node.root, "--from", str(snap), *argv, "-o", "json").json
+        if argv == ("plugins",):  # latencies differ between two readings
+            for doc in (live, from_file):
+                for p in doc["plugins"]:
+                    p["latency_ms"] = None
+        assert from_file == live, argv
+
+
+def test_a_claim_name_with_control_characters_is_printed_escaped(short_root: Path) -> None:
+    kubelet = short_root / "var/lib/kubelet"
+    kubelet.mkdir(parents=True)
+    data = json.dumps(
+        {
+            "kind": "DRACheckpoint",
+            "apiVersion": "checkpoint.dra.kubelet.k8s.io/v1",
+            "ClaimInfoStateList": [
+                {
+                    "ClaimUID": "u",
+                    "ClaimName": "evil\x1b[2J\rname",
+                    "Namespace": "ml",
+                    "PodUIDs": {},
+                    "DriverState": {
+                        "x\x07.example.com": {"Devices": [{"PoolName": "p", "DeviceName": "d\x1b]0;t\x07"}]}
+                    },
+                }
+            ],
+        }
+    )
+    (kubelet / "dra_manager_state").write_text(json.dumps({"Data": data, "Checksum": zlib.crc32(data.encode())}))
+    for argv in (("claims",), ("checkpoint",), ("devices",), ("ls",), ("doctor",)):
+        r = devctl(short_root, *argv)
+        out = r.stdout + r.stderr
+        assert "\x1b" not in out and "\x07" not in out and "\r" not in out, argv
+        assert "Traceback" not in out
+    assert "evil" in devctl(short_root, "claims").stdout
