@@ -15,6 +15,20 @@ from pathlib import Path
 
 from helpers import devctl
 
+from devctl.doctor import diagnose
+from devctl.model import (
+    DraCheckpoint,
+    DraDeviceHealth,
+    DraEndpoint,
+    ErrorKind,
+    NodeSnapshot,
+    PluginProbe,
+    PluginStatus,
+    RegistryInfo,
+    SourceError,
+)
+from devctl.node.paths import resolve_paths
+
 DRIVER = "gpu.example.com"
 
 
@@ -82,3 +96,59 @@ def test_the_default_node_has_no_other_dra_or_cdi_finding(sim_node) -> None:
     r = devctl(sim_node.root, "doctor", "-o", "json")
     dra = [(f["code"], f["subject"]) for f in r.json["findings"] if f["code"].startswith(("dra-", "cdi-", "registry-"))]
     assert dra == [("dra-device-unhealthy-in-use", f"{DRIVER}/sim-node/gpu-3")]
+
+
+# --- the findings no simulated node makes on cue, on snapshots -----------------------------------------
+
+ROOT = "/r"
+PATHS = resolve_paths(root=ROOT, env={})
+REG = f"{PATHS.plugins_registry}/drv-reg.sock"
+
+
+def _node(**kw) -> NodeSnapshot:
+    return NodeSnapshot(taken_at="2026-01-01T00:00:00.000Z", paths=PATHS, pods=(), **kw)
+
+
+def _driver(versions=("v1.DRAPlugin", "v1alpha1.DRAResourceHealth"), health=()) -> PluginProbe:
+    info = RegistryInfo("DRAPlugin", "drv.example.com", "/var/lib/kubelet/plugins/drv/dra.sock", tuple(versions))
+    dra = DraEndpoint(path="/r/x", status=PluginStatus.SERVING, health_stream=True, health=tuple(health), read_at=1000)
+    return PluginProbe(REG, PluginStatus.SERVING, "drv.example.com", registry=info, dra=dra)
+
+
+def _codes(node: NodeSnapshot) -> set[tuple[str, str, str]]:
+    return {(f.severity, f.code, f.subject) for f in diagnose(node)}
+
+
+def test_health_older_than_its_timeout_is_stale() -> None:
+    old = DraDeviceHealth("p", "d0", "Healthy", last_updated=900, timeout_seconds=30)
+    fresh = DraDeviceHealth("p", "d1", "Healthy", last_updated=990, timeout_seconds=30)
+    found = diagnose(_node(plugins=(_driver(health=(old, fresh)),)))
+    (stale,) = [f for f in found if f.code == "dra-health-stale"]
+    assert (stale.severity, stale.subject) == ("warning", "drv.example.com") and "p/d0" in stale.message
+    assert "p/d1" not in stale.message and stale.hint
+
+
+def test_a_driver_offering_no_dra_service_a_kubelet_speaks() -> None:
+    assert ("error", "dra-no-supported-version", "drv.example.com") in _codes(
+        _node(plugins=(_driver(versions=("v9.DRAPlugin",)),))
+    )
+    assert not any(c[1] == "dra-no-supported-version" for c in _codes(_node(plugins=(_driver(),))))
+
+
+def test_a_stale_registry_socket() -> None:
+    probe = PluginProbe(f"{PATHS.plugins_registry}/old-reg.sock", PluginStatus.STALE, error="stale socket")
+    errors = (SourceError("registry", "stale socket", ErrorKind.STALE),)
+    assert ("warning", "registry-socket-stale", probe.socket) in _codes(_node(plugins=(probe,), errors=errors))
+
+
+def test_a_corrupt_and_a_legacy_dra_checkpoint() -> None:
+    bad = DraCheckpoint(PATHS.dra_checkpoint, "v1", False, 1, 2)
+    assert ("error", "dra-checkpoint-corrupt", PATHS.dra_checkpoint) in _codes(_node(dra_checkpoint=bad))
+    unreadable = SourceError("dra-checkpoint", f"{PATHS.dra_checkpoint}: not JSON", ErrorKind.MALFORMED)
+    found = diagnose(_node(errors=(unreadable,)))
+    assert [(f.code, f.subject) for f in found if f.code.startswith("dra-")] == [
+        ("dra-checkpoint-corrupt", PATHS.dra_checkpoint)
+    ]
+    assert not any(f.code == "source-unreadable" and f.subject == "dra-checkpoint" for f in found)
+    legacy = DraCheckpoint(PATHS.dra_checkpoint, "legacy", None, 1, None)
+    assert ("info", "dra-checkpoint-legacy", PATHS.dra_checkpoint) in _codes(_node(dra_checkpoint=legacy))
