@@ -248,7 +248,8 @@ async def _dra_driver(s: SocketFile, paths: NodePaths, info: RegistryInfo, timeo
     """A DRA driver's registration answered: its endpoint probed (connect, one health message), never prepared."""
     from devctl.node.dra import probe_endpoint
 
-    base = PluginProbe(socket=s.path, status=PluginStatus.SERVING, resource=info.name or None, registry=info)
+    # ``resource`` stays None: a driver serves no extended resource (its name is in ``registry``).
+    base = PluginProbe(socket=s.path, status=PluginStatus.SERVING, registry=info)
     try:
         endpoint = registry_endpoint(paths, s.path, info)
     except OutsideRoot as e:

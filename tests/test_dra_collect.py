@@ -77,7 +77,7 @@ async def test_a_dra_driver_is_asked_probed_and_its_health_read(short_root: Path
         snap = await asyncio.wait_for(collect(paths(short_root), DEADLINE, want={PLUGINS}), 10)
     # THEN its registration, endpoint and health stream are in the snapshot
     (probe,) = snap.plugins
-    assert probe.registry is not None and probe.registry.type == "DRAPlugin" and probe.resource == DRIVER
+    assert probe.registry is not None and probe.registry.type == "DRAPlugin" and probe.registry.name == DRIVER
     assert probe.dra is not None and probe.dra.status == PluginStatus.SERVING
     assert probe.dra.path == str(kubelet_dir(short_root) / "plugins" / DRIVER / "dra.sock")
     assert probe.dra.health_stream and probe.dra.health_version == "v1alpha1"

@@ -93,7 +93,8 @@ def plugins_view(snapshot: NodeSnapshot) -> PluginsView:
     rows = tuple(
         PluginRow(
             socket=p.socket,
-            resource=p.resource,
+            # A DRA driver's name stands where a resource name stands (cli.md).
+            resource=p.resource or (p.registry.name if p.registry and p.registry.type == "DRAPlugin" else None),
             status=_status(p),
             devices=len(p.devices)
             if p.status == PluginStatus.SERVING and p.options is not None
