@@ -178,6 +178,8 @@ def test_pods_json(default_node):
                 "pool": "sim-node",
                 "device": "gpu-0",
                 "cdi_devices": [f"k8s.gpu.example.com/claim={claim_uid('inference', 'embed-gpu')}-gpu-0"],
+                "health": "Healthy",  # from the driver's health stream
+                "numa_nodes": [0],  # through its CDI device node and sysfs
             }
         ],
     }
@@ -221,7 +223,11 @@ def test_topo_json(default_node):
     assert {"size_kb": 2048, "total": 1024, "free": 768} in n1["hugepages"]
     assert r.json["shared_pool"] == [*range(10, 16), 22, 23, 30, 31]
     (minus_one,) = (n for n in r.json["numa_nodes"] if n["id"] == -1)
-    assert minus_one["devices"] == {FOO: {"total": 2, "allocated": 1, "free": 1, "total_min": None}}
+    assert minus_one["devices"] == {
+        FOO: {"total": 2, "allocated": 1, "free": 1, "total_min": None},
+        # the DRA driver's gpu-1: in no claim, so no CDI device node says its NUMA node
+        "gpu.example.com": {"total": 1, "allocated": 0, "free": 1, "total_min": None},
+    }
     align = {(a["namespace"], a["pod"]): a for a in r.json["alignment"]}
     assert align["inference", "serve-0"] == {
         "namespace": "inference",

@@ -142,6 +142,7 @@ def pods(
     # The drivers' health streams and the CDI specs give each DRA claim device its health and NUMA nodes.
     snap = node_snapshot(ctx, sources | {analyze.PLUGINS, CDI})
     rows = with_claim_health(analyze.pods_view(snap, namespace=namespace, resource=resource, pod=pod), snap)
+    snap = analyze.only_sources(snap, sources)  # what the drivers or CDI could not tell is a null, not a warning
     emit(
         snap,
         sources,
