@@ -24,7 +24,9 @@ import grpc
 
 from devctl.model import (
     ALL_SOURCES,
+    CDI,
     CHECKPOINT,
+    DRA_CHECKPOINT,
     IDENTITIES,
     KUBELET_STATE,
     PLUGINS,
@@ -34,7 +36,10 @@ from devctl.model import (
     RUNTIME,
     TOPOLOGY,
     AllocatableResources,
+    CdiState,
     Checkpoint,
+    DraCheckpoint,
+    DraEndpoint,
     ErrorKind,
     HostTopology,
     KubeletState,
@@ -45,10 +50,12 @@ from devctl.model import (
     PodIdentity,
     PodResources,
     ProcScan,
+    RegistryInfo,
     RuntimeState,
     SocketStatus,
     SourceError,
 )
+from devctl.node.dra import DRA_PLUGIN_TYPE
 from devctl.node.rpc import RpcFailure, check_socket
 from devctl.node.sockets import (
     DEVICE_PLUGIN_TYPE,
@@ -88,6 +95,8 @@ class _Result:
     topology: HostTopology | None = None
     identities: tuple[PodIdentity, ...] = ()
     kubelet_socket: SocketStatus | None = None
+    dra_checkpoint: DraCheckpoint | None = None
+    cdi: CdiState | None = None
     errors: list[SourceError] = field(default_factory=list)
     procs: ProcScan | None = None
     runtime: RuntimeState | None = None
@@ -228,8 +237,10 @@ async def _registry_socket(s: SocketFile, paths: NodePaths, timeout: float) -> P
     except _UNDECODABLE:
         error = _undecodable(f"{socket} GetInfo")
         return PluginProbe(socket=socket, status=PluginStatus.UNREACHABLE, error=error, error_kind=ErrorKind.WRONG_API)
+    if info.type == DRA_PLUGIN_TYPE:
+        return await _dra_driver(s, paths, info, timeout)
     if info.type != DEVICE_PLUGIN_TYPE:
-        # A CSI or DRA driver: shown, not probed as a device plugin.
+        # A CSI driver or an unknown type: shown, not probed.
         return PluginProbe(socket=socket, status=PluginStatus.SERVING, registry=info)
     try:
         endpoint = registry_endpoint(paths, socket, info)
@@ -239,6 +250,20 @@ async def _registry_socket(s: SocketFile, paths: NodePaths, timeout: float) -> P
         )
     probe = await probe_socket(endpoint, timeout)
     return replace(probe, socket=socket, resource=info.name or None, registry=info)
+
+
+async def _dra_driver(s: SocketFile, paths: NodePaths, info: RegistryInfo, timeout: float) -> PluginProbe:
+    """A DRA driver's registration answered: its endpoint probed (connect, one health message), never prepared."""
+    from devctl.node.dra import probe_endpoint
+
+    # ``resource`` stays None: a driver serves no extended resource (its name is in ``registry``).
+    base = PluginProbe(socket=s.path, status=PluginStatus.SERVING, registry=info)
+    try:
+        endpoint = registry_endpoint(paths, s.path, info)
+    except OutsideRoot as e:
+        dra = DraEndpoint(path=info.endpoint, status=PluginStatus.UNREACHABLE, error=str(e), error_kind=ErrorKind.OTHER)
+        return replace(base, dra=dra)
+    return replace(base, dra=await probe_endpoint(endpoint, info.supported_versions, timeout))
 
 
 async def _plugin_socket(s: SocketFile, timeout: float) -> PluginProbe:
@@ -286,6 +311,8 @@ async def _plugins(paths: NodePaths, timeout: float, out: _Result, pending: _Pen
         if p.error:
             source = "registry" if p.socket in registered else "plugin"
             out.errors.append(SourceError(source, p.error, p.error_kind or ErrorKind.OTHER))
+        if p.dra is not None and p.dra.error:
+            out.errors.append(SourceError("dra", p.dra.error, p.dra.error_kind or ErrorKind.OTHER))
     out.plugins.extend(probes)
 
 
@@ -311,6 +338,38 @@ async def _checkpoint(paths: NodePaths, out: _Result) -> None:
         out.errors.append(result)
     else:
         out.checkpoint = result
+
+
+def _read_dra_checkpoint(path: str) -> DraCheckpoint | SourceError | None:
+    from devctl.node.checkpoint import CheckpointError
+    from devctl.node.dra_checkpoint import read_dra_checkpoint
+
+    if not os.path.lexists(path):
+        return None  # a kubelet that never ran DRA has none: not an error
+    try:
+        return read_dra_checkpoint(path)
+    except CheckpointError as e:
+        return SourceError(DRA_CHECKPOINT, str(e), e.kind)
+    except OSError as e:
+        return SourceError(DRA_CHECKPOINT, _oserror(path, e), ErrorKind.of_oserror(e))
+
+
+async def _dra_checkpoint(paths: NodePaths, out: _Result) -> None:
+    result = await asyncio.to_thread(_read_dra_checkpoint, paths.dra_checkpoint)
+    if isinstance(result, SourceError):
+        out.errors.append(result)
+    else:
+        out.dra_checkpoint = result
+
+
+async def _cdi(paths: NodePaths, out: _Result) -> None:
+    """Every CDI spec; a spec that does not parse is one error line (and kept, with its error, for `devctl cdi`)."""
+    from devctl.node.cdi import read_cdi
+
+    state, errors = await asyncio.to_thread(read_cdi, paths.cdi_dirs, paths.root, paths.sysfs)
+    out.cdi = state
+    out.errors.extend(SourceError(CDI, e, ErrorKind.OTHER) for e in errors)
+    out.errors.extend(SourceError(CDI, spec.error, ErrorKind.MALFORMED) for spec in state.specs if spec.error)
 
 
 async def _topology(paths: NodePaths, out: _Result) -> None:
@@ -441,6 +500,8 @@ async def collect(
         IDENTITIES: lambda: _identities(paths, out),
         RUNTIME: lambda: _runtime(paths, timeout, out),
         KUBELET_STATE: lambda: _kubelet_state(paths, out),
+        DRA_CHECKPOINT: lambda: _dra_checkpoint(paths, out),
+        CDI: lambda: _cdi(paths, out),
     }
     if PROCS in want:
         want |= {CHECKPOINT}  # the device nodes to look for come from its Allocate replies
@@ -473,6 +534,8 @@ def _assemble(paths: NodePaths, out: _Result, *, partial: bool = False) -> NodeS
         procs=out.procs,
         runtime=out.runtime,
         kubelet_state=out.kubelet_state,
+        dra_checkpoint=out.dra_checkpoint,
+        cdi=out.cdi,
     )
 
 

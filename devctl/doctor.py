@@ -282,7 +282,15 @@ def _socket_failures(c: _Checkup) -> None:
     for row in failing:
         assert row.error is not None
         of = f" (it served {row.resource})" if row.resource else ""
-        if row.status == PluginStatus.STALE.value:
+        if row.status == PluginStatus.STALE.value and "/plugins_registry/" in row.socket:
+            c.add(
+                WARNING,
+                "registry-socket-stale",
+                row.socket,
+                "a registration socket with nothing listening on it: its driver or plugin died without removing it",
+                "the kubelet's plugin watcher ignores it; restart the driver's pod, or remove the file if it is gone",
+            )
+        elif row.status == PluginStatus.STALE.value:
             c.add(
                 ERROR,
                 "stale-socket",
@@ -433,7 +441,7 @@ def _plugin_disagree(c: _Checkup) -> None:
 def _no_plugin(c: _Checkup) -> None:
     allocatable = {d.resource for d in c.snapshot.allocatable.devices} if c.snapshot.allocatable else set()
     for row in c.resources:
-        if row.status != PluginStatus.NO_PLUGIN.value:
+        if row.status != PluginStatus.NO_PLUGIN.value or row.kind == "dra":
             continue
         hint = (
             "find the plugin's pod on this node (kubectl get pods -A -o wide --field-selector spec.nodeName=NODE) "
@@ -458,7 +466,8 @@ def _no_plugin(c: _Checkup) -> None:
 
 
 def _devices(c: _Checkup) -> None:
-    serving = {r.name: r for r in c.resources if r.status == PluginStatus.SERVING.value}
+    # DRA drivers' devices have checks of their own (devctl.doctor_dra).
+    serving = {r.name: r for r in c.resources if r.status == PluginStatus.SERVING.value and r.kind != "dra"}
     unhealthy: dict[str, list[str]] = {}
     for d in c.devices:
         resource = serving.get(d.resource)
@@ -634,6 +643,15 @@ def _kubelet_state(c: _Checkup) -> None:
     c.findings.extend(kubelet_state_findings(c.snapshot))
 
 
+# --- DRA and CDI (devctl.doctor_dra) ---------------------------------------------------------------
+
+
+def _dra(c: _Checkup) -> None:
+    from devctl.doctor_dra import check_dra  # it imports this module's _Checkup for its types only
+
+    check_dra(c)
+
+
 # --- whatever no check explained ---------------------------------------------------------------------
 
 
@@ -662,4 +680,5 @@ _CHECKS: tuple[Callable[[_Checkup], None], ...] = (
     _shared_pool,
     _device_holders,
     _kubelet_state,
+    _dra,
 )

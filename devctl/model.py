@@ -83,7 +83,9 @@ PLUGINS = "plugins"
 CHECKPOINT = "checkpoint"
 TOPOLOGY = "topology"
 IDENTITIES = "identities"
-ALL_SOURCES = frozenset({POD_RESOURCES, PLUGINS, CHECKPOINT, TOPOLOGY, IDENTITIES})
+DRA_CHECKPOINT = "dra-checkpoint"
+CDI = "cdi"
+ALL_SOURCES = frozenset({POD_RESOURCES, PLUGINS, CHECKPOINT, TOPOLOGY, IDENTITIES, DRA_CHECKPOINT, CDI})
 # Read only when a command asks for them (``devctl who``, ``devices -o wide``,
 # ``doctor``, ``snapshot``): a /proc scan is no price for ``ls`` to pay.
 PROCS = "procs"
@@ -116,6 +118,41 @@ class Finding:
     subject: str
     message: str
     hint: str = ""
+
+
+# --- DRA drivers (their endpoint and health stream) --------------------------------
+
+
+@dataclass(frozen=True)
+class DraDeviceHealth:
+    """One device of a DRA driver's NodeWatchResources message."""
+
+    pool: str
+    device: str
+    health: str  # Healthy | Unhealthy | Unknown
+    last_updated: int | None = None  # Unix seconds; None when the driver sent 0
+    timeout_seconds: int = 30  # health_check_timeout_seconds, <= 0 read as the default 30
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class DraEndpoint:
+    """A DRA driver's service socket as probed: connected, and (when offered) one health message read.
+
+    ``status`` is the endpoint's (the registration socket's is the probe's own).
+    ``health`` is None when no health service is offered or it did not answer
+    (``health_error`` says why); an empty tuple is a driver that lists no device.
+    """
+
+    path: str
+    status: PluginStatus
+    error: str | None = None
+    error_kind: ErrorKind | None = None
+    health_stream: bool = False
+    health_version: str | None = None  # "v1" or "v1alpha1": the stream that answered
+    health: tuple[DraDeviceHealth, ...] | None = None
+    health_error: str | None = None
+    read_at: float | None = None  # Unix seconds when the health message arrived
 
 
 # --- device plugin side (v1beta1) -------------------------------------------------
@@ -196,6 +233,7 @@ class PluginProbe:
     error: str | None = None
     registry: RegistryInfo | None = None
     error_kind: ErrorKind | None = None
+    dra: DraEndpoint | None = None  # a DRA driver's endpoint, probed (registry sockets of type DRAPlugin)
 
 
 # --- pod-resources side (v1) ------------------------------------------------------
@@ -223,6 +261,10 @@ class ClaimDevice:
     pool: str
     device: str
     cdi_devices: tuple[str, ...] = ()
+    # Filled by the views (analyze.claims.with_claim_health), never by pod-resources: the driver's
+    # health stream, and NUMA nodes through the CDI device nodes; None/() when unknown.
+    health: str | None = None
+    numa_nodes: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -330,6 +372,60 @@ class DraCheckpoint:
     checksum: int | None
     computed_checksum: int | None
     claims: tuple[DraCheckpointClaim, ...] = ()
+
+
+# --- CDI spec files -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CdiDeviceNode:
+    path: str
+    host_path: str
+    major: int | None = None
+    minor: int | None = None
+    pci: str | None = None  # the PCI function behind <sysfs>/dev/char/<major>:<minor>, when there is one
+    numa_node: int | None = None  # that function's numa_node; None when unknown
+
+
+@dataclass(frozen=True)
+class CdiMount:
+    host_path: str
+    container_path: str
+
+
+@dataclass(frozen=True)
+class CdiEdits:
+    """containerEdits of a spec or a device (what the runtime applies)."""
+
+    env: tuple[str, ...] = ()
+    device_nodes: tuple[CdiDeviceNode, ...] = ()
+    mounts: tuple[CdiMount, ...] = ()
+    net_devices: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CdiDevice:
+    name: str
+    edits: CdiEdits = CdiEdits()
+
+
+@dataclass(frozen=True)
+class CdiSpec:
+    """One spec file; ``error`` (one line) when it could not be read or parsed, then nothing else is known."""
+
+    path: str
+    priority: int  # index of its dir in the dirs list: higher wins
+    kind: str | None = None
+    cdi_version: str | None = None
+    edits: CdiEdits = CdiEdits()
+    devices: tuple[CdiDevice, ...] = ()
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class CdiState:
+    dirs: tuple[str, ...]
+    specs: tuple[CdiSpec, ...] = ()
 
 
 # --- the host ---------------------------------------------------------------------
@@ -503,6 +599,7 @@ class NodePaths:
     pod_logs: str
     proc: str = ""
     runtime_endpoint: str = ""
+    cdi_dirs: tuple[str, ...] = ()  # CDI spec dirs, lowest priority first (the runtime's order)
 
     @property
     def kubelet_socket(self) -> str:
@@ -511,6 +608,10 @@ class NodePaths:
     @property
     def checkpoint(self) -> str:
         return f"{self.plugins_dir}/kubelet_internal_checkpoint"
+
+    @property
+    def dra_checkpoint(self) -> str:
+        return f"{self.kubelet_dir}/dra_manager_state"
 
     @property
     def plugins_registry(self) -> str:
@@ -536,3 +637,5 @@ class NodeSnapshot:
     procs: ProcScan | None = None
     runtime: RuntimeState | None = None
     kubelet_state: KubeletState | None = None
+    dra_checkpoint: DraCheckpoint | None = None  # dra_manager_state; None when absent or unreadable
+    cdi: CdiState | None = None

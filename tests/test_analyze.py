@@ -88,6 +88,7 @@ def test_resource_counts_follow_the_contract_example():
         "numa_nodes": [0, 1],
         "options": {"pre_start_required": False, "get_preferred_allocation_available": True},
         "capacity_min": None,
+        "kind": "device-plugin",
     }
 
 

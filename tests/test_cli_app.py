@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 from devctl.cli.app import app
 
 COMMANDS = {
-    "call", "checkpoint", "completion", "demo", "devices", "doctor", "exporter", "fleet", "get", "ls", "plugin",
-    "plugins",
+    "call", "cdi", "checkpoint", "claims", "completion", "demo", "devices", "doctor", "exporter", "fleet", "get",
+    "ls", "plugin", "plugins",
     "pods", "sim", "snapshot", "topo", "tui", "watch", "who",
 }  # fmt: skip
 

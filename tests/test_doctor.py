@@ -48,6 +48,8 @@ from devctl.sim.thread import SimHandle, running_sim
 
 GPU, NIC, FOO = "nvidia.com/gpu", "intel.com/sriov_netdevice", "hardware-vendor.example/foo"
 FIELDS = ["severity", "code", "subject", "message", "hint"]
+# The default node's DRA driver has gpu-3 unhealthy under the running ml/train-1 (docs/dra.md): an error of its own.
+PLANTED = ("error", "dra-device-unhealthy-in-use", "gpu.example.com/sim-node/gpu-3")
 
 
 def doctor(root: Path | str, *args: str, timeout: float = 2.0):
@@ -60,6 +62,11 @@ def findings(result) -> list[dict]:
     for f in doc["findings"]:
         assert list(f) == FIELDS and all(isinstance(f[k], str) and f[k] for k in FIELDS), f
     return doc["findings"]
+
+
+def others(result) -> list[dict]:
+    """The findings but the default node's planted DRA one."""
+    return [f for f in findings(result) if (f["severity"], f["code"], f["subject"]) != PLANTED]
 
 
 def codes(result) -> list[tuple[str, str, str]]:
@@ -86,9 +93,12 @@ def seal(doc: dict) -> None:
 
 def test_the_default_node_has_one_unhealthy_gpu_and_one_misaligned_pod(sim_node: SimHandle):
     r = doctor(sim_node.root, "-o", "json")
-    assert r.exit_code == 0, r.stderr
+    assert r.exit_code == 1, r.stderr
     assert r.json["errors"] == []
-    unhealthy, misaligned = findings(r)
+    # embed-0's DRA GPU (gpu-0, NUMA 0, through its CDI device node) is across from its CPUs (NUMA 1).
+    planted, unhealthy, embed, misaligned = findings(r)
+    assert (embed["code"], embed["subject"]) == ("numa-misaligned", "inference/embed-0/embedder")
+    assert (planted["severity"], planted["code"], planted["subject"]) == PLANTED
     assert unhealthy == {
         "severity": "warning",
         "code": "unhealthy-devices",
@@ -109,14 +119,16 @@ def test_the_default_node_has_one_unhealthy_gpu_and_one_misaligned_pod(sim_node:
 
 def test_table_wide_yaml_and_fail_on(sim_node: SimHandle):
     r = doctor(sim_node.root)
-    assert (r.exit_code, r.stderr) == (0, "")
+    assert (r.exit_code, r.stderr) == (1, "")
     header, *rows = r.stdout.splitlines()
     assert header.split() == ["SEVERITY", "CODE", "SUBJECT", "MESSAGE"]
     assert [row.split()[:3] for row in rows] == [
+        list(PLANTED),
         ["warning", "unhealthy-devices", GPU],
+        ["warning", "numa-misaligned", "inference/embed-0/embedder"],
         ["warning", "numa-misaligned", "inference/serve-0/server"],
     ]
-    assert rows[0].rstrip().endswith("1 of 8 device(s) unhealthy: GPU-5")
+    assert rows[1].rstrip().endswith("1 of 8 device(s) unhealthy: GPU-5")
     wide = doctor(sim_node.root, "-o", "wide").stdout.splitlines()
     assert wide[0].split() == ["SEVERITY", "CODE", "SUBJECT", "MESSAGE", "HINT"]
     assert wide[1].endswith(findings(doctor(sim_node.root, "-o", "json"))[0]["hint"])
@@ -133,7 +145,7 @@ def test_a_snapshot_file_gets_the_same_findings(sim_node: SimHandle, tmp_path: P
     snap = tmp_path / "node.json"
     assert devctl(sim_node.root, "snapshot", "-f", str(snap)).exit_code == 0
     from_file = devctl(sim_node.root, "--from", str(snap), "doctor", "-o", "json")
-    assert from_file.exit_code == 0
+    assert from_file.exit_code == 1
     assert from_file.json == doctor(sim_node.root, "-o", "json").json
 
 
@@ -206,7 +218,7 @@ def test_a_second_plugin_of_a_resource_and_a_plugin_of_nothing_known(sim_node: S
     background(serve(d, "gpu-debug.sock", GPU, [f"GPU-{i}" for i in range(8)]))
     background(serve(d, "mystery.sock", "example.com/mystery", ["m-0", "m-1"]))
     r = doctor(sim_node.root, "-o", "json")
-    assert r.exit_code == 0
+    assert r.exit_code == 1
     found = {f["code"]: f for f in findings(r)}
     duplicate = found["duplicate-plugin"]
     assert (duplicate["severity"], duplicate["subject"]) == ("warning", GPU)
@@ -361,7 +373,7 @@ def test_a_changed_checkpoint_is_a_checksum_error(sim_node: SimHandle):
     path.write_bytes(raw.replace(b'"GPU-7"', b'"GPU-8"'))
     r = doctor(sim_node.root, "-o", "json")
     assert r.exit_code == 1
-    (mismatch,) = [f for f in findings(r) if f["severity"] == "error"]
+    (mismatch,) = [f for f in others(r) if f["severity"] == "error"]
     assert (mismatch["code"], mismatch["subject"]) == ("checksum-mismatch", str(path))
     stored = json.loads(raw)["Checksum"]
     assert mismatch["message"].startswith(f"stored checksum {stored}, computed ")
@@ -372,7 +384,7 @@ def test_a_checkpoint_that_is_not_json_is_unreadable(sim_node: SimHandle):
     Path(sim_node.paths.checkpoint).write_text('{"Data": {"PodDeviceEntries": [{"PodUID": ')
     r = doctor(sim_node.root, "-o", "json")
     assert r.exit_code == 1
-    (bad,) = [f for f in findings(r) if f["severity"] == "error"]
+    (bad,) = [f for f in others(r) if f["severity"] == "error"]
     assert (bad["code"], bad["subject"]) == ("checkpoint-unreadable", sim_node.paths.checkpoint)
     assert bad["message"] == r.json["errors"][0]["message"]
     assert "drain the node" in bad["hint"]
@@ -392,7 +404,7 @@ def test_entries_of_gone_pods_and_an_undecodable_allocation(sim_node: SimHandle)
 
     edit_checkpoint(sim_node, add_entries)
     r = doctor(sim_node.root, "-o", "json")
-    assert r.exit_code == 0, r.stdout  # warnings only: the kubelet copes with both
+    assert r.exit_code == 1, r.stdout  # warnings only but the planted DRA error: the kubelet copes with both
     by_code = {f["code"]: f for f in findings(r)}
     stale = by_code["stale-allocation"]
     assert (stale["severity"], stale["subject"]) == ("warning", "0ld-p0d/cuda")
@@ -411,7 +423,7 @@ def test_an_allocation_that_is_not_base64_loses_the_whole_file(sim_node: SimHand
     edit_checkpoint(sim_node, break_entry)
     r = doctor(sim_node.root, "-o", "json")
     assert r.exit_code == 1
-    (bad,) = [f for f in findings(r) if f["severity"] == "error"]
+    (bad,) = [f for f in others(r) if f["severity"] == "error"]
     assert bad["code"] == "checkpoint-unreadable"
     assert bad["message"].endswith("the kubelet cannot decode the file and will start empty")
     assert "AllocResp is not base64" in bad["message"]
@@ -433,7 +445,7 @@ def test_an_old_format_checkpoint(sim_node: SimHandle):
 
     path = edit_checkpoint(sim_node, downgrade)
     r = doctor(sim_node.root, "-o", "json")
-    assert r.exit_code == 0
+    assert r.exit_code == 1
     assert [c for c in codes(r) if c[1] in ("checkpoint-old-format", "stale-allocation")] == [
         ("warning", "checkpoint-old-format", str(path)),
         ("warning", "stale-allocation", "uid-old/cuda"),
@@ -470,7 +482,7 @@ def test_a_v1alpha1_kubelet_limits_the_checks(short_root: Path):
     scenario = dataclasses.replace(default_scenario(), kubelet=KubeletOptions(api="v1alpha1"))
     with running_sim(short_root, scenario) as node:
         r = doctor(node.root, "-o", "json")
-    assert r.exit_code == 0
+    assert r.exit_code == 1
     (limited,) = [f for f in findings(r) if f["code"] == "pod-resources-limited"]
     assert (limited["severity"], limited["subject"]) == ("warning", node.paths.pod_resources)
     assert "v1alpha1 only" in limited["message"]

@@ -169,7 +169,12 @@ def test_the_command_finds_this_devctl_without_an_activated_venv() -> None:
     """`devctl sim -- devctl ls` works from `.venv/bin/devctl` with a PATH that does not hold the venv."""
     result = run_devctl("sim", "--", "sh", "-c", "devctl ls -q", env={"PATH": "/usr/bin:/bin"})
     assert result.exit_code == 0, result.stderr
-    assert result.stdout.split() == ["hardware-vendor.example/foo", "intel.com/sriov_netdevice", "nvidia.com/gpu"]
+    assert result.stdout.split() == [
+        "hardware-vendor.example/foo",
+        "intel.com/sriov_netdevice",
+        "nvidia.com/gpu",
+        "gpu.example.com",  # the default node's DRA driver
+    ]
 
 
 def temp_roots_of(pid: int) -> list[Path]:
@@ -225,7 +230,12 @@ def test_the_same_root_serves_again_and_again(short_root: Path) -> None:
     for _ in range(2):
         result = run_devctl("sim", "--root", str(root), "--", "sh", "-c", "devctl ls -q")
         assert result.exit_code == 0, result.stderr
-        assert result.stdout.split() == ["hardware-vendor.example/foo", "intel.com/sriov_netdevice", "nvidia.com/gpu"]
+        assert result.stdout.split() == [
+            "hardware-vendor.example/foo",
+            "intel.com/sriov_netdevice",
+            "nvidia.com/gpu",
+            "gpu.example.com",  # the default node's DRA driver
+        ]
         assert not root.exists()  # it made the directory, so it removed it
 
 

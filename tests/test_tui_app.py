@@ -81,12 +81,14 @@ async def test_overview_shows_each_resource_with_its_counts(sim: SimNode) -> Non
             "hardware-vendor.example/foo",
             "intel.com/sriov_netdevice",
             GPU,
+            "gpu.example.com",  # the default node's DRA driver
         ]
         # RESOURCE STATUS CAP ALLOC USED FREE BAD NUMA SOCKET
         assert cells(app, "resources", GPU) == (GPU, "serving", "8", "7", "6", "1", "1", "0,1", "nvidia-gpu.sock")
         assert cells(app, "resources", "hardware-vendor.example/foo")[7] == "-"
         text = screen_text(app)
-        assert "6 pods · 1 unhealthy · 1 misaligned · 03:04:05" in text  # the pinned clock
+        # DRA counts too: gpu-3 unhealthy, and embed-0 whose DRA GPU is across from its CPUs.
+        assert "6 pods · 2 unhealthy · 2 misaligned · 03:04:05" in text  # the pinned clock
         assert "checkpoint v2 5 entries checksum ok" in text
 
 
@@ -116,8 +118,8 @@ async def test_enter_on_a_resource_lists_its_devices_and_brackets_step_through(s
         assert cells(app, "devices", "GPU-5") == ("GPU-5", "Unhealthy", "1", "unhealthy", "-")
         assert cells(app, "devices", "GPU-7")[3] == "free"
         assert "nvidia.com/gpu · serving · 8 devices, 7 healthy, 6 held" in screen_text(app)
-        await pilot.press("right_square_bracket")
-        assert [r.key for r in table(app, "devices").rows] == ["foo-0", "foo-1"]
+        await pilot.press("right_square_bracket")  # the next resource: the DRA driver, its devices <pool>/<device>
+        assert [r.key for r in table(app, "devices").rows] == [f"sim-node/gpu-{i}" for i in range(4)]
         await pilot.press("left_square_bracket")
         assert table(app, "devices").rows[0].key == "GPU-0"
 

@@ -21,7 +21,9 @@ from devctl.analyze.plugins import CheckpointState, PluginRow, PluginsView, Sock
 from devctl.analyze.pods import find_pod, merge_devices, pod_view, pods_view
 from devctl.analyze.sources import (
     ALL_SOURCES,
+    CDI,
     CHECKPOINT,
+    DRA_CHECKPOINT,
     IDENTITIES,
     KUBELET_SOURCES,
     KUBELET_STATE,
@@ -42,7 +44,9 @@ from devctl.analyze.topology import NO_NUMA, AlignmentRow, DeviceCount, NumaRow,
 __all__ = [
     "ALL_SOURCES",
     "CAPACITY_NOTE",
+    "CDI",
     "CHECKPOINT",
+    "DRA_CHECKPOINT",
     "IDENTITIES",
     "KUBELET_SOURCES",
     "KUBELET_STATE",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from devctl.analyze.claims import DraCheckpointSection, dra_checkpoint_section
 from devctl.model import Allocation, CheckpointEntry, NodeSnapshot, PodResources
 
 
@@ -36,6 +37,7 @@ class CheckpointView:
     computed_checksum: int | None
     registered_devices: dict[str, tuple[str, ...]]
     entries: tuple[CheckpointEntryRow, ...]
+    dra: DraCheckpointSection | None = None  # dra_manager_state, beside the device manager's checkpoint
 
 
 # Stands for "more than one live pod" in the index below.
@@ -87,7 +89,9 @@ def checkpoint_view(snapshot: NodeSnapshot) -> CheckpointView:
     """
     cp = snapshot.checkpoint
     if cp is None:
-        return CheckpointView(snapshot.paths.checkpoint, None, None, None, None, {}, ())
+        return CheckpointView(
+            snapshot.paths.checkpoint, None, None, None, None, {}, (), dra=dra_checkpoint_section(snapshot)
+        )
     identities = {i.uid: i for i in snapshot.pod_identities}
     live = {(p.namespace, p.name) for p in snapshot.pods or ()}
     holders = _holders(snapshot.pods) if snapshot.pods is not None else None
@@ -120,4 +124,5 @@ def checkpoint_view(snapshot: NodeSnapshot) -> CheckpointView:
         computed_checksum=cp.computed_checksum,
         registered_devices=cp.registered_devices,
         entries=tuple(entries),
+        dra=dra_checkpoint_section(snapshot),
     )

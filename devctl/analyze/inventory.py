@@ -46,6 +46,7 @@ class ResourceRow:
     numa_nodes: tuple[int, ...]
     options: PluginOptions | None
     capacity_min: int | None = None
+    kind: str = "device-plugin"  # or "dra": a DRA driver's row (analyze/dra_inventory.py)
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,13 @@ class Holder:
     namespace: str
     pod: str
     container: str
+
+
+@dataclass(frozen=True)
+class ClaimHolder(Holder):
+    """A DRA device's holder: the claim (NAMESPACE/NAME) and a pod and container using it."""
+
+    claim: str
 
 
 @dataclass(frozen=True)
@@ -70,6 +78,7 @@ class DeviceRow:
     numa_nodes: tuple[int, ...]
     state: str | None
     allocated_to: tuple[Holder, ...] | None
+    kind: str = "device-plugin"  # or "dra": ID <pool>/<device>, resource the driver
 
 
 @dataclass
@@ -248,6 +257,9 @@ def resources_view(snapshot: NodeSnapshot, resources: Iterable[str] | None = Non
                 capacity_min=None if r.complete else (len(listed) or None),
             )
         )
+    from devctl.analyze.dra_inventory import dra_inventory  # imports this module's rows
+
+    rows += dra_inventory(snapshot, resources)[0]
     return tuple(rows)
 
 
@@ -266,4 +278,7 @@ def devices_view(snapshot: NodeSnapshot, resources: Iterable[str] | None = None)
                     allocated_to=tuple(r.holders.get(dev_id, ())) if r.holders_known else None,
                 )
             )
+    from devctl.analyze.dra_inventory import dra_inventory  # imports this module's rows
+
+    rows += dra_inventory(snapshot, resources)[1]
     return tuple(rows)

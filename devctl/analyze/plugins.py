@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from devctl.analyze.sources import CHECKPOINT
-from devctl.model import ErrorKind, NodeSnapshot, PluginOptions, PluginStatus, RegistryInfo, SocketStatus
+from devctl.model import ErrorKind, NodeSnapshot, PluginOptions, PluginProbe, PluginStatus, RegistryInfo, SocketStatus
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,39 @@ class PluginRow:
     error: str | None
     registry: RegistryInfo | None
     error_kind: ErrorKind | None
+    # Both worlds (cli.md): what kind of plugin, and for a registry socket its endpoint as probed.
+    kind: str = "device-plugin"  # dra | device-plugin | csi | unknown
+    driver: str | None = None
+    endpoint: str | None = None  # as the kubelet sees it (GetInfo)
+    endpoint_path: str | None = None  # resolved under --root
+    endpoint_status: str | None = None
+    supported_versions: tuple[str, ...] = ()
+    health_stream: bool | None = None  # DRA: DRAResourceHealth offered
+
+
+# PluginInfo.type -> the ``kind`` of the CLI contract.
+_KINDS = {"DRAPlugin": "dra", "DevicePlugin": "device-plugin", "CSIPlugin": "csi"}
+
+
+def _status(p: PluginProbe) -> str:
+    """A DRA driver serves when both its registration socket and its endpoint do: the first that fails says how."""
+    if p.status == PluginStatus.SERVING and p.dra is not None and p.dra.status != PluginStatus.SERVING:
+        return str(p.dra.status.value)
+    return str(p.status.value)
+
+
+def _dra_devices(p: PluginProbe, health: str | None) -> int | None:
+    """A DRA driver's devices (of ``health``) as its health stream lists them; None when no stream was read."""
+    if p.dra is None or p.dra.health is None:
+        return None
+    return sum(1 for h in p.dra.health if health is None or h.health == health)
+
+
+def _kind(p: PluginProbe) -> str:
+    if p.registry is not None:
+        return _KINDS.get(p.registry.type, "unknown")
+    # A socket in the device-plugins dir is a device plugin; a registry socket that never answered GetInfo is unknown.
+    return "unknown" if "/plugins_registry/" in p.socket else "device-plugin"
 
 
 @dataclass(frozen=True)
@@ -60,17 +93,27 @@ def plugins_view(snapshot: NodeSnapshot) -> PluginsView:
     rows = tuple(
         PluginRow(
             socket=p.socket,
-            resource=p.resource,
-            status=p.status.value,
-            devices=len(p.devices) if p.status == PluginStatus.SERVING and p.options is not None else None,
+            # A DRA driver's name stands where a resource name stands (cli.md).
+            resource=p.resource or (p.registry.name if p.registry and p.registry.type == "DRAPlugin" else None),
+            status=_status(p),
+            devices=len(p.devices)
+            if p.status == PluginStatus.SERVING and p.options is not None
+            else _dra_devices(p, None),
             healthy=sum(d.healthy for d in p.devices)
             if p.status == PluginStatus.SERVING and p.options is not None
-            else None,
+            else _dra_devices(p, "Healthy"),
             options=p.options,
             latency_ms=round(p.latency_ms, 3) if p.latency_ms is not None else None,
             error=p.error,
             registry=p.registry,
             error_kind=p.error_kind,
+            kind=_kind(p),
+            driver=p.registry.name if p.registry is not None and p.registry.type == "DRAPlugin" else None,
+            endpoint=p.registry.endpoint if p.registry is not None else None,
+            endpoint_path=p.dra.path if p.dra is not None else None,
+            endpoint_status=p.dra.status.value if p.dra is not None else None,
+            supported_versions=p.registry.supported_versions if p.registry is not None else (),
+            health_stream=p.dra.health_stream if p.dra is not None else None,
         )
         for p in sorted(snapshot.plugins, key=lambda p: p.socket)
     )

@@ -10,7 +10,9 @@ from dataclasses import replace
 
 from devctl.model import (
     ALL_SOURCES,
+    CDI,
     CHECKPOINT,
+    DRA_CHECKPOINT,
     IDENTITIES,
     KUBELET_STATE,
     PLUGINS,
@@ -27,7 +29,9 @@ from devctl.model import (
 
 __all__ = [
     "ALL_SOURCES",
+    "CDI",
     "CHECKPOINT",
+    "DRA_CHECKPOINT",
     "IDENTITIES",
     "KUBELET_SOURCES",
     "KUBELET_STATE",
@@ -75,6 +79,10 @@ def sources_read(snapshot: NodeSnapshot) -> frozenset[str]:
         read.add(RUNTIME)
     if snapshot.kubelet_state is not None:
         read.add(KUBELET_STATE)
+    if snapshot.dra_checkpoint is not None:
+        read.add(DRA_CHECKPOINT)
+    if snapshot.cdi is not None and snapshot.cdi.specs:
+        read.add(CDI)  # empty or absent spec dirs are the default of a node without CDI: nothing was read
     return frozenset(read)
 
 
@@ -91,6 +99,9 @@ _ERROR_SOURCES = {
     PLUGINS: PLUGINS,
     "plugin": PLUGINS,
     "registry": PLUGINS,
+    "dra": PLUGINS,  # a DRA driver's endpoint or health stream
+    DRA_CHECKPOINT: DRA_CHECKPOINT,
+    CDI: CDI,
     PLUGINS_DIR_SOURCE: PLUGINS,
     CHECKPOINT: CHECKPOINT,
     TOPOLOGY: TOPOLOGY,

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from devctl.analyze.claims import with_claim_health
+from devctl.analyze.dra_inventory import dra_inventory
 from devctl.analyze.inventory import Inventory, inventories
 from devctl.analyze.pods import merge_devices
 from devctl.model import ContainerResources, NodeSnapshot, PodResources
@@ -86,6 +88,11 @@ def _alignment(
             nodes = nodes or set(d.numa_nodes)
             if nodes:
                 device_sets.append(nodes)
+    # DRA claim devices: NUMA nodes through their CDI device nodes (analyze.claims.with_claim_health).
+    for dr in c.dynamic_resources:
+        for cd in dr.devices:
+            if cd.numa_nodes:
+                device_sets.append(set(cd.numa_nodes))
     cpu_numa = _container_cpu_numa(c.cpu_ids, cpu_node)
     memory_numa = tuple(sorted({n for m in c.memory for n in m.numa_nodes}))
     device_numa = tuple(sorted(set().union(*device_sets))) if device_sets else ()
@@ -136,9 +143,29 @@ def topology_view(snapshot: NodeSnapshot) -> TopologyView:
                 t[1] += held
                 t[2] += bool(healthy and not held)
                 t[3] += bool(healthy is None and not held)
+    # DRA drivers' devices, under the NUMA nodes their CDI device nodes lead to (-1 when unknown).
+    dra_resources, dra_devices = dra_inventory(snapshot)
+    dra_complete = {r.name: r.capacity is not None for r in dra_resources}
+    for d in dra_devices:
+        held = d.state in ("allocated", "unhealthy-allocated")
+        for node in d.numa_nodes or (NO_NUMA,):
+            t = tally.setdefault(node, {}).setdefault(d.resource, [0, 0, 0, 0])
+            t[0] += 1
+            t[1] += held
+            t[2] += d.state == "free"
+            t[3] += d.state is None
     counts: dict[int, dict[str, DeviceCount]] = {}
     for node, per_resource in tally.items():
         for name, (total, allocated, free, unknown) in per_resource.items():
+            if name in dra_complete:
+                known = snapshot.pods is not None
+                counts.setdefault(node, {})[name] = DeviceCount(
+                    total=total if dra_complete[name] else None,
+                    allocated=allocated if known else None,
+                    free=free if known and not unknown else None,
+                    total_min=None if dra_complete[name] else total,
+                )
+                continue
             r = inv[name]
             counts.setdefault(node, {})[name] = DeviceCount(
                 total=total if r.complete else None,
@@ -177,9 +204,9 @@ def topology_view(snapshot: NodeSnapshot) -> TopologyView:
         )
     alignment = tuple(
         _alignment(p, c, inv, cpu_node)
-        for p in sorted(snapshot.pods or (), key=lambda p: (p.namespace, p.name))
+        for p in sorted(with_claim_health(snapshot.pods or (), snapshot), key=lambda p: (p.namespace, p.name))
         for c in p.containers
-        if c.devices or c.cpu_ids or c.memory
+        if c.devices or c.cpu_ids or c.memory or c.dynamic_resources
     )
     return TopologyView(
         numa_nodes=tuple(nodes),

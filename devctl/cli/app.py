@@ -13,7 +13,7 @@ import typer
 from typer._click.exceptions import ClickException
 
 from devctl import __version__, quiet_interrupt
-from devctl.cli import call, completion, doctor, exporter, fleet, grpclog, plugin, read, sim, tui, watch, who
+from devctl.cli import call, claims, completion, doctor, exporter, fleet, grpclog, plugin, read, sim, tui, watch, who
 from devctl.cli.common import ExitCode, GlobalOptions, escape_unencodable, setup_logging
 from devctl.cli.lazy import LazyGroup, commands
 from devctl.escape import escape
@@ -118,6 +118,13 @@ def main_options(
             help="The CRI socket [the first of <root>/run/containerd/containerd.sock, <root>/run/crio/crio.sock].",
         ),
     ] = None,
+    cdi_dirs: Annotated[
+        str | None,
+        typer.Option(
+            envvar="DEVCTL_CDI_DIRS",
+            help="CDI spec dirs, lowest priority first [<root>/etc/cdi:<root>/var/run/cdi].",
+        ),
+    ] = None,
     timeout: Annotated[
         float,
         typer.Option(
@@ -147,13 +154,14 @@ def main_options(
         pod_logs=pod_logs,
         proc=proc,
         runtime_endpoint=runtime_endpoint,
+        cdi_dirs=cdi_dirs,
         timeout=timeout,
         from_file=from_file,
         verbose=verbose,
     )
 
 
-for _group in (read, doctor, call, watch, plugin, sim, tui, completion, exporter, fleet, who):
+for _group in (read, claims, doctor, call, watch, plugin, sim, tui, completion, exporter, fleet, who):
     _group.register(commands)
 
 

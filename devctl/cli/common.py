@@ -52,6 +52,7 @@ class GlobalOptions:
     pod_logs: str | None = None
     proc: str | None = None
     runtime_endpoint: str | None = None
+    cdi_dirs: str | None = None
     timeout: float = 5.0
     from_file: str | None = None
     verbose: bool = False
@@ -68,6 +69,7 @@ class GlobalOptions:
             pod_logs=self.pod_logs,
             proc=self.proc,
             runtime_endpoint=self.runtime_endpoint,
+            cdi_dirs=self.cdi_dirs,
         )
 
 

@@ -25,6 +25,7 @@ from devctl.cli.output import (
     write_structured,
 )
 from devctl.escape import escape
+from devctl.model import CDI, DRA_CHECKPOINT, IDENTITIES
 
 if TYPE_CHECKING:
     from devctl.model import ErrorKind, NodeSnapshot
@@ -34,6 +35,9 @@ ResourcesArg = Annotated[
 ]
 
 DEFAULT_NAMESPACE = "default"
+
+# Read beside a view's own sources for its DRA rows (claims from dra_manager_state, NUMA through CDI specs).
+DRA_SOURCES = frozenset({DRA_CHECKPOINT, CDI, IDENTITIES})
 
 
 def _unknown_resources(asked: list[str] | None, known: set[str]) -> list[str]:
@@ -78,7 +82,7 @@ def ls(
     from devctl.render.table import resources_table
 
     sources = {analyze.POD_RESOURCES, analyze.PLUGINS, analyze.CHECKPOINT}
-    snap = node_snapshot(ctx, sources)
+    snap = node_snapshot(ctx, sources | DRA_SOURCES)
     rows = analyze.resources_view(snap, resources)
     emit(
         snap,
@@ -107,9 +111,8 @@ def devices(
 
     sources = {analyze.POD_RESOURCES, analyze.PLUGINS, analyze.CHECKPOINT}
     # -o wide adds PROCS, the processes holding each device open: only it pays for a /proc scan.
-    snap = node_snapshot(
-        ctx, sources | ({analyze.PROCS, analyze.RUNTIME, analyze.IDENTITIES} if output == Output.wide else set())
-    )
+    wide = {analyze.PROCS, analyze.RUNTIME, analyze.IDENTITIES} if output == Output.wide else set()
+    snap = node_snapshot(ctx, sources | DRA_SOURCES | wide)
     rows = analyze.devices_view(snap, resources)
     procs = holder_counts(snap) if output == Output.wide else None
     emit(
@@ -136,11 +139,14 @@ def pods(
 ) -> None:
     """Allocations per container: devices, exclusive CPUs, memory, DRA claims (all namespaces by default)."""
     from devctl import analyze
+    from devctl.analyze.claims import with_claim_health
     from devctl.render.table import pods_table
 
     sources = {analyze.POD_RESOURCES}
-    snap = node_snapshot(ctx, sources)
-    rows = analyze.pods_view(snap, namespace=namespace, resource=resource, pod=pod)
+    # The drivers' health streams and the CDI specs give each DRA claim device its health and NUMA nodes.
+    snap = node_snapshot(ctx, sources | {analyze.PLUGINS, CDI})
+    rows = with_claim_health(analyze.pods_view(snap, namespace=namespace, resource=resource, pod=pod), snap)
+    snap = analyze.only_sources(snap, sources)  # what the drivers or CDI could not tell is a null, not a warning
     emit(
         snap,
         sources,
@@ -163,6 +169,7 @@ def get(
 ) -> None:
     """One pod's allocations, by pod-resources Get (List where Get is disabled). Exit 1 when there is no such pod."""
     from devctl import analyze
+    from devctl.analyze.claims import with_claim_health
     from devctl.collect import SnapshotError, collect, get_pod, load_snapshot
     from devctl.node.podresources import PodNotFound
     from devctl.node.rpc import RpcFailure
@@ -192,6 +199,11 @@ def get(
             fail(_pod_not_found(pod, namespace, snap), ExitCode.FINDINGS)
         except RpcFailure as e:
             fail(_why(e.message, e.kind), ExitCode.NO_SOURCE)
+        if any(c.dynamic_resources for c in found.containers):
+            # Its DRA devices' health and NUMA nodes: the drivers' streams and the CDI specs, read now.
+            snap = run(collect(opts.paths(), opts.timeout, want={analyze.PLUGINS, CDI}))
+    if any(c.dynamic_resources for c in found.containers):
+        (found,) = with_claim_health((found,), snap)
     if output in (Output.json, Output.yaml):
         write_structured(output, found, None)
     elif quiet:
@@ -225,7 +237,7 @@ def topo(
         analyze.KUBELET_STATE,
         analyze.IDENTITIES,
     }
-    snap = node_snapshot(ctx, sources)
+    snap = node_snapshot(ctx, sources | DRA_SOURCES)
     view = analyze.topology_view(snap)
     state = kubelet_state_view(snap)
     emit(
@@ -276,16 +288,19 @@ def checkpoint(
     Exit 3 when the checkpoint itself cannot be read: it is all this command shows.
     """
     from devctl import analyze
+    from devctl.render.dra import dra_checkpoint_lines
     from devctl.render.table import checkpoint_table
 
-    snap = node_snapshot(ctx, {analyze.CHECKPOINT, analyze.POD_RESOURCES, analyze.IDENTITIES})
+    # DRA: dra_manager_state, with the drivers (a claim whose driver is gone) and CDI (its NUMA nodes).
+    dra = {analyze.DRA_CHECKPOINT, analyze.PLUGINS, analyze.CDI}
+    snap = node_snapshot(ctx, {analyze.CHECKPOINT, analyze.POD_RESOURCES, analyze.IDENTITIES, *dra})
     view = analyze.checkpoint_view(snap)
     emit(
         snap,
-        {analyze.CHECKPOINT},
+        {analyze.CHECKPOINT, analyze.DRA_CHECKPOINT},
         output,
         view,
-        lambda style: checkpoint_table(view, style),
+        lambda style: checkpoint_table(view, style) + dra_checkpoint_lines(view.dra, style),
         lambda: dict.fromkeys(e.pod_uid for e in view.entries),
         no_headers=no_headers,
         quiet=quiet,

@@ -24,6 +24,11 @@ ENV_RUNTIME_ENDPOINT = "DEVCTL_RUNTIME_ENDPOINT"
 
 # The CRI sockets of containerd and CRI-O, in the order crictl tries them.
 RUNTIME_SOCKETS = ("run/containerd/containerd.sock", "run/crio/crio.sock")
+ENV_CDI_DIRS = "DEVCTL_CDI_DIRS"
+
+# The container runtime's default CDI spec dirs, lowest priority first: a later
+# dir wins over an earlier one (containerd's and CRI-O's ``cdi_spec_dirs``).
+DEFAULT_CDI_DIRS = ("etc/cdi", "var/run/cdi")
 
 # Under `kubectl debug node/NAME` the host's filesystem is mounted here.
 HOST_MOUNT = "/host"
@@ -49,6 +54,7 @@ def resolve_paths(
     pod_logs: str | None = None,
     proc: str | None = None,
     runtime_endpoint: str | None = None,
+    cdi_dirs: str | None = None,
     env: Mapping[str, str] | None = None,
     host_mount: str = HOST_MOUNT,
 ) -> NodePaths:
@@ -69,6 +75,7 @@ def resolve_paths(
         pod_logs=pick(pod_logs, ENV_POD_LOGS) or _join(root, "var/log/pods"),
         proc=pick(proc, ENV_PROC) or _join(root, "proc"),
         runtime_endpoint=pick(runtime_endpoint, ENV_RUNTIME_ENDPOINT) or default_runtime_endpoint(root),
+        cdi_dirs=_cdi_dirs(pick(cdi_dirs, ENV_CDI_DIRS), root),
     )
 
 
@@ -76,3 +83,10 @@ def default_runtime_endpoint(root: str) -> str:
     """The first CRI socket that exists under ``root`` (containerd, then CRI-O); containerd's when neither does."""
     candidates = [_join(root, rel) for rel in RUNTIME_SOCKETS]
     return next((c for c in candidates if os.path.exists(c)), candidates[0])
+
+
+def _cdi_dirs(flag: str | None, root: str) -> tuple[str, ...]:
+    """``--cdi-dirs A:B`` as given (lowest priority first), else the runtime's defaults under the root."""
+    if flag:
+        return tuple(d for d in flag.split(":") if d)
+    return tuple(_join(root, d) for d in DEFAULT_CDI_DIRS)

@@ -251,7 +251,7 @@ def topology_table(view: TopologyView, style: TableStyle) -> str:
 def plugins_table(view: PluginsView, style: TableStyle) -> str:
     headers = ["socket", "resource", "status", "devices", "latency"]
     if style.wide:
-        headers += ["healthy", "pre-start", "preferred", "registry", "error"]
+        headers += ["kind", "healthy", "pre-start", "preferred", "registry", "error"]
     out = []
     for p in view.plugins:
         row: list[object] = [
@@ -263,7 +263,7 @@ def plugins_table(view: PluginsView, style: TableStyle) -> str:
         ]
         if style.wide:
             registry = f"{p.registry.type}:{p.registry.name}" if p.registry else ""
-            row += [p.healthy, *_options(p.options), registry, p.error]
+            row += [p.kind, p.healthy, *_options(p.options), registry, p.error]
         out.append(row)
     text = grid(headers, out, style)
     if style.headers:

@@ -1,0 +1,142 @@
+"""DRA drivers as rows of ``devctl ls`` and their devices as rows of ``devctl devices``.
+
+A driver stands where a resource name stands and a device's ID is
+``<pool>/<device>`` (cli.md). Its devices are those its health stream lists,
+plus any a claim holds (``dra_manager_state``, pod-resources). Capacity is the
+health stream's count; without a stream only a lower bound is known (the
+devices claims name), so ``capacity`` is null and ``capacity_min`` says how
+many. ``allocated`` counts devices of prepared claims; a driver with claims in
+the checkpoint and no live endpoint is ``driver-missing``. NUMA nodes come
+from CDI device nodes through sysfs, so only for devices a claim holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from devctl.analyze.claims import DRIVER_MISSING, PREPARED, ClaimRow, claims_view, device_health, live_drivers
+from devctl.analyze.inventory import UNKNOWN, ClaimHolder, DeviceRow, ResourceRow
+from devctl.model import HEALTHY, NodeSnapshot, PluginProbe, PluginStatus
+
+DRA_KIND = "dra"
+
+
+def _drivers(snapshot: NodeSnapshot) -> dict[str, PluginProbe | None]:
+    """Every DRA driver the node knows of (a registration, or a claim's driver), with its registry probe."""
+    found: dict[str, PluginProbe | None] = {}
+    for p in snapshot.plugins:
+        if p.registry is not None and p.registry.type == "DRAPlugin" and p.registry.name:
+            prior = found.get(p.registry.name)
+            if prior is None or (p.dra is not None and p.dra.status == PluginStatus.SERVING):
+                found[p.registry.name] = p
+    for c in snapshot.dra_checkpoint.claims if snapshot.dra_checkpoint else ():
+        for driver in c.drivers:
+            found.setdefault(driver, None)
+    for pod in snapshot.pods or ():
+        for ctr in pod.containers:
+            for dr in ctr.dynamic_resources:
+                for d in dr.devices:
+                    found.setdefault(d.driver, None)
+    return found
+
+
+def _holders(snapshot: NodeSnapshot, claims: Iterable[ClaimRow]) -> dict[tuple[str, str, str], dict[ClaimHolder, None]]:
+    """(driver, pool, device) -> who holds it: the claim and each of its pods (with the containers using it)."""
+    containers: dict[tuple[str, str, str, str], list[str]] = {}
+    for pod in snapshot.pods or ():
+        for ctr in pod.containers:
+            for dr in ctr.dynamic_resources:
+                key = (pod.namespace, pod.name, dr.claim_namespace, dr.claim_name)
+                containers.setdefault(key, []).append(ctr.name)
+    out: dict[tuple[str, str, str], dict[ClaimHolder, None]] = {}
+    for c in claims:
+        claim = f"{c.namespace}/{c.name}"
+        for d in c.devices:
+            held = out.setdefault((d.driver, d.pool, d.device), {})
+            for p in c.pods:
+                if p.running is False:
+                    continue
+                for ctr_name in containers.get((p.namespace or "", p.name or "", c.namespace, c.name), [""]):
+                    held[ClaimHolder(p.namespace or "", p.name or p.uid or "", ctr_name, claim=claim)] = None
+            if not c.pods:
+                held[ClaimHolder("", "", "", claim=claim)] = None
+    return out
+
+
+def _status(driver: str, probe: PluginProbe | None, live: dict[str, bool], claimed: set[str]) -> str:
+    if not live.get(driver, False) and driver in claimed:
+        return DRIVER_MISSING
+    if probe is None:
+        return PluginStatus.NO_PLUGIN.value
+    if probe.status == PluginStatus.SERVING and probe.dra is not None:
+        return probe.dra.status.value
+    return probe.status.value
+
+
+def dra_inventory(
+    snapshot: NodeSnapshot, wanted: Iterable[str] | None = None
+) -> tuple[list[ResourceRow], list[DeviceRow]]:
+    """``ls`` rows and ``devices`` rows of every DRA driver (or those named in ``wanted``)."""
+    names = set(wanted or ())
+    drivers = {d: p for d, p in sorted(_drivers(snapshot).items()) if not names or d in names}
+    if not drivers:
+        return [], []
+    claims = claims_view(snapshot)
+    live = live_drivers(snapshot)
+    health = device_health(snapshot)
+    holders = _holders(snapshot, claims)
+    claimed = {d for c in claims for d in c.drivers}
+    numa = {(d.driver, d.pool, d.device): d.numa_nodes for c in claims for d in c.devices}
+    prepared = {(d.driver, d.pool, d.device) for c in claims if c.state == PREPARED for d in c.devices}
+    holders_known = snapshot.pods is not None
+    resources, devices = [], []
+    for driver, probe in drivers.items():
+        stream = probe.dra.health if probe is not None and probe.dra is not None else None
+        listed = [(h.pool, h.device) for h in stream] if stream is not None else []
+        held = [(pool, dev) for (dv, pool, dev) in holders if dv == driver and (pool, dev) not in set(listed)]
+        keys = list(dict.fromkeys([*listed, *sorted(held)]))
+        rows = []
+        for pool, dev in keys:
+            h = health.get((driver, pool, dev))
+            word = h.health if h is not None else UNKNOWN
+            who = holders.get((driver, pool, dev), {})
+            if not holders_known and not who:
+                state = None
+            elif h is None:
+                state = "allocated" if who else None
+            elif word == HEALTHY:
+                state = "allocated" if who else "free"
+            else:
+                state = "unhealthy-allocated" if who else "unhealthy"
+            rows.append(
+                DeviceRow(
+                    resource=driver,
+                    id=f"{pool}/{dev}",
+                    health=word,
+                    numa_nodes=numa.get((driver, pool, dev), ()),
+                    state=state,
+                    allocated_to=tuple(who) if holders_known or who else None,
+                    kind=DRA_KIND,
+                )
+            )
+        devices += rows
+        capacity = len(listed) if stream is not None else None
+        healthy = sum(1 for h in stream if health.get((driver, h.pool, h.device), h).health == HEALTHY) if stream else 0
+        allocated = sum(1 for pool, dev in keys if (driver, pool, dev) in prepared)
+        resources.append(
+            ResourceRow(
+                name=driver,
+                socket=probe.socket if probe is not None else None,
+                status=_status(driver, probe, live, claimed),
+                capacity=capacity,
+                allocatable=healthy if stream is not None else None,
+                allocated=allocated if holders_known else None,
+                free=sum(1 for r in rows if r.state == "free") if stream is not None and holders_known else None,
+                unhealthy=capacity - healthy if capacity is not None else None,
+                numa_nodes=tuple(sorted({n for r in rows for n in r.numa_nodes})),
+                options=None,
+                capacity_min=None if stream is not None else (len(keys) or None),
+                kind=DRA_KIND,
+            )
+        )
+    return resources, devices

@@ -1,0 +1,93 @@
+"""``devctl claims`` and ``devctl cdi``: the DRA claims on the node, and CDI names resolved as the runtime would.
+
+Thin commands like those of ``cli/read.py``: collect (or ``--from FILE``),
+analyse (``analyze/claims.py``, ``analyze/cdi.py``), render (``render/dra.py``).
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Annotated
+
+import typer
+
+from devctl.cli.common import Output
+from devctl.cli.output import NoHeadersOpt, OutputOpt, QuietOpt, emit, node_snapshot
+
+
+def _unknown(asked: list[str] | None, found: set[str], known: list[str], what: str) -> list[str]:
+    """A line per name asked for and not found, with the likeliest spelling among ``known``."""
+    lines = []
+    for name in dict.fromkeys(asked or ()):
+        if name not in found:
+            close = difflib.get_close_matches(name, known, n=1)
+            lines.append(f"{what} {name} not found" + (f" (did you mean {close[0]}?)" if close else ""))
+    return lines
+
+
+def claims(
+    ctx: typer.Context,
+    names: Annotated[
+        list[str] | None, typer.Argument(help="Only these claims (NAME or NAMESPACE/NAME).", show_default=False)
+    ] = None,
+    namespace: Annotated[str | None, typer.Option("--namespace", "-n", help="Only this namespace.")] = None,
+    output: OutputOpt = Output.table,
+    no_headers: NoHeadersOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """DRA claims on the node: state (prepared, checkpointed, stale, driver-missing), devices, health, NUMA, pods."""
+    from devctl import analyze
+    from devctl.analyze.claims import claims_view
+    from devctl.render.dra import claims_table
+
+    shown = {analyze.DRA_CHECKPOINT, analyze.POD_RESOURCES}
+    snap = node_snapshot(ctx, {*shown, analyze.PLUGINS, analyze.CDI, analyze.IDENTITIES})
+    rows = claims_view(snap, namespace=namespace, names=names)
+    everything = claims_view(snap, namespace=namespace)
+    found = {n for r in rows for n in (r.name, f"{r.namespace}/{r.name}")}
+    emit(
+        snap,
+        shown,
+        output,
+        {"claims": rows},
+        lambda style: claims_table(rows, style),
+        lambda: (f"{r.namespace}/{r.name}" for r in rows),
+        no_headers=no_headers,
+        quiet=quiet,
+        not_found=_unknown(names, found, sorted({r.name for r in everything}), "claim"),
+    )
+
+
+def cdi(
+    ctx: typer.Context,
+    names: Annotated[
+        list[str] | None, typer.Argument(help="Only these CDI names (vendor/class=name).", show_default=False)
+    ] = None,
+    output: OutputOpt = Output.table,
+    no_headers: NoHeadersOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """CDI spec dirs and files, and every CDI name in use resolved to device nodes, PCI address and NUMA node."""
+    from devctl import analyze
+    from devctl.analyze.cdi import cdi_view
+    from devctl.render.dra import cdi_table
+
+    shown = {analyze.CDI, analyze.CHECKPOINT, analyze.DRA_CHECKPOINT}
+    snap = node_snapshot(ctx, {*shown, analyze.POD_RESOURCES, analyze.IDENTITIES})
+    view = cdi_view(snap, names)
+    emit(
+        snap,
+        shown,
+        output,
+        view,
+        lambda style: cdi_table(view, style),
+        lambda: (n.name for n in view.names),
+        no_headers=no_headers,
+        quiet=quiet,
+    )
+
+
+def register(app: typer.Typer) -> None:
+    """Add this module's commands to the app."""
+    for command in (claims, cdi):
+        app.command(command.__name__)(command)

@@ -1,0 +1,229 @@
+"""CDI spec files read as the container runtime reads them, and their device nodes traced to hardware.
+
+The runtime (containerd, CRI-O through cncf-tags/container-device-interface)
+reads ``*.json`` and ``*.yaml`` in each spec dir (not recursively); a later
+dir has the higher priority. A spec is strict: a file that does not parse,
+names an unknown field, lacks ``cdiVersion``/``kind``/``devices`` or defines
+a device twice is rejected whole — here one line in ``CdiSpec.error``, the
+other specs still read. A device node's major:minor (from the spec, else the
+host path's ``stat`` under the root) leads through ``<sysfs>/dev/char/M:m``
+to the PCI function that owns it and that function's ``numa_node``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+from typing import Any
+
+import yaml
+
+from devctl.model import CdiDevice, CdiDeviceNode, CdiEdits, CdiMount, CdiSpec, CdiState
+from devctl.node.sockets import OutsideRoot, in_root
+
+MAX_SPEC_BYTES = 4 * 1024 * 1024  # a spec larger than this is not a CDI spec
+_TOP = {"cdiVersion", "kind", "annotations", "devices", "containerEdits"}
+_DEVICE = {"name", "annotations", "containerEdits"}
+_EDITS = {"env", "deviceNodes", "hooks", "mounts", "intelRdt", "additionalGIDs", "netDevices"}
+_PCI = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+
+
+class SpecError(ValueError):
+    """Why a spec file is rejected, one line."""
+
+
+def _strict(obj: Any, allowed: set[str], where: str) -> dict[str, Any]:
+    if not isinstance(obj, dict):
+        raise SpecError(f"{where}: not a mapping")
+    unknown = sorted(str(k) for k in obj if k not in allowed)
+    if unknown:
+        raise SpecError(f"{where}: unknown field {unknown[0]!r}")
+    return obj
+
+
+def _strings(value: Any, where: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise SpecError(f"{where}: not a list of strings")
+    return tuple(value)
+
+
+def _int(value: Any, where: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SpecError(f"{where}: not an integer")
+    return value
+
+
+def _edits(obj: Any, where: str) -> CdiEdits:
+    if obj is None:
+        return CdiEdits()
+    obj = _strict(obj, _EDITS, where)
+    nodes = []
+    for i, n in enumerate(obj.get("deviceNodes") or ()):
+        if not isinstance(n, dict) or not isinstance(n.get("path"), str) or not n["path"]:
+            raise SpecError(f"{where}.deviceNodes[{i}]: no path")
+        host = n.get("hostPath") or n["path"]
+        if not isinstance(host, str):
+            raise SpecError(f"{where}.deviceNodes[{i}].hostPath: not a string")
+        nodes.append(
+            CdiDeviceNode(
+                path=n["path"],
+                host_path=host,
+                major=_int(n.get("major"), f"{where}.deviceNodes[{i}].major"),
+                minor=_int(n.get("minor"), f"{where}.deviceNodes[{i}].minor"),
+            )
+        )
+    mounts = []
+    for i, m in enumerate(obj.get("mounts") or ()):
+        if (
+            not isinstance(m, dict)
+            or not isinstance(m.get("hostPath"), str)
+            or not isinstance(m.get("containerPath"), str)
+        ):
+            raise SpecError(f"{where}.mounts[{i}]: needs hostPath and containerPath")
+        mounts.append(CdiMount(host_path=m["hostPath"], container_path=m["containerPath"]))
+    nets = []
+    for i, d in enumerate(obj.get("netDevices") or ()):
+        if not isinstance(d, dict) or not isinstance(d.get("hostInterfaceName"), str):
+            raise SpecError(f"{where}.netDevices[{i}]: no hostInterfaceName")
+        nets.append(d["hostInterfaceName"])
+    return CdiEdits(
+        env=_strings(obj.get("env"), f"{where}.env"),
+        device_nodes=tuple(nodes),
+        mounts=tuple(mounts),
+        net_devices=tuple(nets),
+    )
+
+
+def parse_spec(text: str, path: str, priority: int) -> CdiSpec:
+    """One spec's text (YAML, of which JSON is a part); raises SpecError."""
+    try:
+        data = json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
+    except json.JSONDecodeError as e:
+        raise SpecError(f"not JSON: {e.msg} at line {e.lineno}") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        at = f" at line {mark.line + 1}" if mark is not None else ""
+        raise SpecError(f"not YAML: {getattr(e, 'problem', None) or 'syntax error'}{at}") from None
+    data = _strict(data, _TOP, "spec")
+    version, kind = data.get("cdiVersion"), data.get("kind")
+    if not isinstance(version, str) or not version:
+        raise SpecError("no cdiVersion")
+    if not isinstance(kind, str) or "/" not in kind:
+        raise SpecError("kind is not vendor/class")
+    raw_devices = data.get("devices")
+    if not isinstance(raw_devices, list) or not raw_devices:
+        raise SpecError("no devices")
+    devices, seen = [], set()
+    for i, d in enumerate(raw_devices):
+        d = _strict(d, _DEVICE, f"devices[{i}]")
+        name = d.get("name")
+        if not isinstance(name, str) or not name:
+            raise SpecError(f"devices[{i}]: no name")
+        if name in seen:
+            raise SpecError(f"device {name!r} defined twice")
+        seen.add(name)
+        devices.append(CdiDevice(name=name, edits=_edits(d.get("containerEdits"), f"devices[{i}].containerEdits")))
+    return CdiSpec(
+        path=path,
+        priority=priority,
+        kind=kind,
+        cdi_version=version,
+        edits=_edits(data.get("containerEdits"), "containerEdits"),
+        devices=tuple(devices),
+    )
+
+
+def _read(path: str) -> str:
+    with open(path, "rb") as f:
+        raw = f.read(MAX_SPEC_BYTES + 1)
+    if len(raw) > MAX_SPEC_BYTES:
+        raise SpecError(f"larger than {MAX_SPEC_BYTES} bytes")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SpecError("not UTF-8 text") from None
+
+
+def _pci_of(sysfs: str, major: int, minor: int) -> tuple[str | None, int | None]:
+    """The PCI function (and its NUMA node) owning char device major:minor, from sysfs's dev/char link."""
+    link = os.path.join(sysfs, "dev", "char", f"{major}:{minor}")
+    try:
+        target = os.path.realpath(link)
+    except OSError:
+        return None, None
+    parts = target.split(os.sep)
+    for i in range(len(parts) - 1, -1, -1):
+        if _PCI.match(parts[i]):
+            numa = None
+            try:
+                with open(os.path.join(os.sep.join(parts[: i + 1]), "numa_node")) as f:
+                    numa = int(f.read().strip())
+            except (OSError, ValueError):
+                pass
+            return parts[i], (numa if numa is not None and numa >= 0 else None)
+    return None, None
+
+
+def _traced(node: CdiDeviceNode, root: str, sysfs: str) -> CdiDeviceNode:
+    major, minor = node.major, node.minor
+    if major is None or minor is None:
+        try:
+            st = os.stat(in_root(root, node.host_path))
+        except (OSError, OutsideRoot):
+            return node
+        if not stat.S_ISCHR(st.st_mode):
+            return node
+        major, minor = os.major(st.st_rdev), os.minor(st.st_rdev)
+    pci, numa = _pci_of(sysfs, major, minor)
+    return CdiDeviceNode(node.path, node.host_path, major, minor, pci, numa)
+
+
+def _trace_edits(edits: CdiEdits, root: str, sysfs: str) -> CdiEdits:
+    if not edits.device_nodes:
+        return edits
+    nodes = tuple(_traced(n, root, sysfs) for n in edits.device_nodes)
+    return CdiEdits(env=edits.env, device_nodes=nodes, mounts=edits.mounts, net_devices=edits.net_devices)
+
+
+def read_spec(path: str, priority: int, root: str, sysfs: str) -> CdiSpec:
+    """One spec file, its device nodes traced; a failure is the spec's one-line ``error``."""
+    try:
+        spec = parse_spec(_read(path), path, priority)
+    except SpecError as e:
+        return CdiSpec(path=path, priority=priority, error=f"{path}: {e}")
+    except OSError as e:
+        return CdiSpec(path=path, priority=priority, error=f"{path}: {e.strerror or e}")
+    devices = tuple(CdiDevice(d.name, _trace_edits(d.edits, root, sysfs)) for d in spec.devices)
+    return CdiSpec(
+        path=spec.path,
+        priority=spec.priority,
+        kind=spec.kind,
+        cdi_version=spec.cdi_version,
+        edits=_trace_edits(spec.edits, root, sysfs),
+        devices=devices,
+    )
+
+
+def read_cdi(dirs: tuple[str, ...], root: str, sysfs: str) -> tuple[CdiState, list[str]]:
+    """Every spec in ``dirs`` (a missing dir is no spec, as for the runtime) and the dirs that could not be listed."""
+    specs, errors = [], []
+    for priority, directory in enumerate(dirs):
+        try:
+            names = sorted(os.listdir(directory))
+        except FileNotFoundError:
+            continue
+        except OSError as e:
+            errors.append(f"{directory}: {e.strerror or e}")
+            continue
+        for name in names:
+            path = os.path.join(directory, name)
+            if not name.endswith((".json", ".yaml")) or not os.path.isfile(path):
+                continue
+            specs.append(read_spec(path, priority, root, sysfs))
+    return CdiState(dirs=dirs, specs=tuple(specs)), errors
