@@ -279,7 +279,8 @@ def checkpoint(
 def snapshot(
     ctx: typer.Context,
     file: Annotated[
-        str | None, typer.Option("--file", "-f", metavar="FILE", help="Write here instead of stdout.", show_default=False)
+        str | None,
+        typer.Option("--file", "-f", metavar="FILE", help="Write here instead of stdout.", show_default=False),
     ] = None,
 ) -> None:
     """Every source at once as one JSON document, for `devctl --from FILE ...` anywhere else."""
