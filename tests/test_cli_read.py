@@ -120,6 +120,11 @@ def test_a_misspelt_resource_is_not_found_with_a_suggestion(default_node):
     assert both.exit_code == 1
     assert {d["resource"] for d in both.json["devices"]} == {GPU}  # stdout is still the whole JSON document
     assert both.stderr == "devctl: resource nope.io/x not found\n"
+    # by its last part and in any case, as a person types it
+    for asked in ("gpu", "NVIDIA.com/gpu"):
+        for command in ("ls", "devices"):
+            r = devctl(default_node.root, command, asked)
+            assert (r.exit_code, r.stderr) == (1, f"devctl: resource {asked} not found (did you mean {GPU}?)\n")
 
 
 def test_devices_json(default_node):
@@ -202,8 +207,21 @@ def test_get_is_one_element_of_pods(default_node):
     assert missing.stderr == (
         "devctl: pod train-0 in namespace default not found (it runs in namespace ml: devctl get train-0 -n ml)\n"
     )
-    nowhere = devctl(root, "get", "train-9", "-n", "ml")
-    assert (nowhere.exit_code, nowhere.stderr) == (1, "devctl: pod train-9 in namespace ml not found\n")
+    nowhere = devctl(root, "get", "trian-0", "-n", "ml")
+    assert (nowhere.exit_code, nowhere.stderr) == (
+        1,
+        "devctl: pod trian-0 in namespace ml not found (did you mean train-0?)\n",
+    )
+    # NS/NAME, as devctl prints holders
+    assert devctl(root, "get", "ml/train-0", "-o", "json").json == pods["train-0"]
+    assert devctl(root, "get", "ml/train-0", "-n", "default").exit_code == 2
+    # a command's name where the pod's goes, kubectl-style
+    for word, meant in (("pods", "pods"), ("devices", "devices")):
+        r = devctl(root, "get", word)
+        assert (r.exit_code, r.stderr) == (
+            1,
+            f"devctl: pod {word} in namespace default not found (did you mean `devctl {meant}`?)\n",
+        )
 
 
 def test_topo_json(default_node):

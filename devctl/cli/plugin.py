@@ -216,16 +216,19 @@ async def _serve(spec: PluginSpec, opts: GlobalOptions, stopper: Stopper, *, reg
 
 
 def _control(ctx: typer.Context, resource: str, request: dict[str, Any]) -> None:
-    from devctl.plugin.control import ControlError, control, default_control_dir
+    from devctl.plugin.control import ControlError, NoPlugin, control, default_control_dir
 
     opts = options(ctx)
     control_dir = default_control_dir(opts.paths().root)
     try:
         reply = run(control(control_dir, resource, request, opts.timeout))
-    except ControlError as e:  # no plugin serves it, or it did not answer
+    except NoPlugin as e:  # a resource name that does not exist: exit 1, as in ls
+        fail(str(e), ExitCode.FINDINGS)
+    except ControlError as e:  # a plugin that may not be asked or did not answer
         fail(str(e), ExitCode.NO_SOURCE)
     if not reply.get("ok"):
-        fail(str(reply.get("error", "the plugin refused the request")))
+        code = ExitCode.FINDINGS if reply.get("unknown") else ExitCode.USAGE  # an unknown device ID, as in ls
+        fail(str(reply.get("error", "the plugin refused the request")), code)
 
 
 @plugin_app.command("set-health")

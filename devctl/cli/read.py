@@ -38,25 +38,41 @@ DEFAULT_NAMESPACE = "default"
 
 def _unknown_resources(asked: list[str] | None, known: set[str]) -> list[str]:
     """A line for each resource named on the command line that the node does not know, with a likely spelling."""
-    import difflib
+    from devctl.names import not_found
 
-    lines = []
-    for name in dict.fromkeys(asked or ()):
-        if name not in known:
-            close = difflib.get_close_matches(name, sorted(known), n=1)
-            lines.append(f"resource {name} not found" + (f" (did you mean {close[0]}?)" if close else ""))
-    return lines
+    return [not_found("resource", name, known) for name in dict.fromkeys(asked or ()) if name not in known]
+
+
+# A command's name where a pod's goes (`devctl get pods`, kubectl's habit): the command a person meant.
+_COMMANDS_AS_POD = {"pod": "pods", "pods": "pods", "po": "pods", "devices": "devices", "device": "devices"}
+_COMMANDS_AS_POD |= {"resources": "ls", "ls": "ls", "topo": "topo", "plugins": "plugins", "checkpoint": "checkpoint"}
 
 
 def _pod_not_found(pod: str, namespace: str, snapshot: NodeSnapshot) -> str:
-    """``get``'s one line for a pod not found, naming the namespaces where a pod of that name runs."""
-    elsewhere = sorted({p.namespace for p in snapshot.pods or () if p.name == pod} - {namespace})
+    """``get``'s one line for a pod not found: the command meant, the namespaces where a pod of that name runs,
+    or a likely name."""
+    from devctl.names import likely
+
     message = f"pod {pod} in namespace {namespace} not found"
+    if pod in _COMMANDS_AS_POD:
+        return f"{message} (did you mean `devctl {_COMMANDS_AS_POD[pod]}`?)"
+    elsewhere = sorted({p.namespace for p in snapshot.pods or () if p.name == pod} - {namespace})
     if len(elsewhere) == 1:
         return f"{message} (it runs in namespace {elsewhere[0]}: devctl get {pod} -n {elsewhere[0]})"
     if elsewhere:
         return f"{message} (pods of that name run in namespaces {', '.join(elsewhere)})"
-    return message
+    guess = likely(pod, {p.name for p in snapshot.pods or () if p.namespace == namespace})
+    return f"{message} (did you mean {guess}?)" if guess else message
+
+
+def _split_pod(pod: str, namespace: str | None) -> tuple[str, str]:
+    """``NS/NAME`` as devctl prints holders, or NAME in ``-n`` (default: default); ``-n`` that disagrees is usage."""
+    if "/" in pod:
+        ns, _, name = pod.partition("/")
+        if namespace is not None and namespace != ns:
+            fail(f"{pod} names namespace {ns}, -n {namespace} another")
+        return name, ns
+    return pod, namespace or DEFAULT_NAMESPACE
 
 
 def _why(message: str, kind: ErrorKind) -> str:
@@ -150,8 +166,10 @@ def pods(
 
 def get(
     ctx: typer.Context,
-    pod: Annotated[str, typer.Argument(help="The pod's name.", show_default=False)],
-    namespace: Annotated[str, typer.Option("--namespace", "-n", help="The pod's namespace.")] = DEFAULT_NAMESPACE,
+    pod: Annotated[str, typer.Argument(help="The pod's name, or NAMESPACE/NAME.", show_default=False)],
+    namespace: Annotated[
+        str | None, typer.Option("--namespace", "-n", help="The pod's namespace [default: default].")
+    ] = None,
     output: OutputOpt = Output.table,
     no_headers: NoHeadersOpt = False,
     quiet: QuietOpt = False,
@@ -163,6 +181,7 @@ def get(
     from devctl.node.rpc import RpcFailure
     from devctl.render.table import pods_table
 
+    pod, namespace = _split_pod(pod, namespace)
     opts = options(ctx)
     if opts.from_file:
         try:

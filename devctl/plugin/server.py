@@ -49,6 +49,10 @@ class DeviceError(ValueError):
     """A device change that cannot be made: unknown ID, or an ID that already exists."""
 
 
+class UnknownDevice(DeviceError):
+    """A device change names an ID the plugin does not have."""
+
+
 class ServeError(RuntimeError):
     """The plugin cannot serve: its socket is taken by a live server, or cannot be bound."""
 
@@ -310,7 +314,11 @@ class DevicePluginServer:
         try:
             return self._devices[device_id]
         except KeyError:
-            raise DeviceError(f"{self.spec.resource} has no device {device_id!r}") from None
+            from devctl.names import likely
+
+            guess = likely(device_id, self._devices)
+            hint = f" (did you mean {guess}?)" if guess else ""
+            raise UnknownDevice(f"{self.spec.resource} has no device {device_id!r}{hint}") from None
 
     def _publish(self) -> None:
         devices = self.devices
