@@ -118,4 +118,18 @@ def test_version_as_a_command_and_an_option():
 def test_group_listings_show_each_command_s_whole_first_paragraph():
     for group in ("plugin", "sim"):
         text = CliRunner().invoke(app, [group, "--help"], prog_name="devctl").output
-        assert "..." not in text.split("Commands:")[1], text
+        assert "..." not in text.split("Commands:")[1].split("Examples:")[0], text
+
+
+def test_each_command_s_help_ends_with_examples_of_itself():
+    from devctl.cli.examples import EXAMPLES
+
+    runner = CliRunner()
+    for path, lines in EXAMPLES.items():
+        text = runner.invoke(app, [*path.split(), "--help"], prog_name="devctl").output
+        tail = text.split("Examples:")[-1]
+        assert "Examples:" in text and all(line in tail for line in lines), path
+        assert all(line.startswith("devctl ") for line in lines), path
+    # every command and subcommand has some
+    listed = {c for c in COMMANDS if c not in ("plugin", "fleet")}
+    assert listed <= set(EXAMPLES)

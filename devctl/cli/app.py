@@ -34,7 +34,7 @@ class DevctlGroup(LazyGroup):
 
     def get_command(self, ctx: typer.Context, cmd_name: str):  # type: ignore[override]
         command = super().get_command(ctx, cmd_name)
-        return None if command is None else globalopts.attach(command)
+        return None if command is None else globalopts.attach(command, cmd_name)
 
     def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:  # type: ignore[override]
         if not args and not ctx.resilient_parsing:

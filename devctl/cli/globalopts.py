@@ -115,17 +115,22 @@ def _copies(taken: set[str]) -> list[TyperOption]:
     return made
 
 
-def attach(command: Command) -> Command:
+def attach(command: Command, path: str) -> Command:
     """Give ``command`` (and, for a group, each of its commands) the global options it lacks.
 
-    A group's commands also get their whole first paragraph of help as the line of its listing.
+    ``path`` is the command as typed after ``devctl`` (``plugin add``): its examples
+    (devctl.cli.examples) end its help. A group's commands also get their whole
+    first paragraph of help as the line of its listing.
     """
+    from devctl.cli.examples import epilog
+
+    command.epilog = command.epilog or epilog(path)
     if isinstance(command, TyperGroup):
-        for sub in command.commands.values():
+        for name, sub in command.commands.items():
             if not sub.short_help and sub.help:
                 # The group's listing shows the whole first paragraph, as `devctl --help` does, not 45 characters.
                 sub.short_help = " ".join(sub.help.strip().split("\n\n")[0].split())
-            attach(sub)
+            attach(sub, f"{path} {name}")
         return command
     if any(getattr(p, _GLOBAL, False) for p in command.params):
         return command

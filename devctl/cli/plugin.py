@@ -45,11 +45,14 @@ def serve(
         list[str] | None, typer.Option("--device", help="A device ID[@NUMA[+NUMA]]; repeat for more.")
     ] = None,
     config: Annotated[
-        str | None, typer.Option("--config", help="YAML file shaped like a scenario `resources:` entry.")
+        str | None,
+        typer.Option("--config", metavar="FILE", help="YAML file shaped like a scenario `resources:` entry."),
     ] = None,
     socket: Annotated[
         str | None,
-        typer.Option("--socket", help="Socket file name in the plugins dir, no '/' [devctl-<resource>.sock]."),
+        typer.Option(
+            "--socket", metavar="NAME", help="Socket file name in the plugins dir, no '/' [devctl-<resource>.sock]."
+        ),
     ] = None,
     preferred: Annotated[
         bool | None, typer.Option("--preferred/--no-preferred", help="Offer GetPreferredAllocation [on].")
