@@ -95,7 +95,9 @@ def test_ls_table_filters_quiet_and_no_headers(default_node):
     r = devctl(default_node.root, "ls")
     assert r.exit_code == 0 and r.stderr == ""
     lines = r.stdout.splitlines()
-    assert lines[0].split() == ["NAME", "STATUS", "CAPACITY", "ALLOCATABLE", "ALLOCATED", "FREE", "UNHEALTHY"]
+    # the TUI's short headers: the default table fits 80 columns (issue 10, item 2)
+    assert lines[0].split() == ["NAME", "STATUS", "CAP", "ALLOC", "USED", "FREE", "BAD"]
+    assert max(len(x) for x in lines) <= 80
     assert lines[3].split() == [GPU, "serving", "8", "7", "6", "1", "1"]
     assert devctl(default_node.root, "ls", GPU, "--no-headers").stdout.split() == [
         GPU,
@@ -789,3 +791,21 @@ def test_a_stopped_plugins_capacity_is_at_least_what_the_checkpoint_names(sim_no
     assert row[1:4] == ["no-plugin", "≥7", "0"]
     assert "the kubelet keeps a stopped plugin's devices for 5 minutes" in table
     assert "5 minutes" not in devctl(sim_node.root, "ls", "--no-headers").stdout
+
+
+def test_kubectl_habits_sort_by_o_name_and_all_namespaces(default_node):
+    root = default_node.root
+    # --sort-by a key of the JSON rows (kubectl's {.field} too); unknown values last
+    by_free = devctl(root, "ls", "--sort-by", "free", "-o", "json").json["resources"]
+    assert [r["free"] for r in by_free] == sorted(r["free"] for r in by_free)
+    assert devctl(root, "ls", "--sort-by", "{.free}", "-q").stdout == "".join(f"{r['name']}\n" for r in by_free)
+    pods = devctl(root, "pods", "--sort-by", "name", "-o", "json").json["pods"]
+    assert [p["name"] for p in pods] == sorted(p["name"] for p in pods)
+    bad = devctl(root, "devices", "--sort-by", "nope")
+    assert bad.exit_code == 2 and "--sort-by nope: no such field; one of " in bad.stderr
+    # -o name is -q; -A is every namespace, the default
+    for command in ("ls", "devices", "pods"):
+        assert devctl(root, command, "-o", "name").stdout == devctl(root, command, "-q").stdout != ""
+    assert devctl(root, "get", "ml/train-0", "-o", "name").stdout == "ml/train-0\n"
+    assert devctl(root, "pods", "-A").stdout == devctl(root, "pods").stdout
+    assert devctl(root, "pods", "-A", "-n", "ml").exit_code == 2

@@ -38,6 +38,7 @@ class Output(str, Enum):
     wide = "wide"
     json = "json"
     yaml = "yaml"
+    name = "name"  # kubectl's -o name: the names only, one a line (as -q)
 
 
 @dataclass(frozen=True)

@@ -15,12 +15,15 @@ import typer
 
 from devctl.cli.common import AS_ROOT, ExitCode, Output, fail, options, run
 from devctl.cli.output import (
+    AllNamespacesOpt,
     NoHeadersOpt,
     OutputOpt,
     QuietOpt,
+    SortByOpt,
     emit,
     node_snapshot,
     refused_line,
+    sort_rows,
     table_style,
     write_structured,
 )
@@ -88,6 +91,7 @@ def ls(
     output: OutputOpt = Output.table,
     no_headers: NoHeadersOpt = False,
     quiet: QuietOpt = False,
+    sort_by: SortByOpt = None,
 ) -> None:
     """One row per extended resource: capacity, allocatable, allocated, free, unhealthy, plugin status."""
     from devctl import analyze
@@ -95,7 +99,7 @@ def ls(
 
     sources = {analyze.POD_RESOURCES, analyze.PLUGINS, analyze.CHECKPOINT}
     snap = node_snapshot(ctx, sources)
-    rows = analyze.resources_view(snap, resources)
+    rows = sort_rows(analyze.resources_view(snap, resources), sort_by)
     emit(
         snap,
         sources,
@@ -115,6 +119,7 @@ def devices(
     output: OutputOpt = Output.table,
     no_headers: NoHeadersOpt = False,
     quiet: QuietOpt = False,
+    sort_by: SortByOpt = None,
 ) -> None:
     """One row per device: health, state (free, allocated, unhealthy, unhealthy-allocated), NUMA, holder."""
     from devctl import analyze
@@ -122,7 +127,7 @@ def devices(
 
     sources = {analyze.POD_RESOURCES, analyze.PLUGINS, analyze.CHECKPOINT}
     snap = node_snapshot(ctx, sources)
-    rows = analyze.devices_view(snap, resources)
+    rows = sort_rows(analyze.devices_view(snap, resources), sort_by)
     emit(
         snap,
         sources,
@@ -144,14 +149,18 @@ def pods(
     output: OutputOpt = Output.table,
     no_headers: NoHeadersOpt = False,
     quiet: QuietOpt = False,
+    sort_by: SortByOpt = None,
+    all_namespaces: AllNamespacesOpt = False,
 ) -> None:
     """Allocations per container: devices, exclusive CPUs, memory, DRA claims (all namespaces by default)."""
     from devctl import analyze
     from devctl.render.table import pods_table
 
+    if all_namespaces and namespace is not None:
+        fail("-A and -n: every namespace or one, not both")
     sources = {analyze.POD_RESOURCES}
     snap = node_snapshot(ctx, sources)
-    rows = analyze.pods_view(snap, namespace=namespace, resource=resource, pod=pod)
+    rows = sort_rows(analyze.pods_view(snap, namespace=namespace, resource=resource, pod=pod), sort_by)
     emit(
         snap,
         sources,
@@ -208,7 +217,7 @@ def get(
             fail(_why(e.message, e.kind), ExitCode.NO_SOURCE)
     if output in (Output.json, Output.yaml):
         write_structured(output, found, None)
-    elif quiet:
+    elif quiet or output == Output.name:
         print(escape(f"{found.namespace}/{found.name}"))
     else:
         sys.stdout.write(

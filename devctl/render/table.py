@@ -101,8 +101,13 @@ def warnings(errors: Iterable[SourceError], color: bool = False) -> str:
 # --- ls -------------------------------------------------------------------------------------
 
 
+# ls's counts under the TUI's short headers, so that the table fits 80 columns:
+# CAP capacity, ALLOC allocatable (healthy), USED allocated (held), FREE, BAD unhealthy.
+RESOURCE_COUNTS = ["cap", "alloc", "used", "free", "bad"]
+
+
 def resources_table(rows: Sequence[ResourceRow], style: TableStyle) -> str:
-    headers = ["name", "status", "capacity", "allocatable", "allocated", "free", "unhealthy"]
+    headers = ["name", "status", *RESOURCE_COUNTS]
     if style.wide:
         headers += ["numa", "pre-start", "preferred", "socket"]
     out = []
@@ -330,10 +335,24 @@ _SEVERITY_COLORS = {"error": "red", "warning": "yellow", "info": "dim"}
 
 
 def findings_table(findings: Sequence[Finding], style: TableStyle) -> str:
-    """One row per finding: SEVERITY CODE SUBJECT MESSAGE, and HINT when wide; the severity coloured on a terminal."""
+    """One row per finding: SEVERITY CODE SUBJECT MESSAGE; the severity coloured on a terminal.
+
+    What to do is the point of doctor, so each finding's hint is an indented
+    ``hint:`` line under its row; ``wide`` puts it in a HINT column instead.
+    """
     headers = ["severity", "code", "subject", "message"] + (["hint"] if style.wide else [])
     rows = []
     for f in findings:
         row = [paint(f.severity, _SEVERITY_COLORS.get(f.severity, ""), style.color), f.code, f.subject, f.message]
         rows.append([*row, f.hint] if style.wide else row)
-    return grid(headers, rows, style)
+    text = grid(headers, rows, style)
+    if style.wide or not text:
+        return text
+    lines = text.splitlines()
+    body = lines[1:] if style.headers else lines  # cells are escaped: one line per row
+    out = lines[:1] if style.headers else []
+    for line, f in zip(body, findings, strict=True):
+        out.append(line)
+        if f.hint:
+            out.append(f"    {paint('hint', 'dim', style.color)}: {escape(f.hint)}")
+    return "\n".join(out) + "\n"
