@@ -809,3 +809,14 @@ def test_kubectl_habits_sort_by_o_name_and_all_namespaces(default_node):
     assert devctl(root, "get", "ml/train-0", "-o", "name").stdout == "ml/train-0\n"
     assert devctl(root, "pods", "-A").stdout == devctl(root, "pods").stdout
     assert devctl(root, "pods", "-A", "-n", "ml").exit_code == 2
+
+
+def test_numa_unknown_is_none_in_tables_and_topo_without_headers_has_no_blank_line(default_node):
+    root = default_node.root
+    topo = devctl(root, "topo").stdout.splitlines()
+    assert topo[1].split()[:2] == ["<none>", "<none>"]  # the devices no NUMA node is known for
+    assert not any(line.split()[0] == "-1" for line in topo if line.strip())
+    bare = devctl(root, "topo", "--no-headers").stdout.splitlines()
+    assert bare and "" not in bare
+    foo = [line.split() for line in devctl(root, "checkpoint").stdout.splitlines() if FOO in line.split()]
+    assert foo and foo[-1][-2] == "<none>"

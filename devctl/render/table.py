@@ -208,7 +208,7 @@ def topology_table(view: TopologyView, style: TableStyle) -> str:
             f"{r}={format_count(c.allocated)}/{format_count(c.total, c.total_min)}" for r, c in n.devices.items()
         )
         row: list[object] = [
-            n.id,
+            n.id if n.id >= 0 else None,  # the devices no NUMA node is known for: <none>, as everywhere
             format_cpulist(n.cpus),
             format_cpulist(n.allocatable_cpus),
             format_cpulist(n.exclusive_cpus),
@@ -236,7 +236,7 @@ def topology_table(view: TopologyView, style: TableStyle) -> str:
     ]
     table = grid(["namespace", "pod", "container", "aligned", "device-numa", "cpu-numa", "memory-numa"], aligned, style)
     if table:
-        parts.append("\n" + table)
+        parts.append(("\n" if style.headers else "") + table)  # --no-headers: rows only, no blank separator
     return "".join(p for p in parts if p) if nodes or aligned else ""
 
 
@@ -296,7 +296,8 @@ def checkpoint_table(view: CheckpointView, style: TableStyle) -> str:
         pod = f"{e.pod.namespace}/{e.pod.name}" if e.pod else "<unknown>"
         # A device on two NUMA nodes is filed under both keys: list it once.
         ids = dict.fromkeys(i for group in e.device_ids.values() for i in group)
-        numa = ",".join(k for k, v in e.device_ids.items() if v)
+        # The kubelet files a device without NUMA affinity under -1: <none> here, as in every table.
+        numa = ",".join(k for k, v in e.device_ids.items() if v and not k.startswith("-"))
         stale = paint("yes", "red", style.color) if e.stale else "no"
         row: list[object] = [pod, e.container, e.resource, ",".join(ids), numa, stale]
         if style.wide:
