@@ -34,9 +34,60 @@ SortByOpt = Annotated[
         "--sort-by", metavar="FIELD", help="Sort the rows by this field of -o json's rows (e.g. free, numa_nodes)."
     ),
 ]
+WatchOpt = Annotated[
+    bool,
+    typer.Option("--watch", "-w", help="Read again every 2 s and print again when the answer changes (Ctrl-C ends)."),
+]
 AllNamespacesOpt = Annotated[
     bool, typer.Option("--all-namespaces", "-A", help="Every namespace (the default; kubectl's habit).")
 ]
+
+
+# How often -w reads the node again: what a person watching a table notices, at one read's cost.
+REWATCH_EVERY = 2.0
+
+
+def rewatch(watch: bool, once: Callable[[], None]) -> None:
+    """``-w``: run ``once`` (a view command's body) again and again, printing only when its output changes.
+
+    As ``kubectl get -w``: the first answer at once, then a new table whenever
+    the node's answer differs from the last one printed (stdout and stderr
+    together, so a warning that comes or goes counts). Without ``watch`` it is
+    ``once()``. Ctrl-C or SIGTERM ends it with exit 0, a normal end for a watch.
+    """
+    if not watch:
+        once()
+        return
+    import contextlib
+    import io
+    import signal
+    import time
+
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM ends it as Ctrl-C does
+    last: tuple[str, str] | None = None
+    try:
+        while True:
+            out, err = io.StringIO(), io.StringIO()
+            usage = None
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                try:
+                    once()
+                except typer.Exit as e:  # an exit code is this answer's, not the watch's; a usage error ends it
+                    usage = e if e.exit_code == ExitCode.USAGE else None
+            answer = (out.getvalue(), err.getvalue())
+            if usage is not None:
+                sys.stderr.write(answer[1])
+                raise usage
+            if answer != last:
+                if last is not None and answer[0]:
+                    sys.stdout.write("\n")
+                sys.stderr.write(answer[1])
+                sys.stdout.write(answer[0])
+                sys.stdout.flush()
+                last = answer
+            time.sleep(REWATCH_EVERY)
+    except KeyboardInterrupt:
+        raise typer.Exit(int(ExitCode.OK)) from None
 
 
 def sort_rows(rows: Sequence[Any], field: str | None) -> list[Any]:

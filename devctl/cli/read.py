@@ -20,9 +20,11 @@ from devctl.cli.output import (
     OutputOpt,
     QuietOpt,
     SortByOpt,
+    WatchOpt,
     emit,
     node_snapshot,
     refused_line,
+    rewatch,
     sort_rows,
     table_style,
     write_structured,
@@ -92,25 +94,29 @@ def ls(
     no_headers: NoHeadersOpt = False,
     quiet: QuietOpt = False,
     sort_by: SortByOpt = None,
+    watch: WatchOpt = False,
 ) -> None:
     """One row per extended resource: capacity, allocatable, allocated, free, unhealthy, plugin status."""
     from devctl import analyze
     from devctl.render.table import resources_table
 
-    sources = {analyze.POD_RESOURCES, analyze.PLUGINS, analyze.CHECKPOINT}
-    snap = node_snapshot(ctx, sources)
-    rows = sort_rows(analyze.resources_view(snap, resources), sort_by)
-    emit(
-        snap,
-        sources,
-        output,
-        {"resources": rows},
-        lambda style: resources_table(rows, style),
-        lambda: (r.name for r in rows),
-        no_headers=no_headers,
-        quiet=quiet,
-        not_found=_unknown_resources(resources, {r.name for r in analyze.resources_view(snap)}),
-    )
+    def once() -> None:
+        sources = {analyze.POD_RESOURCES, analyze.PLUGINS, analyze.CHECKPOINT}
+        snap = node_snapshot(ctx, sources)
+        rows = sort_rows(analyze.resources_view(snap, resources), sort_by)
+        emit(
+            snap,
+            sources,
+            output,
+            {"resources": rows},
+            lambda style: resources_table(rows, style),
+            lambda: (r.name for r in rows),
+            no_headers=no_headers,
+            quiet=quiet,
+            not_found=_unknown_resources(resources, {r.name for r in analyze.resources_view(snap)}),
+        )
+
+    rewatch(watch, once)
 
 
 def devices(
@@ -120,25 +126,29 @@ def devices(
     no_headers: NoHeadersOpt = False,
     quiet: QuietOpt = False,
     sort_by: SortByOpt = None,
+    watch: WatchOpt = False,
 ) -> None:
     """One row per device: health, state (free, allocated, unhealthy, unhealthy-allocated), NUMA, holder."""
     from devctl import analyze
     from devctl.render.table import devices_table
 
-    sources = {analyze.POD_RESOURCES, analyze.PLUGINS, analyze.CHECKPOINT}
-    snap = node_snapshot(ctx, sources)
-    rows = sort_rows(analyze.devices_view(snap, resources), sort_by)
-    emit(
-        snap,
-        sources,
-        output,
-        {"devices": rows},
-        lambda style: devices_table(rows, style),
-        lambda: (d.id for d in rows),
-        no_headers=no_headers,
-        quiet=quiet,
-        not_found=_unknown_resources(resources, {r.name for r in analyze.resources_view(snap)}),
-    )
+    def once() -> None:
+        sources = {analyze.POD_RESOURCES, analyze.PLUGINS, analyze.CHECKPOINT}
+        snap = node_snapshot(ctx, sources)
+        rows = sort_rows(analyze.devices_view(snap, resources), sort_by)
+        emit(
+            snap,
+            sources,
+            output,
+            {"devices": rows},
+            lambda style: devices_table(rows, style),
+            lambda: (d.id for d in rows),
+            no_headers=no_headers,
+            quiet=quiet,
+            not_found=_unknown_resources(resources, {r.name for r in analyze.resources_view(snap)}),
+        )
+
+    rewatch(watch, once)
 
 
 def pods(
@@ -150,6 +160,7 @@ def pods(
     no_headers: NoHeadersOpt = False,
     quiet: QuietOpt = False,
     sort_by: SortByOpt = None,
+    watch: WatchOpt = False,
     all_namespaces: AllNamespacesOpt = False,
 ) -> None:
     """Allocations per container: devices, exclusive CPUs, memory, DRA claims (all namespaces by default)."""
@@ -158,19 +169,23 @@ def pods(
 
     if all_namespaces and namespace is not None:
         fail("-A and -n: every namespace or one, not both")
-    sources = {analyze.POD_RESOURCES}
-    snap = node_snapshot(ctx, sources)
-    rows = sort_rows(analyze.pods_view(snap, namespace=namespace, resource=resource, pod=pod), sort_by)
-    emit(
-        snap,
-        sources,
-        output,
-        {"pods": rows},
-        lambda style: pods_table(rows, style),
-        lambda: (f"{p.namespace}/{p.name}" for p in rows),
-        no_headers=no_headers,
-        quiet=quiet,
-    )
+
+    def once() -> None:
+        sources = {analyze.POD_RESOURCES}
+        snap = node_snapshot(ctx, sources)
+        rows = sort_rows(analyze.pods_view(snap, namespace=namespace, resource=resource, pod=pod), sort_by)
+        emit(
+            snap,
+            sources,
+            output,
+            {"pods": rows},
+            lambda style: pods_table(rows, style),
+            lambda: (f"{p.namespace}/{p.name}" for p in rows),
+            no_headers=no_headers,
+            quiet=quiet,
+        )
+
+    rewatch(watch, once)
 
 
 def get(
