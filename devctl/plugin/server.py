@@ -240,7 +240,8 @@ class DevicePluginServer:
                 continue
             delay, warned_absent, warned_failing = BACKOFF_START, False, False
             self.registered = True
-            self.log.info("registered %s with %s", self.spec.resource, self.kubelet_socket)
+            # The kubelet's side logs the registration too: in `devctl sim` this one is the RPC's line.
+            self.log.getChild("rpc").info("registered %s with %s", self.spec.resource, self.kubelet_socket)
             async with self._registered_cond:
                 self.registrations += 1
                 self._registered_cond.notify_all()
@@ -328,7 +329,8 @@ class DevicePluginServer:
     def _record(self, rpc: str, device_ids: tuple[str, ...] = (), detail: str = "") -> None:
         self.rpc_log.append(RpcRecord(time.time(), rpc, device_ids, detail))
         ids = f" {','.join(device_ids)}" if device_ids else ""
-        self.log.info("%s %s%s%s", rpc, self.spec.resource, ids, f" {detail}" if detail else "")
+        # A child logger: `devctl sim` keeps its log to one line per event and lowers this one (-v shows it).
+        self.log.getChild("rpc").info("%s %s%s%s", rpc, self.spec.resource, ids, f" {detail}" if detail else "")
 
 
 class _Newest:
