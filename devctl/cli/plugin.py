@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from devctl.cli.common import ExitCode, GlobalOptions, fail, options, run, say
+from devctl.cli.complete import device_ids, resources
 from devctl.escape import escape
 
 if TYPE_CHECKING:
@@ -237,8 +238,10 @@ def _control(ctx: typer.Context, resource: str, request: dict[str, Any]) -> None
 @plugin_app.command("set-health")
 def set_health(
     ctx: typer.Context,
-    resource: Annotated[str, typer.Argument(help="The resource a running `devctl plugin serve` serves.")],
-    device_id: Annotated[str, typer.Argument(metavar="ID", help="The device to change.")],
+    resource: Annotated[
+        str, typer.Argument(help="The resource a running `devctl plugin serve` serves.", autocompletion=resources)
+    ],
+    device_id: Annotated[str, typer.Argument(metavar="ID", help="The device to change.", autocompletion=device_ids)],
     # Case-insensitive: a person pastes "Unhealthy" as devctl devices and the kubelet spell it.
     health: Annotated[Health, typer.Argument(help="healthy or unhealthy.", case_sensitive=False)],
 ) -> None:

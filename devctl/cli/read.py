@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from devctl.cli.common import AS_ROOT, ExitCode, Output, fail, options, run
+from devctl.cli.complete import namespaces, pod_names, resources
 from devctl.cli.output import (
     AllNamespacesOpt,
     NoHeadersOpt,
@@ -35,7 +36,8 @@ if TYPE_CHECKING:
     from devctl.model import ErrorKind, NodeSnapshot
 
 ResourcesArg = Annotated[
-    list[str] | None, typer.Argument(help="Only these resources, e.g. nvidia.com/gpu.", show_default=False)
+    list[str] | None,
+    typer.Argument(help="Only these resources, e.g. nvidia.com/gpu.", show_default=False, autocompletion=resources),
 ]
 
 DEFAULT_NAMESPACE = "default"
@@ -153,7 +155,9 @@ def devices(
 
 def pods(
     ctx: typer.Context,
-    namespace: Annotated[str | None, typer.Option("--namespace", "-n", help="Only this namespace.")] = None,
+    namespace: Annotated[
+        str | None, typer.Option("--namespace", "-n", help="Only this namespace.", autocompletion=namespaces)
+    ] = None,
     resource: Annotated[str | None, typer.Option("--resource", help="Only containers holding this resource.")] = None,
     pod: Annotated[str | None, typer.Option("--pod", help="Only the pod of this name.")] = None,
     output: OutputOpt = Output.table,
@@ -190,9 +194,12 @@ def pods(
 
 def get(
     ctx: typer.Context,
-    pod: Annotated[str, typer.Argument(help="The pod's name, or NAMESPACE/NAME.", show_default=False)],
+    pod: Annotated[
+        str, typer.Argument(help="The pod's name, or NAMESPACE/NAME.", show_default=False, autocompletion=pod_names)
+    ],
     namespace: Annotated[
-        str | None, typer.Option("--namespace", "-n", help="The pod's namespace [default: default].")
+        str | None,
+        typer.Option("--namespace", "-n", help="The pod's namespace [default: default].", autocompletion=namespaces),
     ] = None,
     output: OutputOpt = Output.table,
     no_headers: NoHeadersOpt = False,
