@@ -512,3 +512,17 @@ async def test_k9s_keys_colon_jumps_j_k_move_esc_goes_back_ctrl_c_quits(sim: Sim
         await pilot.press("escape")
         await pilot.press("ctrl+c")
         await until(pilot, lambda: not app.is_running, "the app to quit")
+
+
+async def test_a_snapshot_file_says_when_it_was_taken_and_offers_no_refresh(sim: SimNode) -> None:  # noqa: F811
+    from devctl.tui.feeds import SnapshotFeed
+
+    snapshot = await collect(sim.paths, 2.0)
+    app = make_app(SnapshotFeed(snapshot), label="snapshot node.json", clock=pinned_clock)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until_view(pilot)
+        text = screen_text(app)
+        taken = snapshot.taken_at.replace("T", " ")[:19]
+        assert f"devctl · snapshot node.json taken at {taken}Z" in text
+        assert "r refresh" not in text
+        assert app.screen.check_action("refresh", ()) is False

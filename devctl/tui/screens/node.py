@@ -115,6 +115,7 @@ class NodeScreen(Screen[None]):
         self.clock = clock
         self.logs = logs
         self.controls: PluginControls | None = getattr(feed, "controls", None)
+        self.live: bool = getattr(feed, "live", True)  # False for a snapshot file: nothing to read again
         self.view: NodeView | None = None
         self.presented: Presented | None = None
         self.resource: str | None = None  # the resource whose devices the devices view shows
@@ -122,7 +123,7 @@ class NodeScreen(Screen[None]):
         self._history: list[str] = ["resources"]  # the views shown, the current one last, for Esc
 
     def compose(self) -> ComposeResult:
-        yield StatusBar(self.label)
+        yield StatusBar(self.label, self.live)
         with TabbedContent(initial="resources"):
             with TabPane(TITLES["resources"], id="resources"):
                 yield ResourcesPane()
@@ -136,7 +137,7 @@ class NodeScreen(Screen[None]):
                 yield EventsPane()
         yield Input(placeholder="filter rows: type, Enter to keep, Esc to clear", id="filter")
         yield Input(placeholder=":view [resource]  e.g. pods, devices nvidia.com/gpu  (Esc: cancel)", id="command")
-        yield KeyBar()
+        yield KeyBar(self.live)
         yield NodeSource(self.feed, clock=self.clock, logs=self.logs, present=Presenter())
 
     def on_mount(self) -> None:
@@ -384,6 +385,8 @@ class NodeScreen(Screen[None]):
         if action in CONTROL_ACTIONS:
             # Shown only where they act: on the devices of a plugin running in this process.
             return self.active == "devices" and self._controllable(self.resource)
+        if action == "refresh":
+            return self.live  # a snapshot file has nothing to read again
         return True
 
     def _selected_device(self) -> str | None:
