@@ -469,6 +469,7 @@ def _devices(c: _Checkup) -> None:
     # DRA drivers' devices have checks of their own (devctl.doctor_dra).
     serving = {r.name: r for r in c.resources if r.status == PluginStatus.SERVING.value and r.kind != "dra"}
     unhealthy: dict[str, list[str]] = {}
+    held: dict[str, int] = {}  # of those, still held by a container (each also an unhealthy-allocated finding)
     for d in c.devices:
         resource = serving.get(d.resource)
         if resource is None:
@@ -488,10 +489,12 @@ def _devices(c: _Checkup) -> None:
                 ERROR,
                 "unhealthy-allocated",
                 subject,
-                f"unhealthy ({d.health}), and still held by {_holders(d.allocated_to)}",
+                f"held by {_holders(d.allocated_to)} while its plugin reports it {d.health}",
                 "the kubelet does not take a device away from a running container: find out why it failed "
                 "(the plugin's logs, dmesg), then recreate the pod so it gets a healthy one",
             )
+            unhealthy.setdefault(d.resource, []).append(d.id)
+            held[d.resource] = held.get(d.resource, 0) + 1
         elif d.state == "unhealthy" or (d.state is None and d.health != HEALTHY):
             # Without pod-resources who holds it is unknown; that it is unhealthy is not.
             unhealthy.setdefault(d.resource, []).append(d.id)
@@ -500,7 +503,9 @@ def _devices(c: _Checkup) -> None:
             WARNING,
             "unhealthy-devices",
             name,
-            f"{len(ids)} of {serving[name].capacity} device(s) unhealthy: {_ids(ids)}",
+            # Every unhealthy device, as ls's BAD counts them; the held ones have their own findings too.
+            f"{len(ids)} of {serving[name].capacity} device(s) unhealthy: {_ids(ids)}"
+            + (f" ({held[name]} of them still held: unhealthy-allocated)" if held.get(name) else ""),
             "the kubelet allocates them to no one; the plugin's logs (and dmesg) say why it marked them: "
             "repair or replace the hardware",
         )

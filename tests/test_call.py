@@ -200,17 +200,25 @@ def test_stale_missing_and_malformed_sockets_are_one_line_exit_3(sim_node: SimHa
         assert (r.exit_code, r.stdout, r.stderr.splitlines()) == (3, "", [message]), socket
 
 
-def test_a_resource_nothing_serves_is_exit_3(sim_node: SimHandle):
+def test_a_resource_nothing_serves_is_exit_1_as_in_ls(sim_node: SimHandle, tmp_path):
+    # issue 10, item 5: a name that does not exist is exit 1 in every command
     r = devctl(sim_node.root, "call", "nope.example/x", "list")
-    assert r.exit_code == 3
+    assert r.exit_code == 1
     d = sim_node.paths.plugins_dir
     assert r.stderr.splitlines() == [
         f"devctl: no serving socket in {d} is known to serve nope.example/x (see devctl plugins)"
     ]
-    typo = devctl(sim_node.root, "call", "nvidia.com/gpus", "list")
-    assert (typo.exit_code, typo.stderr.splitlines()) == (
+    for typo in ("nvidia.com/gpus", "gpu", "NVIDIA.com/gpu"):
+        r = devctl(sim_node.root, "call", typo, "list")
+        assert (r.exit_code, r.stderr.splitlines()) == (
+            1,
+            [f"devctl: no serving socket in {d} is known to serve {typo} (did you mean {GPU}?)"],
+        )
+    # no kubelet dir at all: said as such, exit 3
+    r = devctl(tmp_path, "call", GPU, "list")
+    assert (r.exit_code, r.stderr.splitlines()) == (
         3,
-        [f"devctl: no serving socket in {d} is known to serve nvidia.com/gpus (did you mean {GPU}?)"],
+        [f"devctl: {tmp_path}/var/lib/kubelet/device-plugins does not exist: is this a node? --root/--kubelet-dir"],
     )
 
 

@@ -12,7 +12,7 @@ from devctl.cli.app import app
 COMMANDS = {
     "call", "cdi", "checkpoint", "claims", "completion", "demo", "devices", "doctor", "exporter", "fleet", "get",
     "ls", "plugin", "plugins",
-    "pods", "sim", "snapshot", "topo", "tui", "watch", "who",
+    "pods", "sim", "snapshot", "topo", "tui", "version", "watch", "who",
 }  # fmt: skip
 
 
@@ -75,3 +75,61 @@ def test_verbose_logs_devctl_s_own_rpcs_with_durations_and_nothing_of_grpc_or_as
     # ... and no line comes from gRPC's or asyncio's loggers
     names = {m.group(1) for x in lines if (m := re.match(r"\S+ \S+ (\S+): ", x))}
     assert names and all(n.startswith("devctl") for n in names), names
+
+
+def test_global_options_after_the_command_replace_the_groups(sim_node, tmp_path) -> None:
+    # GIVEN a simulated node and a snapshot of it; WHEN global options come after the command, kubectl-style
+    snap = tmp_path / "node.json"
+    assert run_devctl("snapshot", "-f", str(snap), root=sim_node.root).exit_code == 0
+    ls = run_devctl("ls", "--root", str(sim_node.root), "-o", "json")
+    pods = run_devctl("pods", "--from", str(snap), "-o", "json", env={"DEVCTL_ROOT": str(tmp_path / "nothing")})
+    # THEN they apply, over the environment variable too
+    assert ls.exit_code == 0, ls.stderr
+    assert "nvidia.com/gpu" in {r["name"] for r in ls.json["resources"]}
+    assert pods.exit_code == 0, pods.stderr
+    assert pods.json["pods"]
+    # AND a group's subcommand takes them as well; a bad value is the same usage error as before the command
+    bad = CliRunner().invoke(app, ["ls", "--timeout", "nan"], prog_name="devctl")
+    assert bad.exit_code == 2 and "Invalid value for '--timeout'" in bad.output
+
+
+def test_each_command_s_help_lists_the_global_options_with_what_they_take():
+    runner = CliRunner()
+    for argv in (["ls"], ["pods"], ["doctor"], ["plugin", "set-health"], ["call"]):
+        text = runner.invoke(app, [*argv, "--help"], prog_name="devctl").output
+        for shown in ("--root DIR", "--kubelet-dir DIR", "--pod-resources PATH", "--from FILE", "--timeout SECONDS"):
+            assert shown in text, (argv, shown)
+    # a command's own option of the same name stays its own
+    sim = runner.invoke(app, ["sim", "--help"], prog_name="devctl").output
+    assert len(re.findall(r"^  --root", sim, re.M)) == 1
+
+
+def test_devctl_alone_prints_help_on_stdout_and_exits_0():
+    result = run_devctl()
+    assert result.exit_code == 0
+    assert result.stdout.startswith("Usage: devctl") and "Commands:" in result.stdout
+    assert result.stderr == ""
+
+
+def test_version_as_a_command_and_an_option():
+    assert run_devctl("version").stdout == run_devctl("--version").stdout != ""
+
+
+def test_group_listings_show_each_command_s_whole_first_paragraph():
+    for group in ("plugin", "sim"):
+        text = CliRunner().invoke(app, [group, "--help"], prog_name="devctl").output
+        assert "..." not in text.split("Commands:")[1].split("Examples:")[0], text
+
+
+def test_each_command_s_help_ends_with_examples_of_itself():
+    from devctl.cli.examples import EXAMPLES
+
+    runner = CliRunner()
+    for path, lines in EXAMPLES.items():
+        text = runner.invoke(app, [*path.split(), "--help"], prog_name="devctl").output
+        tail = text.split("Examples:")[-1]
+        assert "Examples:" in text and all(line in tail for line in lines), path
+        assert all(line.startswith("devctl ") for line in lines), path
+    # every command and subcommand has some
+    listed = {c for c in COMMANDS if c not in ("plugin", "fleet")}
+    assert listed <= set(EXAMPLES)

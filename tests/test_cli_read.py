@@ -96,7 +96,9 @@ def test_ls_table_filters_quiet_and_no_headers(default_node):
     r = devctl(default_node.root, "ls")
     assert r.exit_code == 0 and r.stderr == ""
     lines = r.stdout.splitlines()
-    assert lines[0].split() == ["NAME", "STATUS", "CAPACITY", "ALLOCATABLE", "ALLOCATED", "FREE", "UNHEALTHY"]
+    # the TUI's short headers: the default table fits 80 columns (issue 10, item 2)
+    assert lines[0].split() == ["NAME", "STATUS", "CAP", "ALLOC", "USED", "FREE", "BAD"]
+    assert max(len(x) for x in lines) <= 80
     assert lines[3].split() == [GPU, "serving", "8", "7", "6", "1", "1"]
     assert devctl(default_node.root, "ls", GPU, "--no-headers").stdout.split() == [
         GPU,
@@ -121,6 +123,11 @@ def test_a_misspelt_resource_is_not_found_with_a_suggestion(default_node):
     assert both.exit_code == 1
     assert {d["resource"] for d in both.json["devices"]} == {GPU}  # stdout is still the whole JSON document
     assert both.stderr == "devctl: resource nope.io/x not found\n"
+    # by its last part and in any case, as a person types it
+    for asked in ("gpu", "NVIDIA.com/gpu"):
+        for command in ("ls", "devices"):
+            r = devctl(default_node.root, command, asked)
+            assert (r.exit_code, r.stderr) == (1, f"devctl: resource {asked} not found (did you mean {GPU}?)\n")
 
 
 def test_devices_json(default_node):
@@ -206,8 +213,21 @@ def test_get_is_one_element_of_pods(default_node):
     assert missing.stderr == (
         "devctl: pod train-0 in namespace default not found (it runs in namespace ml: devctl get train-0 -n ml)\n"
     )
-    nowhere = devctl(root, "get", "train-9", "-n", "ml")
-    assert (nowhere.exit_code, nowhere.stderr) == (1, "devctl: pod train-9 in namespace ml not found\n")
+    nowhere = devctl(root, "get", "trian-0", "-n", "ml")
+    assert (nowhere.exit_code, nowhere.stderr) == (
+        1,
+        "devctl: pod trian-0 in namespace ml not found (did you mean train-0?)\n",
+    )
+    # NS/NAME, as devctl prints holders
+    assert devctl(root, "get", "ml/train-0", "-o", "json").json == pods["train-0"]
+    assert devctl(root, "get", "ml/train-0", "-n", "default").exit_code == 2
+    # a command's name where the pod's goes, kubectl-style
+    for word, meant in (("pods", "pods"), ("devices", "devices")):
+        r = devctl(root, "get", word)
+        assert (r.exit_code, r.stderr) == (
+            1,
+            f"devctl: pod {word} in namespace default not found (did you mean `devctl {meant}`?)\n",
+        )
 
 
 def test_topo_json(default_node):
@@ -780,3 +800,32 @@ def test_a_stopped_plugins_capacity_is_at_least_what_the_checkpoint_names(sim_no
     assert row[1:4] == ["no-plugin", "≥7", "0"]
     assert "the kubelet keeps a stopped plugin's devices for 5 minutes" in table
     assert "5 minutes" not in devctl(sim_node.root, "ls", "--no-headers").stdout
+
+
+def test_kubectl_habits_sort_by_o_name_and_all_namespaces(default_node):
+    root = default_node.root
+    # --sort-by a key of the JSON rows (kubectl's {.field} too); unknown values last
+    by_free = devctl(root, "ls", "--sort-by", "free", "-o", "json").json["resources"]
+    assert [r["free"] for r in by_free] == sorted(r["free"] for r in by_free)
+    assert devctl(root, "ls", "--sort-by", "{.free}", "-q").stdout == "".join(f"{r['name']}\n" for r in by_free)
+    pods = devctl(root, "pods", "--sort-by", "name", "-o", "json").json["pods"]
+    assert [p["name"] for p in pods] == sorted(p["name"] for p in pods)
+    bad = devctl(root, "devices", "--sort-by", "nope")
+    assert bad.exit_code == 2 and "--sort-by nope: no such field; one of " in bad.stderr
+    # -o name is -q; -A is every namespace, the default
+    for command in ("ls", "devices", "pods"):
+        assert devctl(root, command, "-o", "name").stdout == devctl(root, command, "-q").stdout != ""
+    assert devctl(root, "get", "ml/train-0", "-o", "name").stdout == "ml/train-0\n"
+    assert devctl(root, "pods", "-A").stdout == devctl(root, "pods").stdout
+    assert devctl(root, "pods", "-A", "-n", "ml").exit_code == 2
+
+
+def test_numa_unknown_is_none_in_tables_and_topo_without_headers_has_no_blank_line(default_node):
+    root = default_node.root
+    topo = devctl(root, "topo").stdout.splitlines()
+    assert topo[1].split()[:2] == ["<none>", "<none>"]  # the devices no NUMA node is known for
+    assert not any(line.split()[0] == "-1" for line in topo if line.strip())
+    bare = devctl(root, "topo", "--no-headers").stdout.splitlines()
+    assert bare and "" not in bare
+    foo = [line.split() for line in devctl(root, "checkpoint").stdout.splitlines() if FOO in line.split()]
+    assert foo and foo[-1][-2] == "<none>"

@@ -34,3 +34,30 @@ def test_bash_completes_commands_and_options():
     assert devctl(env=env).stdout.split() == ["completion"]
     env["COMP_WORDS"] = "devctl --time"
     assert devctl(env=env).stdout.split() == ["--timeout"]
+
+
+def _complete(words: str, root: Path | str) -> list[str]:
+    cword = len(words.split()) - (0 if words.endswith(" ") else 1)
+    env = {"_DEVCTL_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": str(cword), "DEVCTL_ROOT": str(root)}
+    out = devctl(env=env)
+    assert out.returncode == 0 and out.stderr == "", out.stderr
+    return out.stdout.split()
+
+
+def test_names_are_completed_live_from_the_node(sim_node) -> None:
+    root = sim_node.root
+    assert _complete("devctl ls ", root) == [
+        "hardware-vendor.example/foo",
+        "intel.com/sriov_netdevice",
+        "nvidia.com/gpu",
+    ]
+    assert _complete("devctl devices nv", root) == ["nvidia.com/gpu"]
+    assert "GPU-7" in _complete("devctl plugin set-health nvidia.com/gpu GPU-", root)
+    assert _complete("devctl pods -n ", root) == ["inference", "ml", "monitoring"]
+    assert _complete("devctl get -n ml ", root) == ["train-0", "train-1"]
+    assert "ml/train-0" in _complete("devctl get ", root)
+
+
+def test_a_node_that_does_not_answer_completes_nothing_silently(tmp_path: Path) -> None:
+    assert _complete("devctl ls ", tmp_path) == []
+    assert _complete("devctl pods -n ", tmp_path) == []

@@ -119,9 +119,11 @@ def test_the_default_node_has_one_unhealthy_gpu_and_one_misaligned_pod(sim_node:
 
 def test_table_wide_yaml_and_fail_on(sim_node: SimHandle):
     r = doctor(sim_node.root)
-    assert (r.exit_code, r.stderr) == (1, "")
-    header, *rows = r.stdout.splitlines()
+    assert (r.exit_code, r.stderr) == (1, "")  # the default node plants an unhealthy DRA device in use: an error
+    header, *lines = r.stdout.splitlines()
     assert header.split() == ["SEVERITY", "CODE", "SUBJECT", "MESSAGE"]
+    # each finding's hint is the indented line under it, by default (issue 10, item 3)
+    rows, hints = lines[0::2], lines[1::2]
     assert [row.split()[:3] for row in rows] == [
         list(PLANTED),
         ["warning", "unhealthy-devices", GPU],
@@ -129,11 +131,14 @@ def test_table_wide_yaml_and_fail_on(sim_node: SimHandle):
         ["warning", "numa-misaligned", "inference/serve-0/server"],
     ]
     assert rows[1].rstrip().endswith("1 of 8 device(s) unhealthy: GPU-5")
+    as_json = findings(doctor(sim_node.root, "-o", "json"))
+    assert hints == [f"    hint: {f['hint']}" for f in as_json]
+    assert doctor(sim_node.root, "-o", "name").stdout.splitlines() == [f"{f['code']}/{f['subject']}" for f in as_json]
     wide = doctor(sim_node.root, "-o", "wide").stdout.splitlines()
     assert wide[0].split() == ["SEVERITY", "CODE", "SUBJECT", "MESSAGE", "HINT"]
     assert wide[1].endswith(findings(doctor(sim_node.root, "-o", "json"))[0]["hint"])
     assert [line.split() for line in doctor(sim_node.root, "--no-headers").stdout.splitlines()] == [
-        row.split() for row in rows
+        line.split() for line in lines
     ]
     as_yaml = yaml.safe_load(doctor(sim_node.root, "-o", "yaml").stdout)
     assert as_yaml == doctor(sim_node.root, "-o", "json").json
@@ -200,7 +205,7 @@ def test_stale_hung_and_malformed_sockets_are_errors(sim_node: SimHandle, backgr
     # A table needs no warning lines: each of those errors is a finding.
     table = doctor(sim_node.root, timeout=0.5)
     assert table.exit_code == 1 and table.stderr == ""
-    assert [line.split()[:2] for line in table.stdout.splitlines()[1:4]] == [
+    assert [line.split()[:2] for line in table.stdout.splitlines()[1:7:2]] == [
         ["error", "plugin-malformed"],
         ["error", "plugin-timeout"],
         ["error", "stale-socket"],
@@ -358,9 +363,17 @@ def test_a_device_that_goes_bad_or_away_under_a_running_container(sim_node: SimH
         ("error", "unhealthy-allocated", f"{GPU}/GPU-0"),
         ("error", "device-missing", f"{GPU}/GPU-1"),
     ]
-    assert by_code["unhealthy-allocated"]["message"] == "unhealthy (Unhealthy), and still held by ml/train-0/trainer"
+    # the message says neither the subject nor its own code again (issue 10, item 3)
+    assert by_code["unhealthy-allocated"]["message"] == (
+        "held by ml/train-0/trainer while its plugin reports it Unhealthy"
+    )
     assert by_code["device-missing"]["message"] == "held by ml/train-0/trainer, but its plugin no longer lists it"
-    assert by_code["unhealthy-devices"]["message"] == "1 of 7 device(s) unhealthy: GPU-5"
+    # every unhealthy device counted, as ls counts them, the held one named as such
+    assert by_code["unhealthy-devices"]["message"] == (
+        "2 of 7 device(s) unhealthy: GPU-0, GPU-5 (1 of them still held: unhealthy-allocated)"
+    )
+    ls = devctl(sim_node.root, "ls", GPU, "-o", "json").json["resources"][0]
+    assert ls["unhealthy"] == 2
 
 
 # --- the checkpoint ---------------------------------------------------------------------------------------
@@ -471,7 +484,7 @@ def test_an_empty_root_is_a_kubelet_that_is_not_there_exit_3(short_root: Path):
     assert {e["source"] for e in r.json["errors"]} == {"plugins-dir", "pod-resources", "checkpoint", "sysfs"}
     table = doctor(short_root)
     assert table.exit_code == 3 and table.stderr == ""
-    assert [line.split()[1] for line in table.stdout.splitlines()[1:]] == [
+    assert [line.split()[1] for line in table.stdout.splitlines()[1::2]] == [
         "kubelet-socket-missing",
         "pod-resources-unreachable",
         "source-unreadable",
@@ -585,5 +598,5 @@ def test_severity_is_coloured_only_when_asked():
 
     rows = [Finding("error", "stale-socket", "/s", "m", "h"), Finding("warning", "x", "s", "m", "h")]
     coloured = findings_table(rows, TableStyle(color=True)).splitlines()
-    assert coloured[1].startswith("\033[31merror\033[0m") and coloured[2].startswith("\033[33mwarning\033[0m")
+    assert coloured[1].startswith("\033[31merror\033[0m") and coloured[3].startswith("\033[33mwarning\033[0m")
     assert "\033[" not in findings_table(rows, TableStyle())

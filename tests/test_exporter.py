@@ -253,7 +253,7 @@ def test_label_values_are_escaped_per_the_exposition_format(sim_node) -> None:
     with exporter(sim_node.root, "--interval", "1") as ex:
         ex.wait_for("the odd device", lambda: _by(ex.samples("devctl_device_health"), device=weird) == [1.0])
         _, text = ex.get("/metrics")
-        line = next(x for x in text.splitlines() if x.startswith("devctl_device_health") and "GPU \\\"x" in x)
+        line = next(x for x in text.splitlines() if x.startswith("devctl_device_health") and 'GPU \\"x' in x)
         assert 'device="GPU \\"x\\"\\\\y\\nz' in line  # quote, backslash and newline escaped; one line each
 
 
@@ -303,8 +303,6 @@ def test_bad_listen_is_a_usage_error(short_root: Path) -> None:
     )
     assert p.returncode == 2
     assert p.stderr.count("\n") == 1 and "HOST:PORT" in p.stderr
-
-
 
 
 def test_nothing_but_the_cli_imports_the_exporter() -> None:

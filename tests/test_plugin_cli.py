@@ -48,10 +48,13 @@ async def test_serve_register_control_and_stop(short_root: Path, kubelet: FakeKu
         # and the health may be written as devctl devices prints it
         code, out, _ = await devctl(short_root, "plugin", "set-health", RESOURCE, "gpu-1", "Healthy")
         assert (code, out.strip()) == (0, f"{RESOURCE} gpu-1: Healthy")
-        # and control errors have their exit codes
-        assert (await devctl(short_root, "plugin", "remove", RESOURCE, "gpu-9"))[0] == 2
+        # and a resource or device that does not exist is exit 1 with a likely name (as in ls; issue 10, item 5)
+        code, _, err = await devctl(short_root, "plugin", "remove", RESOURCE, "GPU-2")
+        assert code == 1 and "has no device 'GPU-2' (did you mean gpu-2?)" in err
         code, _, err = await devctl(short_root, "plugin", "add", "example.com/none", "x-0@1")
-        assert code == 3 and "no running devctl plugin serves example.com/none" in err
+        assert code == 1 and "no running devctl plugin serves example.com/none" in err
+        code, _, err = await devctl(short_root, "plugin", "set-health", "gpu", "gpu-1", "healthy")
+        assert code == 1 and f"(did you mean {RESOURCE}? looked in" in err
     finally:
         # WHEN it gets SIGTERM THEN it exits 0, without a traceback, and its sockets are gone
         code, err = await serving.stop()

@@ -40,7 +40,7 @@ def lines(text: str) -> list[list[str]]:
 def test_resources_table_reads_like_kubectl():
     text = resources_table(analyze.resources_view(gpu_node()), PLAIN)
     assert lines(text) == [
-        ["NAME", "STATUS", "CAPACITY", "ALLOCATABLE", "ALLOCATED", "FREE", "UNHEALTHY"],
+        ["NAME", "STATUS", "CAP", "ALLOC", "USED", "FREE", "BAD"],
         [GPU, "serving", "8", "7", "3", "4", "1"],
     ]
     assert "\033[" not in text
@@ -177,8 +177,8 @@ def test_json_puts_one_row_per_line():
 def test_columns_are_three_spaces_apart_as_kubectl_prints_them():
     text = resources_table(analyze.resources_view(gpu_node()), PLAIN)
     assert text.splitlines() == [
-        "NAME             STATUS    CAPACITY   ALLOCATABLE   ALLOCATED   FREE   UNHEALTHY",
-        "nvidia.com/gpu   serving   8          7             3           4      1",
+        "NAME             STATUS    CAP   ALLOC   USED   FREE   BAD",
+        "nvidia.com/gpu   serving   8     7       3      4      1",
     ]
     coloured = resources_table(analyze.resources_view(gpu_node()), TableStyle(color=True))
     assert "\033[" in coloured and re.sub("\033\\[[0-9;]*m", "", coloured) == text  # colour takes no width

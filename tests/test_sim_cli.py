@@ -367,3 +367,29 @@ def test_devctls_own_grpc_silencing_is_not_passed_to_the_command() -> None:
     assert (mine.returncode, mine.stdout.strip()) == (0, "unset"), mine.stderr
     theirs = run_devctl("sim", "--", "sh", "-c", 'echo "$GRPC_VERBOSITY"', env={"GRPC_VERBOSITY": "debug"})
     assert theirs.stdout.strip() == "debug"
+
+
+def test_the_sim_logs_one_line_per_event_not_per_rpc(running_sim) -> None:
+    """Registrations, admissions, health changes: each one line; the RPCs behind them only with -v."""
+    proc, root = running_sim
+    result = run_devctl("plugin", "set-health", "nvidia.com/gpu", "GPU-1", "unhealthy", root=root)
+    assert result.exit_code == 0, result.stderr
+    # the health change reaches the kubelet's side before the sim stops
+    deadline = time.monotonic() + TIMEOUT
+    while run_devctl("ls", "nvidia.com/gpu", "-o", "json", root=root).json["resources"][0]["unhealthy"] != 2:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=TIMEOUT)
+    lines = stderr.splitlines()
+    for rpc in (
+        "GetDevicePluginOptions",
+        "ListAndWatch",
+        "Allocate ",
+        "GetPreferredAllocation",
+        "NodePrepareResources",
+    ):
+        assert not any(rpc in x for x in lines), rpc
+    assert sum("registered nvidia.com/gpu" in x for x in lines) == 1
+    assert sum("pod ml/train-0 admitted" in x for x in lines) == 1
+    assert any("nvidia.com/gpu GPU-1: Healthy -> Unhealthy" in x for x in lines)

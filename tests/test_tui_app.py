@@ -470,3 +470,61 @@ async def test_the_first_read_shows_what_answered_and_says_what_it_waits_for(sim
         # WHEN the read completes, THEN the mark goes
         feed.release.set()
         await until(pilot, lambda: "waiting for" not in screen_text(app), "the mark to go")
+
+
+async def test_k9s_keys_colon_jumps_j_k_move_esc_goes_back_ctrl_c_quits(sim: SimNode) -> None:  # noqa: F811
+    app = demo_app(sim)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until_view(pilot)
+
+        async def command(*keys: str) -> None:
+            await pilot.press("colon")
+            await until(pilot, lambda: app.focused is app.screen.query_one("#command"), "the command line")
+            await pilot.press(*keys, "enter")
+
+        # `:pods` Enter shows the pods view; `:devices gpu` the GPU's devices (a resource by its last part)
+        await command(*"pods")
+        await until(pilot, lambda: app.screen.active == "pods", "the pods view")
+        await command(*"devices", "space", *"gpu")
+        await until(pilot, lambda: app.screen.active == "devices", "the devices view")
+        await until(pilot, lambda: [r.key for r in table(app, "devices").rows][:1] == ["GPU-0"], "the GPUs")
+        # j and k move the cursor as the arrows do
+        devices = table(app, "devices")
+        await until(pilot, lambda: devices.has_focus, "the devices table")
+        for key, wanted in (("j", "GPU-1"), ("k", "GPU-0")):
+            for _ in range(10):  # a key a redraw swallowed is pressed again, as a person would
+                if devices.cursor_key == wanted:
+                    break
+                await pilot.press(key)
+                await pilot.pause()
+            assert devices.cursor_key == wanted, key
+        # Esc goes back to the view shown before
+        await pilot.press("escape")
+        await until(pilot, lambda: app.screen.active == "pods", "Esc back to pods")
+        # an unknown view is said, and nothing moves
+        await command(*"nope")
+        await pilot.pause()
+        assert app.screen.active == "pods" and app.is_running
+        # every key is in the help, which fits 80x24
+        await pilot.press("question_mark")
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen), "the help")
+        text = screen_text(app)
+        for key in (":  a view by name", "j k", "Esc: back", "Ctrl-C: quit"):
+            assert key in text, key
+        await pilot.press("escape")
+        await pilot.press("ctrl+c")
+        await until(pilot, lambda: not app.is_running, "the app to quit")
+
+
+async def test_a_snapshot_file_says_when_it_was_taken_and_offers_no_refresh(sim: SimNode) -> None:  # noqa: F811
+    from devctl.tui.feeds import SnapshotFeed
+
+    snapshot = await collect(sim.paths, 2.0)
+    app = make_app(SnapshotFeed(snapshot), label="snapshot node.json", clock=pinned_clock)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until_view(pilot)
+        text = screen_text(app)
+        taken = snapshot.taken_at.replace("T", " ")[:19]
+        assert f"devctl · snapshot node.json taken at {taken}Z" in text
+        assert "r refresh" not in text
+        assert app.screen.check_action("refresh", ()) is False

@@ -136,18 +136,28 @@ def test_a_kubelet_restart_disconnects_and_reconnects(sim_node: SimHandle, watch
     assert flip["device"] == "GPU-0"
 
 
-def test_an_unknown_resource_without_wait_is_exit_2_with_one_line(sim_node: SimHandle) -> None:
+def test_an_unknown_resource_without_wait_is_exit_1_with_one_line(sim_node: SimHandle) -> None:
+    # exit 1, as an unknown resource is in ls, devices and get (issue 10, item 5)
     r = run_devctl("watch", "example.com/nothing", "-o", "json", root=sim_node.root)
-    assert r.exit_code == 2
+    assert r.exit_code == 1
     assert r.stdout == ""
     assert r.stderr.strip().splitlines() == [
         "devctl: no plugin serves example.com/nothing (see `devctl plugins`; use --wait to wait for it)"
     ]
-    typo = run_devctl("watch", "nvidia.com/gpus", root=sim_node.root)
-    assert (typo.exit_code, typo.stderr.splitlines()) == (
-        2,
-        [f"devctl: no plugin serves nvidia.com/gpus (did you mean {GPU}? see `devctl plugins`)"],
-    )
+    for typo in ("nvidia.com/gpus", "gpu", "NVIDIA.com/gpu"):
+        r = run_devctl("watch", typo, root=sim_node.root)
+        assert (r.exit_code, r.stderr.splitlines()) == (
+            1,
+            [f"devctl: no plugin serves {typo} (did you mean {GPU}? see `devctl plugins`)"],
+        )
+
+
+def test_a_missing_kubelet_dir_is_said_as_such(tmp_path) -> None:
+    r = run_devctl("watch", GPU, root=tmp_path)
+    assert r.exit_code == 3
+    assert r.stderr.splitlines() == [
+        f"devctl: {tmp_path}/var/lib/kubelet/device-plugins does not exist: is this a node? --root/--kubelet-dir"
+    ]
 
 
 def test_a_user_who_may_not_open_the_sockets_is_told_so(sim_node: SimHandle) -> None:

@@ -13,8 +13,24 @@ import typer
 from typer._click.exceptions import ClickException
 
 from devctl import __version__, quiet_interrupt
-from devctl.cli import call, claims, completion, doctor, exporter, fleet, grpclog, plugin, read, sim, tui, watch, who
+from devctl.cli import (
+    call,
+    claims,
+    completion,
+    doctor,
+    exporter,
+    fleet,
+    globalopts,
+    grpclog,
+    plugin,
+    read,
+    sim,
+    tui,
+    watch,
+    who,
+)
 from devctl.cli.common import ExitCode, GlobalOptions, escape_unencodable, setup_logging
+from devctl.cli.globalopts import MAX_TIMEOUT, TIMEOUT_HELP, VERBOSE_HELP
 from devctl.cli.lazy import LazyGroup, commands
 from devctl.escape import escape
 
@@ -31,7 +47,15 @@ def _escape_usage_error(error: ClickException) -> None:
 class DevctlGroup(LazyGroup):
     """The root group: a reader that goes away is a normal end, as it is for ``devctl watch``; usage errors escaped."""
 
+    def get_command(self, ctx: typer.Context, cmd_name: str):  # type: ignore[override]
+        command = super().get_command(ctx, cmd_name)
+        return None if command is None else globalopts.attach(command, cmd_name)
+
     def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:  # type: ignore[override]
+        if not args and not ctx.resilient_parsing:
+            # `devctl` alone: the help on stdout, exit 0 (click's no_args_is_help exits 2 on stderr).
+            print(ctx.get_help())
+            ctx.exit(int(ExitCode.OK))
         try:
             return super().parse_args(ctx, args)
         except ClickException as e:
@@ -56,7 +80,6 @@ app = typer.Typer(
     cls=DevctlGroup,
     name="devctl",
     help="Inspect Kubernetes device plugins, pod resources and NUMA topology on this node.",
-    no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
@@ -70,42 +93,41 @@ def _version(value: bool) -> None:
         raise typer.Exit(int(ExitCode.OK))
 
 
-# gRPC takes no deadline much beyond this (1e10 s fails every call at once), and
-# inf or NaN would be none at all: every RPC has a deadline.
-MAX_TIMEOUT = 86400.0
-
-
-def _finite(value: float) -> float:
-    if value != value:  # NaN passes min and max: every comparison with it is false
-        raise typer.BadParameter("not a number of seconds")
-    return value
-
-
 @app.callback()
 def main_options(
     ctx: typer.Context,
     root: Annotated[
         str | None,
-        typer.Option(envvar="DEVCTL_ROOT", help="The host's filesystem root [default: / or /host]."),
+        typer.Option(envvar="DEVCTL_ROOT", metavar="DIR", help="The host's filesystem root [default: / or /host]."),
     ] = None,
     kubelet_dir: Annotated[
-        str | None, typer.Option(envvar="DEVCTL_KUBELET_DIR", help="The kubelet's --root-dir [<root>/var/lib/kubelet].")
+        str | None,
+        typer.Option(
+            envvar="DEVCTL_KUBELET_DIR", metavar="DIR", help="The kubelet's --root-dir [<root>/var/lib/kubelet]."
+        ),
     ] = None,
     plugins_dir: Annotated[
         str | None,
         typer.Option(
-            envvar="DEVCTL_PLUGINS_DIR", help="Device plugin sockets [<root>/var/lib/kubelet/device-plugins]."
+            envvar="DEVCTL_PLUGINS_DIR",
+            metavar="DIR",
+            help="Device plugin sockets [<root>/var/lib/kubelet/device-plugins].",
         ),
     ] = None,
     pod_resources: Annotated[
         str | None,
         typer.Option(
-            envvar="DEVCTL_POD_RESOURCES", help="The pod-resources socket [<kubelet-dir>/pod-resources/kubelet.sock]."
+            envvar="DEVCTL_POD_RESOURCES",
+            metavar="PATH",
+            help="The pod-resources socket [<kubelet-dir>/pod-resources/kubelet.sock].",
         ),
     ] = None,
-    sysfs: Annotated[str | None, typer.Option(envvar="DEVCTL_SYSFS", help="Host topology [<root>/sys].")] = None,
+    sysfs: Annotated[
+        str | None, typer.Option(envvar="DEVCTL_SYSFS", metavar="DIR", help="Host topology [<root>/sys].")
+    ] = None,
     pod_logs: Annotated[
-        str | None, typer.Option(envvar="DEVCTL_POD_LOGS", help="Per-pod log dirs [<root>/var/log/pods].")
+        str | None,
+        typer.Option(envvar="DEVCTL_POD_LOGS", metavar="DIR", help="Per-pod log dirs [<root>/var/log/pods]."),
     ] = None,
     proc: Annotated[
         str | None,
@@ -131,14 +153,15 @@ def main_options(
             envvar="DEVCTL_TIMEOUT",
             min=0.01,
             max=MAX_TIMEOUT,
-            callback=_finite,
-            help="Deadline of each RPC, in seconds.",
+            callback=globalopts.finite,
+            metavar="SECONDS",
+            help=TIMEOUT_HELP,
         ),
     ] = 5.0,
     from_file: Annotated[
-        str | None, typer.Option("--from", help="Read a snapshot file instead of the live node.")
+        str | None, typer.Option("--from", metavar="FILE", help="Read a snapshot file instead of the live node.")
     ] = None,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log each RPC and source to stderr.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help=VERBOSE_HELP)] = False,
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
     ] = False,
@@ -160,6 +183,13 @@ def main_options(
         verbose=verbose,
     )
 
+
+def version_command() -> None:
+    """Print the version (as --version does)."""
+    print(f"devctl {__version__}")
+
+
+commands.command("version")(version_command)
 
 for _group in (read, claims, doctor, call, watch, plugin, sim, tui, completion, exporter, fleet, who):
     _group.register(commands)

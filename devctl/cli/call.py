@@ -21,7 +21,7 @@ import typer
 from devctl.cli.common import ExitCode, fail, options, run, socket_path
 
 if TYPE_CHECKING:
-    from devctl.model import NodePaths
+    from devctl.model import NodePaths, PluginProbe
     from devctl.node.deviceplugin import DevicePluginClient
     from devctl.node.rpc import RpcFailure
     from devctl.render.table import TableStyle
@@ -120,6 +120,8 @@ def call(
         result = run(_call(paths, opts.timeout, resource, path, request))
     except RpcFailure as e:
         fail(e.message, _exit_code(e))
+    except UnknownResource as e:
+        fail(str(e), ExitCode.FINDINGS)
     _print(result, output)
 
 
@@ -134,7 +136,7 @@ def parse(
     rest = list(args)
     resource = None
     if socket is None:
-        if not rest or "/" not in rest[0]:
+        if not rest or rest[0] in METHODS:
             fail("name the plugin: a RESOURCE (e.g. nvidia.com/gpu) or --socket PATH, before the RPC")
         resource = rest.pop(0)
     elif rest and "/" in rest[0]:
@@ -169,6 +171,10 @@ def _exit_code(e: RpcFailure) -> ExitCode:
 # --- the call ------------------------------------------------------------------------------------
 
 
+class UnknownResource(Exception):
+    """The node can be read and no plugin serves the named resource: the name is likely wrong (exit 1, as in ls)."""
+
+
 @dataclass(frozen=True)
 class CallResult:
     socket: str
@@ -184,29 +190,36 @@ async def _socket_of(paths: NodePaths, timeout: float, resource: str) -> str:
     When none does, the error says why a person may not see it: sockets devctl
     may not open (not root), or a resource name that is almost one served.
     """
-    import difflib
-
     from devctl.analyze import CHECKPOINT, PLUGINS, POD_RESOURCES
     from devctl.collect import collect
-    from devctl.model import PluginStatus
-    from devctl.node.rpc import RpcFailure
     from devctl.node.sockets import serving_sockets
 
     snapshot = await collect(paths, timeout, want={PLUGINS, POD_RESOURCES, CHECKPOINT})
     found = serving_sockets(paths, snapshot.plugins, resource)
     if found:
         return found[0][1]  # the socket that serves DevicePlugin: a registry socket's endpoint, a symlink's target
-    serving = [p for p in snapshot.plugins if p.status == PluginStatus.SERVING]
+    raise _not_served(paths, snapshot.plugins, resource)
+
+
+def _not_served(paths: NodePaths, plugins: Sequence[PluginProbe], resource: str) -> Exception:
+    """Why no socket serves ``resource``: no plugins dir (wrong root), rights, or a name that is wrong."""
+    import os
+
+    from devctl.model import PluginStatus
+    from devctl.names import likely
+    from devctl.node.rpc import RpcFailure
+    from devctl.watch import not_a_node
+
+    if not os.path.isdir(paths.plugins_dir):
+        return RpcFailure(PluginStatus.NO_PLUGIN, not_a_node(paths))
+    serving = [p for p in plugins if p.status == PluginStatus.SERVING]
     message = f"no serving socket in {paths.plugins_dir} is known to serve {resource}"
-    denied = sum(p.status == PluginStatus.PERMISSION_DENIED for p in snapshot.plugins)
-    close = difflib.get_close_matches(resource, sorted({p.resource for p in serving if p.resource}), n=1)
+    denied = sum(p.status == PluginStatus.PERMISSION_DENIED for p in plugins)
+    close = likely(resource, {p.resource for p in serving if p.resource})
     if denied:
-        message += f" ({denied} socket(s) there refused devctl: permission denied; run as root)"
-    elif close:
-        message += f" (did you mean {close[0]}?)"
-    else:
-        message += " (see devctl plugins)"
-    raise RpcFailure(PluginStatus.NO_PLUGIN, message)
+        why = f"{denied} socket(s) there refused devctl: permission denied; run as root"
+        return RpcFailure(PluginStatus.NO_PLUGIN, f"{message} ({why})")
+    return UnknownResource(message + (f" (did you mean {close}?)" if close else " (see devctl plugins)"))
 
 
 async def _reply(client: DevicePluginClient, request: Request) -> Any:

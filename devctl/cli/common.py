@@ -38,6 +38,7 @@ class Output(str, Enum):
     wide = "wide"
     json = "json"
     yaml = "yaml"
+    name = "name"  # kubectl's -o name: the names only, one a line (as -q)
 
 
 @dataclass(frozen=True)
@@ -170,16 +171,23 @@ class EscapingFormatter(logging.Formatter):
         return super().formatMessage(safe)
 
 
-def setup_logging(verbose: bool) -> None:
+def setup_logging(verbose: bool, again: bool = False) -> None:
     """Warnings of anyone on stderr; with ``-v`` also devctl's own lines (each RPC, each source), nobody else's.
 
     ``-v`` lowers the level of the ``devctl`` logger only: gRPC's and asyncio's
     debug lines (event loop, poller, channel set-up) would bury the lines a
     person asked for, so their loggers stay at the root's level, warnings.
+    ``again``: ``-v`` given after the command, once the first set-up is done.
     """
+    if again:
+        for old in [h for h in logging.getLogger().handlers if isinstance(h.formatter, EscapingFormatter)]:
+            logging.getLogger().removeHandler(old)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(EscapingFormatter("%(asctime)s %(name)s: %(message)s" if verbose else "devctl: %(message)s"))
-    logging.basicConfig(level=logging.WARNING, handlers=[handler])
+    if again:
+        logging.getLogger().addHandler(handler)
+    else:
+        logging.basicConfig(level=logging.WARNING, handlers=[handler])
     logging.getLogger("devctl").setLevel(logging.DEBUG if verbose else logging.NOTSET)
     # grpc logs a traceback of its own for a reply it cannot parse; devctl reports
     # that source as one line instead (devctl.node.rpc.parsed).

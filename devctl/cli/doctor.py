@@ -38,7 +38,8 @@ def doctor(
     unhealthy and missing devices, the checkpoint (checksum, format, entries of
     pods that are gone), NUMA alignment and the shared CPU pool, and whether
     each plugin's healthy devices are the ones the kubelet offers (read twice,
-    a second apart, when they are not). `wide` adds a hint to each finding.
+    a second apart, when they are not). Each finding's hint is the indented line
+    under it (`wide`: a HINT column). `-o name`: CODE/SUBJECT per line.
     Exit 3 when no source could be read at all, or devctl may not read the
     kubelet's (run it as root).
     """
@@ -60,6 +61,10 @@ def doctor(
     denied = refused_line(snapshot, ALL_SOURCES)
     if output in (Output.json, Output.yaml):
         write_structured(output, {"findings": findings}, errors_of(snapshot))
+    elif output == Output.name:
+        from devctl.render.table import names
+
+        sys.stdout.write(names(f"{f.code}/{f.subject}" for f in findings))
     else:
         # Every source error is a finding too, so the table needs no warning lines.
         text = findings_table(findings, table_style(output, no_headers))

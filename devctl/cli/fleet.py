@@ -67,6 +67,8 @@ def _show(
 ) -> Sequence[Any]:
     from devctl.fleet.prometheus import PrometheusError
 
+    if output == Output.name:
+        fail("-o name: fleet prints table, wide, json or yaml")
     server = _server(ctx)
     try:
         rows = fetch(server)

@@ -21,10 +21,97 @@ if TYPE_CHECKING:
     from devctl.render.table import TableStyle
 
 OutputOpt = Annotated[
-    Output, typer.Option("--output", "-o", help="table, wide (more columns), json or yaml.", case_sensitive=False)
+    Output,
+    typer.Option(
+        "--output", "-o", help="table, wide (more columns), json, yaml or name (as -q).", case_sensitive=False
+    ),
 ]
 NoHeadersOpt = Annotated[bool, typer.Option("--no-headers", help="Tables without their header line.")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Names only, one per line.")]
+SortByOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--sort-by", metavar="FIELD", help="Sort the rows by this field of -o json's rows (e.g. free, numa_nodes)."
+    ),
+]
+WatchOpt = Annotated[
+    bool,
+    typer.Option("--watch", "-w", help="Read again every 2 s and print again when the answer changes (Ctrl-C ends)."),
+]
+AllNamespacesOpt = Annotated[
+    bool, typer.Option("--all-namespaces", "-A", help="Every namespace (the default; kubectl's habit).")
+]
+
+
+# How often -w reads the node again: what a person watching a table notices, at one read's cost.
+REWATCH_EVERY = 2.0
+
+
+def rewatch(watch: bool, once: Callable[[], None]) -> None:
+    """``-w``: run ``once`` (a view command's body) again and again, printing only when its output changes.
+
+    As ``kubectl get -w``: the first answer at once, then a new table whenever
+    the node's answer differs from the last one printed (stdout and stderr
+    together, so a warning that comes or goes counts). Without ``watch`` it is
+    ``once()``. Ctrl-C or SIGTERM ends it with exit 0, a normal end for a watch.
+    """
+    if not watch:
+        once()
+        return
+    import contextlib
+    import io
+    import signal
+    import time
+
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM ends it as Ctrl-C does
+    last: tuple[str, str] | None = None
+    try:
+        while True:
+            out, err = io.StringIO(), io.StringIO()
+            usage = None
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                try:
+                    once()
+                except typer.Exit as e:  # an exit code is this answer's, not the watch's; a usage error ends it
+                    usage = e if e.exit_code == ExitCode.USAGE else None
+            answer = (out.getvalue(), err.getvalue())
+            if usage is not None:
+                sys.stderr.write(answer[1])
+                raise usage
+            if answer != last:
+                if last is not None and answer[0]:
+                    sys.stdout.write("\n")
+                sys.stderr.write(answer[1])
+                sys.stdout.write(answer[0])
+                sys.stdout.flush()
+                last = answer
+            time.sleep(REWATCH_EVERY)
+    except KeyboardInterrupt:
+        raise typer.Exit(int(ExitCode.OK)) from None
+
+
+def sort_rows(rows: Sequence[Any], field: str | None) -> list[Any]:
+    """``--sort-by FIELD``: rows (dataclasses) ordered by one field, unknown values last; usage error for no such field.
+
+    FIELD is the key of ``-o json``'s rows; kubectl's JSONPath form ``{.free}`` or
+    ``.free`` is taken too. Numbers sort as numbers, everything else as text.
+    """
+    import dataclasses
+
+    if field is None or not rows:
+        return list(rows)
+    key = field.strip("{}").lstrip(".").replace("-", "_")
+    fields = [f.name for f in dataclasses.fields(rows[0])]
+    if key not in fields:
+        fail(f"--sort-by {field}: no such field; one of {', '.join(fields)}")
+
+    def order(row: Any) -> tuple[bool, int, Any]:
+        value = getattr(row, key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return (value is None, 0, value)
+        return (value is None or value == () or value == [], 1, str(value))
+
+    return sorted(rows, key=order)
 
 
 def node_snapshot(ctx: typer.Context, want: Iterable[str]) -> NodeSnapshot:
@@ -98,7 +185,7 @@ def emit(
         if denied:  # one line for the lot, not one warning per socket that refused devctl
             errors = tuple(e for e in errors if e.kind != ErrorKind.PERMISSION_DENIED)
         sys.stderr.write(denied + tables.warnings(errors, use_color(sys.stderr)))
-        if quiet:
+        if quiet or output == Output.name:
             sys.stdout.write(tables.names(names()))
         else:
             text = table(table_style(output, no_headers))

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from devctl.cli.common import ExitCode, GlobalOptions, fail, options, run, say
+from devctl.cli.complete import device_ids, resources
 from devctl.escape import escape
 
 if TYPE_CHECKING:
@@ -45,11 +46,14 @@ def serve(
         list[str] | None, typer.Option("--device", help="A device ID[@NUMA[+NUMA]]; repeat for more.")
     ] = None,
     config: Annotated[
-        str | None, typer.Option("--config", help="YAML file shaped like a scenario `resources:` entry.")
+        str | None,
+        typer.Option("--config", metavar="FILE", help="YAML file shaped like a scenario `resources:` entry."),
     ] = None,
     socket: Annotated[
         str | None,
-        typer.Option("--socket", help="Socket file name in the plugins dir, no '/' [devctl-<resource>.sock]."),
+        typer.Option(
+            "--socket", metavar="NAME", help="Socket file name in the plugins dir, no '/' [devctl-<resource>.sock]."
+        ),
     ] = None,
     preferred: Annotated[
         bool | None, typer.Option("--preferred/--no-preferred", help="Offer GetPreferredAllocation [on].")
@@ -216,23 +220,28 @@ async def _serve(spec: PluginSpec, opts: GlobalOptions, stopper: Stopper, *, reg
 
 
 def _control(ctx: typer.Context, resource: str, request: dict[str, Any]) -> None:
-    from devctl.plugin.control import ControlError, control, default_control_dir
+    from devctl.plugin.control import ControlError, NoPlugin, control, default_control_dir
 
     opts = options(ctx)
     control_dir = default_control_dir(opts.paths().root)
     try:
         reply = run(control(control_dir, resource, request, opts.timeout))
-    except ControlError as e:  # no plugin serves it, or it did not answer
+    except NoPlugin as e:  # a resource name that does not exist: exit 1, as in ls
+        fail(str(e), ExitCode.FINDINGS)
+    except ControlError as e:  # a plugin that may not be asked or did not answer
         fail(str(e), ExitCode.NO_SOURCE)
     if not reply.get("ok"):
-        fail(str(reply.get("error", "the plugin refused the request")))
+        code = ExitCode.FINDINGS if reply.get("unknown") else ExitCode.USAGE  # an unknown device ID, as in ls
+        fail(str(reply.get("error", "the plugin refused the request")), code)
 
 
 @plugin_app.command("set-health")
 def set_health(
     ctx: typer.Context,
-    resource: Annotated[str, typer.Argument(help="The resource a running `devctl plugin serve` serves.")],
-    device_id: Annotated[str, typer.Argument(metavar="ID", help="The device to change.")],
+    resource: Annotated[
+        str, typer.Argument(help="The resource a running `devctl plugin serve` serves.", autocompletion=resources)
+    ],
+    device_id: Annotated[str, typer.Argument(metavar="ID", help="The device to change.", autocompletion=device_ids)],
     # Case-insensitive: a person pastes "Unhealthy" as devctl devices and the kubelet spell it.
     health: Annotated[Health, typer.Argument(help="healthy or unhealthy.", case_sensitive=False)],
 ) -> None:

@@ -14,13 +14,19 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from devctl.cli.common import AS_ROOT, ExitCode, Output, fail, options, run
+from devctl.cli.complete import namespaces, pod_names, resources
 from devctl.cli.output import (
+    AllNamespacesOpt,
     NoHeadersOpt,
     OutputOpt,
     QuietOpt,
+    SortByOpt,
+    WatchOpt,
     emit,
     node_snapshot,
     refused_line,
+    rewatch,
+    sort_rows,
     table_style,
     write_structured,
 )
@@ -31,7 +37,8 @@ if TYPE_CHECKING:
     from devctl.model import ErrorKind, NodeSnapshot
 
 ResourcesArg = Annotated[
-    list[str] | None, typer.Argument(help="Only these resources, e.g. nvidia.com/gpu.", show_default=False)
+    list[str] | None,
+    typer.Argument(help="Only these resources, e.g. nvidia.com/gpu.", show_default=False, autocompletion=resources),
 ]
 
 DEFAULT_NAMESPACE = "default"
@@ -42,25 +49,41 @@ DRA_SOURCES = frozenset({DRA_CHECKPOINT, CDI, IDENTITIES})
 
 def _unknown_resources(asked: list[str] | None, known: set[str]) -> list[str]:
     """A line for each resource named on the command line that the node does not know, with a likely spelling."""
-    import difflib
+    from devctl.names import not_found
 
-    lines = []
-    for name in dict.fromkeys(asked or ()):
-        if name not in known:
-            close = difflib.get_close_matches(name, sorted(known), n=1)
-            lines.append(f"resource {name} not found" + (f" (did you mean {close[0]}?)" if close else ""))
-    return lines
+    return [not_found("resource", name, known) for name in dict.fromkeys(asked or ()) if name not in known]
+
+
+# A command's name where a pod's goes (`devctl get pods`, kubectl's habit): the command a person meant.
+_COMMANDS_AS_POD = {"pod": "pods", "pods": "pods", "po": "pods", "devices": "devices", "device": "devices"}
+_COMMANDS_AS_POD |= {"resources": "ls", "ls": "ls", "topo": "topo", "plugins": "plugins", "checkpoint": "checkpoint"}
 
 
 def _pod_not_found(pod: str, namespace: str, snapshot: NodeSnapshot) -> str:
-    """``get``'s one line for a pod not found, naming the namespaces where a pod of that name runs."""
-    elsewhere = sorted({p.namespace for p in snapshot.pods or () if p.name == pod} - {namespace})
+    """``get``'s one line for a pod not found: the command meant, the namespaces where a pod of that name runs,
+    or a likely name."""
+    from devctl.names import likely
+
     message = f"pod {pod} in namespace {namespace} not found"
+    if pod in _COMMANDS_AS_POD:
+        return f"{message} (did you mean `devctl {_COMMANDS_AS_POD[pod]}`?)"
+    elsewhere = sorted({p.namespace for p in snapshot.pods or () if p.name == pod} - {namespace})
     if len(elsewhere) == 1:
         return f"{message} (it runs in namespace {elsewhere[0]}: devctl get {pod} -n {elsewhere[0]})"
     if elsewhere:
         return f"{message} (pods of that name run in namespaces {', '.join(elsewhere)})"
-    return message
+    guess = likely(pod, {p.name for p in snapshot.pods or () if p.namespace == namespace})
+    return f"{message} (did you mean {guess}?)" if guess else message
+
+
+def _split_pod(pod: str, namespace: str | None) -> tuple[str, str]:
+    """``NS/NAME`` as devctl prints holders, or NAME in ``-n`` (default: default); ``-n`` that disagrees is usage."""
+    if "/" in pod:
+        ns, _, name = pod.partition("/")
+        if namespace is not None and namespace != ns:
+            fail(f"{pod} names namespace {ns}, -n {namespace} another")
+        return name, ns
+    return pod, namespace or DEFAULT_NAMESPACE
 
 
 def _why(message: str, kind: ErrorKind) -> str:
@@ -76,25 +99,30 @@ def ls(
     output: OutputOpt = Output.table,
     no_headers: NoHeadersOpt = False,
     quiet: QuietOpt = False,
+    sort_by: SortByOpt = None,
+    watch: WatchOpt = False,
 ) -> None:
     """One row per extended resource: capacity, allocatable, allocated, free, unhealthy, plugin status."""
     from devctl import analyze
     from devctl.render.table import resources_table
 
-    sources = {analyze.POD_RESOURCES, analyze.PLUGINS, analyze.CHECKPOINT}
-    snap = node_snapshot(ctx, sources | DRA_SOURCES)
-    rows = analyze.resources_view(snap, resources)
-    emit(
-        snap,
-        sources,
-        output,
-        {"resources": rows},
-        lambda style: resources_table(rows, style),
-        lambda: (r.name for r in rows),
-        no_headers=no_headers,
-        quiet=quiet,
-        not_found=_unknown_resources(resources, {r.name for r in analyze.resources_view(snap)}),
-    )
+    def once() -> None:
+        sources = {analyze.POD_RESOURCES, analyze.PLUGINS, analyze.CHECKPOINT}
+        snap = node_snapshot(ctx, sources | DRA_SOURCES)
+        rows = sort_rows(analyze.resources_view(snap, resources), sort_by)
+        emit(
+            snap,
+            sources,
+            output,
+            {"resources": rows},
+            lambda style: resources_table(rows, style),
+            lambda: (r.name for r in rows),
+            no_headers=no_headers,
+            quiet=quiet,
+            not_found=_unknown_resources(resources, {r.name for r in analyze.resources_view(snap)}),
+        )
+
+    rewatch(watch, once)
 
 
 def devices(
@@ -103,66 +131,88 @@ def devices(
     output: OutputOpt = Output.table,
     no_headers: NoHeadersOpt = False,
     quiet: QuietOpt = False,
+    sort_by: SortByOpt = None,
+    watch: WatchOpt = False,
 ) -> None:
     """One row per device: health, state (free, allocated, unhealthy, unhealthy-allocated), NUMA, holder."""
     from devctl import analyze
     from devctl.analyze.holders import holder_counts
     from devctl.render.table import devices_table
 
-    sources = {analyze.POD_RESOURCES, analyze.PLUGINS, analyze.CHECKPOINT}
-    # -o wide adds PROCS, the processes holding each device open: only it pays for a /proc scan.
-    wide = {analyze.PROCS, analyze.RUNTIME, analyze.IDENTITIES} if output == Output.wide else set()
-    snap = node_snapshot(ctx, sources | DRA_SOURCES | wide)
-    rows = analyze.devices_view(snap, resources)
-    procs = holder_counts(snap) if output == Output.wide else None
-    emit(
-        snap,
-        sources,
-        output,
-        {"devices": rows},
-        lambda style: devices_table(rows, style, procs, procs_asked=output == Output.wide),
-        lambda: (d.id for d in rows),
-        no_headers=no_headers,
-        quiet=quiet,
-        not_found=_unknown_resources(resources, {r.name for r in analyze.resources_view(snap)}),
-    )
+    def once() -> None:
+        sources = {analyze.POD_RESOURCES, analyze.PLUGINS, analyze.CHECKPOINT}
+        # -o wide adds PROCS, the processes holding each device open: only it pays for a /proc scan.
+        wide = {analyze.PROCS, analyze.RUNTIME, analyze.IDENTITIES} if output == Output.wide else set()
+        snap = node_snapshot(ctx, sources | DRA_SOURCES | wide)
+        rows = sort_rows(analyze.devices_view(snap, resources), sort_by)
+        procs = holder_counts(snap) if output == Output.wide else None
+        emit(
+            snap,
+            sources,
+            output,
+            {"devices": rows},
+            lambda style: devices_table(rows, style, procs, procs_asked=output == Output.wide),
+            lambda: (d.id for d in rows),
+            no_headers=no_headers,
+            quiet=quiet,
+            not_found=_unknown_resources(resources, {r.name for r in analyze.resources_view(snap)}),
+        )
+
+    rewatch(watch, once)
 
 
 def pods(
     ctx: typer.Context,
-    namespace: Annotated[str | None, typer.Option("--namespace", "-n", help="Only this namespace.")] = None,
+    namespace: Annotated[
+        str | None, typer.Option("--namespace", "-n", help="Only this namespace.", autocompletion=namespaces)
+    ] = None,
     resource: Annotated[str | None, typer.Option("--resource", help="Only containers holding this resource.")] = None,
     pod: Annotated[str | None, typer.Option("--pod", help="Only the pod of this name.")] = None,
     output: OutputOpt = Output.table,
     no_headers: NoHeadersOpt = False,
     quiet: QuietOpt = False,
+    sort_by: SortByOpt = None,
+    watch: WatchOpt = False,
+    all_namespaces: AllNamespacesOpt = False,
 ) -> None:
     """Allocations per container: devices, exclusive CPUs, memory, DRA claims (all namespaces by default)."""
     from devctl import analyze
     from devctl.analyze.claims import with_claim_health
     from devctl.render.table import pods_table
 
-    sources = {analyze.POD_RESOURCES}
-    # The drivers' health streams and the CDI specs give each DRA claim device its health and NUMA nodes.
-    snap = node_snapshot(ctx, sources | {analyze.PLUGINS, CDI})
-    rows = with_claim_health(analyze.pods_view(snap, namespace=namespace, resource=resource, pod=pod), snap)
-    snap = analyze.only_sources(snap, sources)  # what the drivers or CDI could not tell is a null, not a warning
-    emit(
-        snap,
-        sources,
-        output,
-        {"pods": rows},
-        lambda style: pods_table(rows, style),
-        lambda: (f"{p.namespace}/{p.name}" for p in rows),
-        no_headers=no_headers,
-        quiet=quiet,
-    )
+    if all_namespaces and namespace is not None:
+        fail("-A and -n: every namespace or one, not both")
+
+    def once() -> None:
+        sources = {analyze.POD_RESOURCES}
+        # The drivers' health streams and the CDI specs give each DRA claim device its health and NUMA nodes.
+        snap = node_snapshot(ctx, sources | {analyze.PLUGINS, CDI})
+        view = analyze.pods_view(snap, namespace=namespace, resource=resource, pod=pod)
+        rows = sort_rows(with_claim_health(view, snap), sort_by)
+        snap = analyze.only_sources(snap, sources)  # what the drivers or CDI could not tell is a null, not a warning
+        emit(
+            snap,
+            sources,
+            output,
+            {"pods": rows},
+            lambda style: pods_table(rows, style),
+            lambda: (f"{p.namespace}/{p.name}" for p in rows),
+            no_headers=no_headers,
+            quiet=quiet,
+        )
+
+    rewatch(watch, once)
 
 
 def get(
     ctx: typer.Context,
-    pod: Annotated[str, typer.Argument(help="The pod's name.", show_default=False)],
-    namespace: Annotated[str, typer.Option("--namespace", "-n", help="The pod's namespace.")] = DEFAULT_NAMESPACE,
+    pod: Annotated[
+        str, typer.Argument(help="The pod's name, or NAMESPACE/NAME.", show_default=False, autocompletion=pod_names)
+    ],
+    namespace: Annotated[
+        str | None,
+        typer.Option("--namespace", "-n", help="The pod's namespace [default: default].", autocompletion=namespaces),
+    ] = None,
     output: OutputOpt = Output.table,
     no_headers: NoHeadersOpt = False,
     quiet: QuietOpt = False,
@@ -175,6 +225,7 @@ def get(
     from devctl.node.rpc import RpcFailure
     from devctl.render.table import pods_table
 
+    pod, namespace = _split_pod(pod, namespace)
     opts = options(ctx)
     if opts.from_file:
         try:
@@ -206,7 +257,7 @@ def get(
         (found,) = with_claim_health((found,), snap)
     if output in (Output.json, Output.yaml):
         write_structured(output, found, None)
-    elif quiet:
+    elif quiet or output == Output.name:
         print(escape(f"{found.namespace}/{found.name}"))
     else:
         sys.stdout.write(
@@ -310,7 +361,8 @@ def checkpoint(
 def snapshot(
     ctx: typer.Context,
     file: Annotated[
-        str | None, typer.Option("--file", "-f", help="Write here instead of stdout.", show_default=False)
+        str | None,
+        typer.Option("--file", "-f", metavar="FILE", help="Write here instead of stdout.", show_default=False),
     ] = None,
     redact: Annotated[
         bool, typer.Option("--redact", help="Hide process command lines and the env values of Allocate replies.")

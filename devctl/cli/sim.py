@@ -102,8 +102,11 @@ def sim(
         logging.getLogger("devctl").setLevel(logging.DEBUG)
     elif command is None:
         # In the foreground the simulator's log is what a kubelet's journal would show.
+        # One line per event (a registration, an admission, a health change), not one per RPC: -v has those.
         for name in ("devctl.sim", "devctl.plugin"):
             logging.getLogger(name).setLevel(logging.INFO)
+        for name in ("devctl.plugin.rpc", "devctl.plugin.dra.rpc"):
+            logging.getLogger(name).setLevel(logging.WARNING)
     from devctl.cli.signals import run_until_signal
 
     code = run_until_signal(lambda stopper: _serve(Path(given) if given else None, node_scenario, command, stopper))

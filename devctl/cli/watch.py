@@ -111,7 +111,7 @@ async def _follow(
     import asyncio
 
     from devctl.render.events import EventTable, json_line
-    from devctl.watch import NoPluginsDir, Notice, UnknownTarget, plugin_sockets, watch
+    from devctl.watch import NoPluginsDir, Notice, UnknownResource, UnknownTarget, plugin_sockets, watch
 
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -167,6 +167,9 @@ async def _follow(
         return await task
     except asyncio.CancelledError:
         return ExitCode.OK  # ended by --duration or a signal: a normal end for a watch
+    except UnknownResource as e:  # a name that does not exist, as in ls or get
+        say(e.message)
+        return ExitCode.FINDINGS
     except UnknownTarget as e:
         say(e.message)
         return ExitCode.USAGE

@@ -37,6 +37,7 @@ __all__ = [
     "running",
 ]
 
+
 class ControlError(Exception):
     """The plugin could not be reached or did not answer; the message is one line."""
 
@@ -61,12 +62,17 @@ class ControlServer(LineServer):
         self.plugin = plugin
 
     async def _answer(self, request: dict[str, Any]) -> dict[str, Any]:
-        """A refusal (unknown device, bad health, missing field) becomes ``{"ok": false, "error": ...}``."""
+        """A refusal (unknown device, bad health, missing field) becomes ``{"ok": false, "error": ...}``.
+
+        ``"unknown": true`` marks a device ID the plugin does not have: a name that does not exist, not a bad request.
+        """
+        from devctl.plugin.server import UnknownDevice
+
         try:
             reply = self._apply(request)
         except (ValueError, KeyError, TypeError) as e:  # DeviceError is a ValueError
             message = f"missing field {e}" if isinstance(e, KeyError) else str(e)
-            return {"ok": False, "error": message}
+            return {"ok": False, "error": message, "unknown": isinstance(e, UnknownDevice)}
         return {"ok": True, **reply}
 
     def _apply(self, request: Mapping[str, Any]) -> dict[str, Any]:
@@ -109,7 +115,11 @@ async def control(control_dir: str, resource: str, message: Mapping[str, Any], t
     if path is None and denied:
         raise ControlError(f"{denied[0]}: permission denied (plugins run as another user; try as root)")
     if path is None:
-        raise NoPlugin(f"no running devctl plugin serves {resource} (looked in {control_dir})")
+        from devctl.names import likely
+
+        guess = likely(resource, (str(info.get("resource") or "") for _, info in answered))
+        hint = f"did you mean {guess}? " if guess else ""
+        raise NoPlugin(f"no running devctl plugin serves {resource} ({hint}looked in {control_dir})")
     try:
         return await request(path, message, timeout)
     except ControlSocketError as e:

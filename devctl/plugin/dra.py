@@ -360,7 +360,8 @@ class DraDriver:
     def _record(self, rpc: str, devices: tuple[str, ...] = (), detail: str = "") -> None:
         self.rpc_log.append(RpcRecord(time.time(), rpc, devices, detail))
         names = f" {','.join(devices)}" if devices else ""
-        self.log.info("%s %s%s%s", rpc, self.spec.driver, names, f" {detail}" if detail else "")
+        # A child logger: `devctl sim` keeps its log to one line per event and lowers this one (-v shows it).
+        self.log.getChild("rpc").info("%s %s%s%s", rpc, self.spec.driver, names, f" {detail}" if detail else "")
 
     # --- prepare and unprepare --------------------------------------------------------
 

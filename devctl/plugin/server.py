@@ -49,6 +49,10 @@ class DeviceError(ValueError):
     """A device change that cannot be made: unknown ID, or an ID that already exists."""
 
 
+class UnknownDevice(DeviceError):
+    """A device change names an ID the plugin does not have."""
+
+
 class ServeError(RuntimeError):
     """The plugin cannot serve: its socket is taken by a live server, or cannot be bound."""
 
@@ -236,7 +240,8 @@ class DevicePluginServer:
                 continue
             delay, warned_absent, warned_failing = BACKOFF_START, False, False
             self.registered = True
-            self.log.info("registered %s with %s", self.spec.resource, self.kubelet_socket)
+            # The kubelet's side logs the registration too: in `devctl sim` this one is the RPC's line.
+            self.log.getChild("rpc").info("registered %s with %s", self.spec.resource, self.kubelet_socket)
             async with self._registered_cond:
                 self.registrations += 1
                 self._registered_cond.notify_all()
@@ -310,7 +315,11 @@ class DevicePluginServer:
         try:
             return self._devices[device_id]
         except KeyError:
-            raise DeviceError(f"{self.spec.resource} has no device {device_id!r}") from None
+            from devctl.names import likely
+
+            guess = likely(device_id, self._devices)
+            hint = f" (did you mean {guess}?)" if guess else ""
+            raise UnknownDevice(f"{self.spec.resource} has no device {device_id!r}{hint}") from None
 
     def _publish(self) -> None:
         devices = self.devices
@@ -320,7 +329,8 @@ class DevicePluginServer:
     def _record(self, rpc: str, device_ids: tuple[str, ...] = (), detail: str = "") -> None:
         self.rpc_log.append(RpcRecord(time.time(), rpc, device_ids, detail))
         ids = f" {','.join(device_ids)}" if device_ids else ""
-        self.log.info("%s %s%s%s", rpc, self.spec.resource, ids, f" {detail}" if detail else "")
+        # A child logger: `devctl sim` keeps its log to one line per event and lowers this one (-v shows it).
+        self.log.getChild("rpc").info("%s %s%s%s", rpc, self.spec.resource, ids, f" {detail}" if detail else "")
 
 
 class _Newest:

@@ -101,8 +101,13 @@ def warnings(errors: Iterable[SourceError], color: bool = False) -> str:
 # --- ls -------------------------------------------------------------------------------------
 
 
+# ls's counts under the TUI's short headers, so that the table fits 80 columns:
+# CAP capacity, ALLOC allocatable (healthy), USED allocated (held), FREE, BAD unhealthy.
+RESOURCE_COUNTS = ["cap", "alloc", "used", "free", "bad"]
+
+
 def resources_table(rows: Sequence[ResourceRow], style: TableStyle) -> str:
-    headers = ["name", "status", "capacity", "allocatable", "allocated", "free", "unhealthy"]
+    headers = ["name", "status", *RESOURCE_COUNTS]
     if style.wide:
         headers += ["numa", "pre-start", "preferred", "socket"]
     out = []
@@ -213,7 +218,7 @@ def topology_table(view: TopologyView, style: TableStyle) -> str:
             f"{r}={format_count(c.allocated)}/{format_count(c.total, c.total_min)}" for r, c in n.devices.items()
         )
         row: list[object] = [
-            n.id,
+            n.id if n.id >= 0 else None,  # the devices no NUMA node is known for: <none>, as everywhere
             format_cpulist(n.cpus),
             format_cpulist(n.allocatable_cpus),
             format_cpulist(n.exclusive_cpus),
@@ -241,7 +246,7 @@ def topology_table(view: TopologyView, style: TableStyle) -> str:
     ]
     table = grid(["namespace", "pod", "container", "aligned", "device-numa", "cpu-numa", "memory-numa"], aligned, style)
     if table:
-        parts.append("\n" + table)
+        parts.append(("\n" if style.headers else "") + table)  # --no-headers: rows only, no blank separator
     return "".join(p for p in parts if p) if nodes or aligned else ""
 
 
@@ -301,7 +306,8 @@ def checkpoint_table(view: CheckpointView, style: TableStyle) -> str:
         pod = f"{e.pod.namespace}/{e.pod.name}" if e.pod else "<unknown>"
         # A device on two NUMA nodes is filed under both keys: list it once.
         ids = dict.fromkeys(i for group in e.device_ids.values() for i in group)
-        numa = ",".join(k for k, v in e.device_ids.items() if v)
+        # The kubelet files a device without NUMA affinity under -1: <none> here, as in every table.
+        numa = ",".join(k for k, v in e.device_ids.items() if v and not k.startswith("-"))
         stale = paint("yes", "red", style.color) if e.stale else "no"
         row: list[object] = [pod, e.container, e.resource, ",".join(ids), numa, stale]
         if style.wide:
@@ -340,10 +346,24 @@ _SEVERITY_COLORS = {"error": "red", "warning": "yellow", "info": "dim"}
 
 
 def findings_table(findings: Sequence[Finding], style: TableStyle) -> str:
-    """One row per finding: SEVERITY CODE SUBJECT MESSAGE, and HINT when wide; the severity coloured on a terminal."""
+    """One row per finding: SEVERITY CODE SUBJECT MESSAGE; the severity coloured on a terminal.
+
+    What to do is the point of doctor, so each finding's hint is an indented
+    ``hint:`` line under its row; ``wide`` puts it in a HINT column instead.
+    """
     headers = ["severity", "code", "subject", "message"] + (["hint"] if style.wide else [])
     rows = []
     for f in findings:
         row = [paint(f.severity, _SEVERITY_COLORS.get(f.severity, ""), style.color), f.code, f.subject, f.message]
         rows.append([*row, f.hint] if style.wide else row)
-    return grid(headers, rows, style)
+    text = grid(headers, rows, style)
+    if style.wide or not text:
+        return text
+    lines = text.splitlines()
+    body = lines[1:] if style.headers else lines  # cells are escaped: one line per row
+    out = lines[:1] if style.headers else []
+    for line, f in zip(body, findings, strict=True):
+        out.append(line)
+        if f.hint:
+            out.append(f"    {paint('hint', 'dim', style.color)}: {escape(f.hint)}")
+    return "\n".join(out) + "\n"

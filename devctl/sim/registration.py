@@ -138,7 +138,8 @@ class _Registration(dp_grpc.RegistrationServicer):
 
     async def Register(self, request: dp.RegisterRequest, context: grpc.aio.ServicerContext) -> dp.Empty:
         resource = request.resource_name
-        log.info("kubelet: registration request from %s (endpoint %s)", resource, request.endpoint)
+        # debug: the "registered" line that follows is the event; a refused request logs its own warning.
+        log.debug("kubelet: registration request from %s (endpoint %s)", resource, request.endpoint)
         if request.version not in SUPPORTED_VERSIONS:
             await self._refuse(context, resource, unsupported_version(request.version))
         if (why := resource_name_error(resource)) is not None:

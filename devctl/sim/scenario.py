@@ -1,7 +1,6 @@
 """Scenario files: a whole simulated node (topology, device plugins, pods) in one YAML document.
 
-The format is the "Scenario files" section of docs/cli.md, plus the extensions
-documented in ``scenarios/default.yaml``. Everything is checked here, once, so
+The format is docs/scenarios.md; ``scenarios/default.yaml`` shows every field. Everything is checked here, once, so
 that the simulator never starts on a node that could not exist: a bad field
 becomes a ``ScenarioError`` whose one line names the field.
 """
@@ -139,7 +138,7 @@ _TOP_LEVEL = ("numa_nodes", "reserved_cpus", "resources", "pods", "pci_devices",
 
 
 def parse_scenario(data: Mapping[str, Any]) -> Scenario:
-    """A scenario from its parsed YAML mapping (see docs/cli.md, "Scenario files")."""
+    """A scenario from its parsed YAML mapping (see docs/scenarios.md)."""
     if not isinstance(data, Mapping):
         raise ScenarioError("a scenario must be a mapping with numa_nodes, resources and pods")
     _no_unknown(data, _TOP_LEVEL, "")

@@ -294,6 +294,7 @@ class SnapshotFeed:
     """A snapshot read from a file (``devctl --from FILE tui``): nothing live, nothing changes."""
 
     controls = None
+    live = False  # the screen says when it was taken and offers no refresh
 
     def __init__(self, snapshot: NodeSnapshot):
         self._snapshot = snapshot

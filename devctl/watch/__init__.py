@@ -66,8 +66,17 @@ class UnknownTarget(WatchError):
     """A named resource no socket serves, or a named socket that does not exist (and no ``wait``)."""
 
 
+class UnknownResource(UnknownTarget):
+    """A named resource no socket serves, while the plugins dir is there: the name is likely wrong."""
+
+
 class NoPluginsDir(WatchError):
-    """The whole node was to be watched, but its plugins dir does not exist (and no ``wait``)."""
+    """The whole node or a resource was to be watched, but the plugins dir does not exist (and no ``wait``)."""
+
+
+def not_a_node(paths: NodePaths) -> str:
+    """The line for a plugins dir that is not there: most likely devctl looks at the wrong root."""
+    return f"{paths.plugins_dir} does not exist: is this a node? --root/--kubelet-dir"
 
 
 def _absolute(path: str) -> str:
@@ -112,26 +121,31 @@ def _check_targets(paths: NodePaths, sockets: Sequence[str], whole_node: bool) -
     if missing:
         raise UnknownTarget(f"{missing[0]}: no such socket (use --wait to wait for it)")
     if whole_node and not os.path.isdir(paths.plugins_dir):
-        raise NoPluginsDir(f"{paths.plugins_dir}: no such directory (use --wait to wait for plugins)")
+        raise NoPluginsDir(f"{not_a_node(paths)} (use --wait to wait for plugins)")
 
 
-def _not_served(paths: NodePaths, unknown: Sequence[str], served: set[str | None]) -> str:
+def _not_served(paths: NodePaths, unknown: Sequence[str], served: set[str | None]) -> WatchError:
     """Why named resources cannot be watched, with what a person most likely needs to hear.
+
+    No plugins dir: the wrong root, most likely. Sockets that refuse devctl:
+    rights. Else the name itself is wrong (exit 1 in the CLI, as in ``ls``).
 
     Connecting to a unix socket needs write permission on it: a user who lacks
     it sees no plugin serve anything, which is not the same as none serving.
     """
-    import difflib
+    from devctl.names import likely
 
+    if not os.path.isdir(paths.plugins_dir):
+        return NoPluginsDir(not_a_node(paths))
     denied = [s for s in plugin_sockets(paths.plugins_dir, paths.root) if not os.access(s, os.W_OK)]
-    close = difflib.get_close_matches(unknown[0], sorted(r for r in served if r), n=1)
+    close = likely(unknown[0], (r for r in served if r))
     if denied:
         hint = f"{len(denied)} plugin socket(s) refuse devctl: permission denied; run as root"
     elif close:
-        hint = f"did you mean {close[0]}? see `devctl plugins`"
+        hint = f"did you mean {close}? see `devctl plugins`"
     else:
         hint = "see `devctl plugins`; use --wait to wait for it"
-    return f"no plugin serves {', '.join(unknown)} ({hint})"
+    return (UnknownTarget if denied else UnknownResource)(f"no plugin serves {', '.join(unknown)} ({hint})")
 
 
 async def _served_or_settled(scouts: Scouts, resources: Sequence[str]) -> list[str]:
@@ -201,7 +215,7 @@ async def watch(
             if not wait:
                 unknown = await _served_or_settled(scouts, wanted)
                 if unknown:
-                    raise UnknownTarget(_not_served(paths, unknown, scouts.names()))
+                    raise _not_served(paths, unknown, scouts.names())
         for r in wanted:
             start(r, None)
         for s in dict.fromkeys(socket_paths):
@@ -248,6 +262,7 @@ __all__ = [
     "NoPluginsDir",
     "Notice",
     "Resolver",
+    "UnknownResource",
     "UnknownTarget",
     "WatchError",
     "WatchEvent",

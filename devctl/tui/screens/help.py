@@ -12,13 +12,14 @@ from textual.widgets import Static
 
 HELP = """\
 Views          1 resources  2 devices  3 pods  4 NUMA map  5 events
-               Tab / Shift+Tab: next / previous view (the mouse works on the tabs too)
-Move           ↑ ↓  PgUp PgDn  Home End, or click a row
+               Tab / Shift+Tab: next / previous view; Esc: back to the last one
+               :  a view by name (:pods, :devices nvidia.com/gpu), Enter to go
+Move           ↑ ↓ or j k, PgUp PgDn Home End, or click a row
 Open           Enter: a resource's devices; a device's or container's detail
 Devices        [ ]: previous / next resource
 Filter         /: type to filter the rows of this view; Enter keeps it, Esc clears it
 Refresh        r: poll pod-resources now (at most once a second)
-Help, quit     ?: this help    q: quit    Esc: close a dialog
+Help, quit     ?: this help    q or Ctrl-C: quit    Esc: close a dialog
 
 With an in-process plugin (devctl tui --plugin FILE, and always in devctl demo),
 in the devices view:

@@ -32,6 +32,13 @@ from devctl.tui.widgets.table import Row, RowSet, RowTable, row_set
 VIEWS = ("resources", "devices", "pods", "numa", "events")
 TITLES = {"resources": "1 Resources", "devices": "2 Devices", "pods": "3 Pods", "numa": "4 NUMA", "events": "5 Events"}
 CONTROL_ACTIONS = {"toggle_health", "add_device", "remove_device"}
+# What `:` takes for each view, k9s-style: its name, the CLI command that shows it, short forms.
+VIEW_NAMES = {
+    **{v: v for v in VIEWS},
+    **{"res": "resources", "ls": "resources", "resource": "resources"},
+    **{"dev": "devices", "device": "devices", "po": "pods", "pod": "pods"},
+    **{"topo": "numa", "ev": "events", "event": "events", "watch": "events"},
+}
 
 
 @dataclass(frozen=True)
@@ -75,6 +82,8 @@ class NodeScreen(Screen[None]):
     NodeScreen TabPane { padding: 0; }
     NodeScreen #filter { dock: bottom; display: none; height: 3; }
     NodeScreen #filter.-shown { display: block; }
+    NodeScreen #command { dock: bottom; display: none; height: 3; }
+    NodeScreen #command.-shown { display: block; }
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -82,7 +91,8 @@ class NodeScreen(Screen[None]):
         Binding("shift+tab", "next_view(-1)", "Previous view", show=False),
         *(Binding(str(i + 1), f"show_view('{v}')", TITLES[v], show=False) for i, v in enumerate(VIEWS)),
         Binding("slash", "filter", "Filter"),
-        Binding("escape", "clear_filter", "Clear filter", show=False),
+        Binding("colon", "command", "Command", show=False),
+        Binding("escape", "back", "Back", show=False),
         Binding("r", "refresh", "Refresh"),
         Binding("left_square_bracket", "step_resource(-1)", "Previous resource", show=False),
         Binding("right_square_bracket", "step_resource(1)", "Next resource", show=False),
@@ -105,13 +115,15 @@ class NodeScreen(Screen[None]):
         self.clock = clock
         self.logs = logs
         self.controls: PluginControls | None = getattr(feed, "controls", None)
+        self.live: bool = getattr(feed, "live", True)  # False for a snapshot file: nothing to read again
         self.view: NodeView | None = None
         self.presented: Presented | None = None
         self.resource: str | None = None  # the resource whose devices the devices view shows
         self._stale: set[str] = set(VIEWS)  # views not redrawn since the last new view
+        self._history: list[str] = ["resources"]  # the views shown, the current one last, for Esc
 
     def compose(self) -> ComposeResult:
-        yield StatusBar(self.label)
+        yield StatusBar(self.label, self.live)
         with TabbedContent(initial="resources"):
             with TabPane(TITLES["resources"], id="resources"):
                 yield ResourcesPane()
@@ -124,7 +136,8 @@ class NodeScreen(Screen[None]):
             with TabPane(TITLES["events"], id="events"):
                 yield EventsPane()
         yield Input(placeholder="filter rows: type, Enter to keep, Esc to clear", id="filter")
-        yield KeyBar()
+        yield Input(placeholder=":view [resource]  e.g. pods, devices nvidia.com/gpu  (Esc: cancel)", id="command")
+        yield KeyBar(self.live)
         yield NodeSource(self.feed, clock=self.clock, logs=self.logs, present=Presenter())
 
     def on_mount(self) -> None:
@@ -197,11 +210,14 @@ class NodeScreen(Screen[None]):
     @on(TabbedContent.TabActivated)
     def _tab_shown(self, event: TabbedContent.TabActivated) -> None:
         name = event.pane.id or ""
+        if self._history[-1:] != [name]:
+            self._history = [*self._history[-20:], name]
         self._redraw(name)
         self.query_one(EventsPane).shown(name == "events")
         table = self.active_table()
         if table is not None:
-            table.focus()
+            if not self.query_one("#command", Input).has_class("-shown"):  # a `:` typed since keeps its line
+                table.focus()
             self.query_one("#filter", Input).value = table.filter_text
         self._show_keys()
 
@@ -290,6 +306,67 @@ class NodeScreen(Screen[None]):
         if table is not None:
             table.focus()
 
+    def action_back(self) -> None:
+        """Esc: close the command line, else clear the filter, else go back to the view shown before."""
+        command = self.query_one("#command", Input)
+        table = self.active_table()
+        if command.has_class("-shown"):
+            command.value = ""
+            command.remove_class("-shown")
+            if table is not None:
+                table.focus()
+        elif self.query_one("#filter", Input).has_class("-shown") or (table is not None and table.filter_text):
+            self.action_clear_filter()
+        elif len(self._history) > 1:
+            self._history.pop()
+            self.action_show_view(self._history.pop())
+
+    # --- the command line --------------------------------------------------------------------
+
+    def action_command(self) -> None:
+        field = self.query_one("#command", Input)
+        field.value = ""
+        field.add_class("-shown")
+        field.focus()
+
+    @on(Input.Submitted, "#command")
+    def _command_given(self, event: Input.Submitted) -> None:
+        field = self.query_one("#command", Input)
+        field.remove_class("-shown")
+        words = event.value.strip().lstrip(":").split()
+        view = VIEW_NAMES.get(words[0].lower()) if words else None
+        if words and words[0] in ("q", "quit", "q!"):
+            self.app.exit()
+            return
+        if words and view is None:
+            from devctl.names import likely
+
+            guess = likely(words[0], VIEW_NAMES)
+            hint = f" (did you mean {guess}?)" if guess else f": one of {', '.join(VIEWS)}"
+            self.tell(f"no view {words[0]}{hint}", timeout=4)
+        if view is not None and len(words) > 1 and view == "devices":
+            self._show_resource(words[1])
+        if view is None or view == self.active:
+            # Focus the table here only when the view stays: focusing a table makes its tab the active one.
+            table = self.active_table()
+            if table is not None:
+                table.focus()
+        else:
+            self.action_show_view(view)  # its table takes the focus when its tab is shown
+
+    def _show_resource(self, name: str) -> None:
+        from devctl.names import likely
+
+        names = [r.name for r in self.view.resources] if self.view is not None else []
+        chosen = name if name in names else likely(name, names)
+        if chosen is None:
+            self.tell(f"resource {name} not found", timeout=4)
+            return
+        self.resource = chosen
+        self._stale.update({"devices", "resources"})
+        if self.active == "devices":
+            self._redraw("devices")
+
     def action_clear_filter(self) -> None:
         field = self.query_one("#filter", Input)
         field.value = ""
@@ -308,6 +385,8 @@ class NodeScreen(Screen[None]):
         if action in CONTROL_ACTIONS:
             # Shown only where they act: on the devices of a plugin running in this process.
             return self.active == "devices" and self._controllable(self.resource)
+        if action == "refresh":
+            return self.live  # a snapshot file has nothing to read again
         return True
 
     def _selected_device(self) -> str | None:

@@ -21,20 +21,24 @@ PER_VIEW = {
 CONTROLS = (("h", "health"), ("a", "add"), ("x", "remove"))
 
 
-def keys_text(view: str, controllable: bool) -> str:
-    """The keys of ``view``; with an in-process plugin the devices view trades Enter and r for h, a, x (80 columns)."""
+def keys_text(view: str, controllable: bool, live: bool = True) -> str:
+    """The keys of ``view``; with an in-process plugin the devices view trades Enter and r for h, a, x (80 columns).
+
+    A snapshot file (``live`` false) has nothing to read again: no ``r``.
+    """
     if controllable:
         keys = [*COMMON_HEAD[:2], *CONTROLS, *PER_VIEW[view][1:]]
     else:
-        keys = [*COMMON_HEAD, *PER_VIEW.get(view, ())]
+        keys = [*(COMMON_HEAD if live else COMMON_HEAD[:2]), *PER_VIEW.get(view, ())]
     return " " + "  ".join(f"{key} {what}" for key, what in (*keys, *COMMON_TAIL))
 
 
 class KeyBar(Static):
     DEFAULT_CSS = "KeyBar { height: 1; background: $panel; color: $text-muted; }"
 
-    def __init__(self) -> None:
-        super().__init__(keys_text("resources", False), markup=False)
+    def __init__(self, live: bool = True) -> None:
+        super().__init__(keys_text("resources", False, live), markup=False)
+        self.live = live
 
     def show(self, view: str, controllable: bool) -> None:
-        self.update(keys_text(view, controllable))
+        self.update(keys_text(view, controllable, self.live))

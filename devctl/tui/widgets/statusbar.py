@@ -8,7 +8,8 @@ from devctl.escape import escape
 from devctl.tui.state import NodeView
 
 
-def status_text(view: NodeView | None, source: str) -> str:
+def status_text(view: NodeView | None, source: str, live: bool = True) -> str:
+    """The top line; on a snapshot file (``live`` false) it ends with when the snapshot was taken, not a clock."""
     source = escape(source)  # a path or a file name the user gave
     if view is None:
         return f" devctl · {source} · reading the node…"
@@ -25,6 +26,9 @@ def status_text(view: NodeView | None, source: str) -> str:
         parts.append(f"{misaligned} misaligned")
     if view.errors:
         parts.append(f"{len(view.errors)} errors")
+    if not live:  # when it was taken goes first: it says how old every number after it is
+        taken = escape(view.snapshot.taken_at.replace("T", " ").split(".")[0].rstrip("Z")) + "Z"
+        return f" devctl · {source} taken at {taken} · {' · '.join(parts)}"
     return f" devctl · {source} · {' · '.join(parts)} · {view.updated:%H:%M:%S}"
 
 
@@ -34,9 +38,10 @@ class StatusBar(Static):
     StatusBar.-trouble { background: $error-muted; }
     """
 
-    def __init__(self, source: str) -> None:
-        super().__init__(status_text(None, source), markup=False)
+    def __init__(self, source: str, live: bool = True) -> None:
+        super().__init__(status_text(None, source, live), markup=False)
         self.source = source
+        self.live = live
         self.view: NodeView | None = None
         self.failed = 0  # background tasks that stopped with an error: the view may no longer update
         self.waiting = ""  # what the first read still waits for, while it does
@@ -46,7 +51,7 @@ class StatusBar(Static):
         marks = [self.waiting] if self.waiting else []
         if self.failed:
             marks.append(f"{self.failed} task(s) failed, see events")
-        self.update(" · ".join([status_text(view, self.source), *marks]))
+        self.update(" · ".join([status_text(view, self.source, self.live), *marks]))
         self.set_class(bool((view is not None and (view.disconnected or view.errors)) or self.failed), "-trouble")
 
     def fail(self, text: str) -> None:
