@@ -87,6 +87,18 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "fleet devices": ("devctl fleet --prometheus http://prom:9090 devices",),
     "fleet doctor": ("devctl fleet --prometheus http://prom:9090 doctor",),
     "version": ("devctl version",),
+    "claims": (
+        "devctl claims                  # every DRA claim: state, devices, pods",
+        "devctl claims -n ml -o wide    # one namespace, with CDI names",
+    ),
+    "cdi": (
+        "devctl cdi                     # CDI specs and every name in use, resolved",
+        "devctl cdi nvidia.com/gpu=0    # one name: device nodes, PCI, NUMA",
+    ),
+    "who": (
+        "devctl who nvidia.com/gpu      # processes holding each GPU, by pod",
+        "devctl who /dev/nvidia3        # who has this device node open",
+    ),
 }
 
 

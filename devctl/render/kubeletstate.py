@@ -45,4 +45,6 @@ def kubelet_state_table(view: KubeletStateView | None, style: TableStyle) -> str
         for r in view.cpu_assignments
     ]
     table = grid(["pod", "container", "state-cpus", "pod-resources-cpus", "agree"], rows, style)
+    if not style.headers:  # --no-headers: rows only, as every table of topo (no summary, no blank separator)
+        return table
     return text + ("\n" + table if table else "")
