@@ -3,28 +3,19 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import pytest
+import test_sim_node
 from helpers import run_devctl_async
+from test_sim_node import GPU, VF, WAIT
 
 from devctl.node.checkpoint import read_checkpoint
 from devctl.plugin.dra import default_major
 from devctl.sim.node import SimNode
 from devctl.sim.scenario import default_scenario
 
-WAIT = 10.0
-GPU = "nvidia.com/gpu"
-VF = "intel.com/sriov_netdevice"
 FOO = "hardware-vendor.example/foo"
-
-
-@pytest.fixture
-async def node(short_root: Path) -> AsyncIterator[SimNode]:
-    async with SimNode(short_root, default_scenario()) as n:
-        await n.ready(WAIT)
-        yield n
+node = test_sim_node.node  # the fixture: the default scenario's node, running
 
 
 async def devices(node: SimNode) -> dict[tuple[str, str], dict]:
