@@ -48,7 +48,7 @@ from devctl.sim.control import SimControlServer, SimNotRunning, control_socket, 
 from devctl.sim.devicemanager import DEFAULT_GRACE_PERIOD, DeviceManager
 from devctl.sim.dramanager import DraManager
 from devctl.sim.dranode import PodResourcesWithClaims, prepare_claims, start_drivers, stop_drivers, wait_drivers
-from devctl.sim.drasysfs import dra_pci_devices, write_char_links
+from devctl.sim.drasysfs import char_devices, write_char_links
 from devctl.sim.pluginwatcher import DevicePluginRegistryHandler, PluginWatcher
 from devctl.sim.podresources import PodResourcesServer
 from devctl.sim.registration import RegistrationServer
@@ -346,11 +346,12 @@ class SimNode:
             os.path.dirname(self.workload.runtime.socket_path),
         ):
             self.made.makedirs(directory)
-        # The DRA devices get PCI functions and /sys/dev/char links too (devctl/sim/drasysfs.py).
-        dra_pci = dra_pci_devices(self.scenario.dra, {d.address for d in self.scenario.pci_devices})
-        pci = self.scenario.pci_devices + tuple(dra_pci.values())
+        # DRA and device-plugin devices get PCI functions and /sys/dev/char links too (devctl/sim/drasysfs.py).
+        chars = char_devices(self.scenario.dra, self.scenario.resources, self.scenario.pci_devices)
+        listed = set(self.scenario.pci_devices)
+        pci = self.scenario.pci_devices + tuple(dict.fromkeys(d for d in chars.values() if d not in listed))
         write_topology(Path(self.paths.sysfs), self.scenario.numa_nodes, pci)
-        write_char_links(Path(self.paths.sysfs), dra_pci)
+        write_char_links(Path(self.paths.sysfs), chars)
 
     def _pod_dirs(self, pod: PodSpec) -> None:
         # What the kubelet makes for a pod it runs (pkg/kubelet/kubelet_pods.go, kuberuntime logs).

@@ -1,0 +1,95 @@
+"""Device-plugin devices on the simulated node lead to hardware: device node → /sys/dev/char → PCI function → NUMA."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import test_sim_node
+from helpers import run_devctl_async
+from test_sim_node import GPU, VF, WAIT
+
+from devctl.node.checkpoint import read_checkpoint
+from devctl.plugin.dra import default_major
+from devctl.sim.node import SimNode
+from devctl.sim.scenario import default_scenario
+
+FOO = "hardware-vendor.example/foo"
+node = test_sim_node.node  # the fixture: the default scenario's node, running
+
+
+async def devices(node: SimNode) -> dict[tuple[str, str], dict]:
+    result = await run_devctl_async("devices", "-o", "json", root=node.root)
+    assert result.exit_code == 0, result.stderr
+    return {(d["resource"], d["id"]): d for d in result.json["devices"]}
+
+
+def function(node: SimNode, resource: str, device: str) -> Path:
+    """The PCI function behind a device, found as docs/dra.md says: the resource's major, the device's index."""
+    spec = node.scenario.resource(resource)
+    assert spec is not None
+    minor = [d.id for d in spec.devices].index(device)
+    link = Path(node.paths.sysfs, "dev", "char", f"{default_major(resource)}:{minor}")
+    assert link.is_symlink()
+    return Path(os.path.realpath(link))
+
+
+def under_sys_devices(node: SimNode, pci: Path) -> bool:
+    return pci.is_relative_to(Path(node.paths.sysfs).resolve() / "devices") and pci.parent.name.startswith("pci")
+
+
+def listed_function(node: SimNode, address: str) -> Path:
+    """The function ``sys/bus/pci/devices`` lists at ``address``."""
+    return Path(os.path.realpath(Path(node.paths.sysfs, "bus", "pci", "devices", address)))
+
+
+def has_link(node: SimNode, major: int, minor: int) -> bool:
+    return Path(node.paths.sysfs, "dev", "char", f"{major}:{minor}").is_symlink()
+
+
+def left_under(root: Path) -> list[Path]:
+    return list(root.rglob("*")) if root.exists() else []
+
+
+async def test_an_allocated_gpu_resolves_to_a_pci_function_on_its_numa_node(node: SimNode) -> None:
+    # GIVEN a GPU the checkpoint says was allocated, named by its CDI name in the Allocate reply
+    checkpoint = read_checkpoint(node.paths.checkpoint)
+    entry = next(e for e in checkpoint.entries if e.resource == GPU)
+    assert entry.allocation is not None
+    (cdi_name,) = entry.allocation.cdi_devices
+    gpu = cdi_name.split("=", 1)[1]
+    # WHEN its character device is followed through /sys/dev/char
+    pci = function(node, GPU, gpu)
+    # THEN it is a PCI function under /sys/devices on the NUMA node devctl reports, with ids and a driver
+    assert under_sys_devices(node, pci)
+    numa = (await devices(node))[(GPU, gpu)]["numa_nodes"]
+    assert numa and int((pci / "numa_node").read_text()) == numa[0]
+    assert all((pci / name).read_text().startswith("0x") for name in ("vendor", "device", "class"))
+    assert os.readlink(pci / "driver").endswith("bus/pci/drivers/gpu")
+
+
+async def test_a_device_node_without_numa_gets_minus_one(node: SimNode) -> None:
+    # GIVEN foo-0, whose Allocate reply gives it the device node /dev/foo-0 and which has no NUMA node
+    entry = next(e for e in read_checkpoint(node.paths.checkpoint).entries if e.resource == FOO)
+    assert entry.allocation is not None and [d.host_path for d in entry.allocation.devices] == ["/dev/foo-0"]
+    assert (await devices(node))[(FOO, "foo-0")]["numa_nodes"] == []
+    # THEN its PCI function says -1, as the kernel does for a device with no node
+    assert (function(node, FOO, "foo-0") / "numa_node").read_text().strip() == "-1"
+
+
+async def test_an_sriov_vf_links_to_its_own_pci_function(node: SimNode) -> None:
+    vf = "0000:af:02.1"
+    pci = function(node, VF, vf)
+    assert pci.name == vf
+    assert pci == listed_function(node, vf)
+    assert int((pci / "numa_node").read_text()) == 1
+    assert os.readlink(pci / "driver").endswith("bus/pci/drivers/iavf")
+
+
+async def test_stop_leaves_nothing_under_the_root(short_root: Path) -> None:
+    node = SimNode(short_root, default_scenario())
+    await node.start()
+    await node.ready(WAIT)
+    assert has_link(node, default_major(VF), 0)
+    await node.stop()
+    assert left_under(short_root) == []
