@@ -368,8 +368,10 @@ async def _cdi(paths: NodePaths, out: _Result) -> None:
 
     state, errors = await asyncio.to_thread(read_cdi, paths.cdi_dirs, paths.root, paths.sysfs)
     out.cdi = state
-    out.errors.extend(SourceError(CDI, e, ErrorKind.OTHER) for e in errors)
-    out.errors.extend(SourceError(CDI, spec.error, ErrorKind.MALFORMED) for spec in state.specs if spec.error)
+    out.errors.extend(SourceError(CDI, message, kind) for message, kind in errors)
+    out.errors.extend(
+        SourceError(CDI, spec.error, spec.error_kind or ErrorKind.MALFORMED) for spec in state.specs if spec.error
+    )
 
 
 async def _topology(paths: NodePaths, out: _Result) -> None:

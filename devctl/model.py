@@ -420,6 +420,7 @@ class CdiSpec:
     edits: CdiEdits = CdiEdits()
     devices: tuple[CdiDevice, ...] = ()
     error: str | None = None
+    error_kind: ErrorKind | None = None  # why ``error``: malformed, or the file could not be read
 
 
 @dataclass(frozen=True)

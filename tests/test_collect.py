@@ -347,9 +347,13 @@ def test_without_rights_every_kubelet_source_is_permission_denied(sim_process, s
         kinds = sorted({(analyze.source_of(e), e.kind.value) for e in snap.errors})
         return kinds, snap.kubelet_socket_status.value, analyze.refused(snap, analyze.ALL_SOURCES)
 
+    # One read as root first: every module collect imports lazily is then loaded (the forked child, as
+    # nobody, may not read this interpreter's own files under /root, and would fail on the import instead).
+    read()
     kinds, kubelet, refused = call_as_nobody(read)["value"]
     assert kinds == [
         [analyze.CHECKPOINT, "permission-denied"],
+        [analyze.DRA_CHECKPOINT, "permission-denied"],
         [analyze.PLUGINS, "permission-denied"],
         [analyze.POD_RESOURCES, "permission-denied"],
     ]

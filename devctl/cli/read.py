@@ -334,9 +334,9 @@ def checkpoint(
     no_headers: NoHeadersOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
-    """The device manager checkpoint decoded: checksum, format, entries with their allocation and pod.
+    """The device manager and DRA checkpoints decoded: checksum, format, entries with their allocation and pod.
 
-    Exit 3 when the checkpoint itself cannot be read: it is all this command shows.
+    Exit 3 when neither checkpoint can be read: they are all this command shows.
     """
     from devctl import analyze
     from devctl.render.dra import dra_checkpoint_lines

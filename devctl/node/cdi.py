@@ -20,7 +20,8 @@ from typing import Any
 
 import yaml
 
-from devctl.model import CdiDevice, CdiDeviceNode, CdiEdits, CdiMount, CdiSpec, CdiState
+from devctl.model import CdiDevice, CdiDeviceNode, CdiEdits, CdiMount, CdiSpec, CdiState, ErrorKind
+from devctl.node.files import FileReadError, read_file
 from devctl.node.sockets import OutsideRoot, in_root
 
 MAX_SPEC_BYTES = 4 * 1024 * 1024  # a spec larger than this is not a CDI spec
@@ -140,10 +141,8 @@ def parse_spec(text: str, path: str, priority: int) -> CdiSpec:
 
 
 def _read(path: str) -> str:
-    with open(path, "rb") as f:
-        raw = f.read(MAX_SPEC_BYTES + 1)
-    if len(raw) > MAX_SPEC_BYTES:
-        raise SpecError(f"larger than {MAX_SPEC_BYTES} bytes")
+    """The spec's text through the one safe reader (regular files only, never blocking, capped)."""
+    raw = read_file(path, MAX_SPEC_BYTES)
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -196,9 +195,9 @@ def read_spec(path: str, priority: int, root: str, sysfs: str) -> CdiSpec:
     try:
         spec = parse_spec(_read(path), path, priority)
     except SpecError as e:
-        return CdiSpec(path=path, priority=priority, error=f"{path}: {e}")
-    except OSError as e:
-        return CdiSpec(path=path, priority=priority, error=f"{path}: {e.strerror or e}")
+        return CdiSpec(path=path, priority=priority, error=f"{path}: {e}", error_kind=ErrorKind.MALFORMED)
+    except FileReadError as e:
+        return CdiSpec(path=path, priority=priority, error=str(e), error_kind=e.kind)
     devices = tuple(CdiDevice(d.name, _trace_edits(d.edits, root, sysfs)) for d in spec.devices)
     return CdiSpec(
         path=spec.path,
@@ -210,16 +209,17 @@ def read_spec(path: str, priority: int, root: str, sysfs: str) -> CdiSpec:
     )
 
 
-def read_cdi(dirs: tuple[str, ...], root: str, sysfs: str) -> tuple[CdiState, list[str]]:
+def read_cdi(dirs: tuple[str, ...], root: str, sysfs: str) -> tuple[CdiState, list[tuple[str, ErrorKind]]]:
     """Every spec in ``dirs`` (a missing dir is no spec, as for the runtime) and the dirs that could not be listed."""
-    specs, errors = [], []
+    specs: list[CdiSpec] = []
+    errors: list[tuple[str, ErrorKind]] = []
     for priority, directory in enumerate(dirs):
         try:
             names = sorted(os.listdir(directory))
         except FileNotFoundError:
             continue
         except OSError as e:
-            errors.append(f"{directory}: {e.strerror or e}")
+            errors.append((f"{directory}: {e.strerror or e}", ErrorKind.of_oserror(e)))
             continue
         for name in names:
             path = os.path.join(directory, name)
