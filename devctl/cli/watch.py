@@ -16,7 +16,7 @@ from typing import IO, TYPE_CHECKING, Annotated
 
 import typer
 
-from devctl.cli.common import ExitCode, fail, options, run, say, socket_path
+from devctl.cli.common import NO_RIGHTS, ExitCode, fail, options, run, say, socket_path
 
 if TYPE_CHECKING:
     from devctl.model import NodePaths
@@ -111,7 +111,7 @@ async def _follow(
     import asyncio
 
     from devctl.render.events import EventTable, json_line
-    from devctl.watch import NoPluginsDir, Notice, UnknownResource, UnknownTarget, plugin_sockets, watch
+    from devctl.watch import NoPluginsDir, NoRights, Notice, UnknownResource, UnknownTarget, plugin_sockets, watch
 
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -173,6 +173,9 @@ async def _follow(
     except UnknownTarget as e:
         say(e.message)
         return ExitCode.USAGE
+    except NoRights as e:  # as every read command says it: one line, exit 3
+        say(f"{e.message}: {NO_RIGHTS}")
+        return ExitCode.NO_SOURCE
     except NoPluginsDir as e:
         say(e.message)
         return ExitCode.NO_SOURCE

@@ -70,6 +70,10 @@ class UnknownResource(UnknownTarget):
     """A named resource no socket serves, while the plugins dir is there: the name is likely wrong."""
 
 
+class NoRights(WatchError):
+    """The plugin sockets refuse devctl (connecting needs write permission on them): nothing could be watched."""
+
+
 class NoPluginsDir(WatchError):
     """The whole node or a resource was to be watched, but the plugins dir does not exist (and no ``wait``)."""
 
@@ -138,14 +142,11 @@ def _not_served(paths: NodePaths, unknown: Sequence[str], served: set[str | None
     if not os.path.isdir(paths.plugins_dir):
         return NoPluginsDir(not_a_node(paths))
     denied = [s for s in plugin_sockets(paths.plugins_dir, paths.root) if not os.access(s, os.W_OK)]
-    close = likely(unknown[0], (r for r in served if r))
     if denied:
-        hint = f"{len(denied)} plugin socket(s) refuse devctl: permission denied; run as root"
-    elif close:
-        hint = f"did you mean {close}? see `devctl plugins`"
-    else:
-        hint = "see `devctl plugins`; use --wait to wait for it"
-    return (UnknownTarget if denied else UnknownResource)(f"no plugin serves {', '.join(unknown)} ({hint})")
+        return NoRights(f"no plugin serves {', '.join(unknown)} that devctl may open")
+    close = likely(unknown[0], (r for r in served if r))
+    hint = f"did you mean {close}? see `devctl plugins`" if close else "see `devctl plugins`; use --wait to wait for it"
+    return UnknownResource(f"no plugin serves {', '.join(unknown)} ({hint})")
 
 
 async def _served_or_settled(scouts: Scouts, resources: Sequence[str]) -> list[str]:
@@ -260,6 +261,7 @@ __all__ = [
     "Backoff",
     "Change",
     "NoPluginsDir",
+    "NoRights",
     "Notice",
     "Resolver",
     "UnknownResource",
