@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import DEVCTL, devctl_env
+from helpers import DEVCTL, devctl_env, run_devctl
 
 pytest.importorskip("prometheus_client")
 from prometheus_client.parser import text_string_to_metric_families
@@ -29,6 +29,7 @@ from devctl.exporter.server import ListenError, parse_listen
 from devctl.model import Device
 
 GPU = "nvidia.com/gpu"
+DRIVER = "gpu.example.com"  # the default scenario's DRA driver: gpu-0..gpu-3, gpu-3 unhealthy
 WAIT = 15.0
 
 
@@ -109,6 +110,7 @@ def test_every_family_of_the_contract_with_help_and_the_node_numbers(sim_node) -
             "devctl_resource_allocated",
             "devctl_plugin_up",
             "devctl_plugin_rpc_duration_seconds",
+            "devctl_claim_state",
             "devctl_doctor_findings",
             "devctl_source_up",
             "devctl_last_refresh_timestamp_seconds",
@@ -166,7 +168,7 @@ def test_a_kubelet_restart(sim_node) -> None:
         sim_node.restart_kubelet()
 
         def settled() -> bool:
-            up = ex.samples("devctl_plugin_up")
+            up = [(ls, v) for ls, v in ex.samples("devctl_plugin_up") if ls["kind"] == "device-plugin"]
             sockets = [ls["socket"] for ls, _ in up]
             health = _by(ex.samples("devctl_device_health"), resource=GPU)
             return len(sockets) == len(set(sockets)) == 3 and all(v == 1.0 for _, v in up) and len(health) == 8
@@ -182,6 +184,62 @@ def test_a_health_flip_shows_without_waiting_for_a_refresh(sim_node) -> None:
         sim_node.set_health(GPU, "GPU-0", "Unhealthy")
         ex.wait_for("GPU-0 unhealthy", lambda: _by(ex.samples("devctl_device_health"), device="GPU-0") == [0.0])
         assert _by(ex.samples("devctl_resource_allocatable"), resource=GPU) == [6.0]
+
+
+def _dra_health(ex: Exporter) -> dict[str, float]:
+    """The DRA driver's devices by their device name (the pool is the node's name), as scraped."""
+    return {
+        ls["device"].rpartition("/")[2]: v
+        for ls, v in ex.samples("devctl_device_health")
+        if ls["kind"] == "dra" and ls["resource"] == DRIVER
+    }
+
+
+def test_a_dra_driver_and_its_claims(sim_node) -> None:
+    """GIVEN the default node's DRA driver WHEN scraped THEN kind="dra" series say what `ls`, `devices` and
+    `claims` say: 4 devices, gpu-3 unhealthy, the two prepared claims and who holds their devices."""
+    with exporter(sim_node.root, "--interval", "1") as ex:
+        ex.wait_for("the DRA driver's devices", lambda: len(_dra_health(ex)) == 4)
+        assert _dra_health(ex) == {"gpu-0": 1.0, "gpu-1": 1.0, "gpu-2": 1.0, "gpu-3": 0.0}
+        health = [ls for ls, _ in ex.samples("devctl_device_health") if ls["kind"] == "dra"]
+        assert all(re.fullmatch(r"[^/]+/gpu-\d", ls["device"]) for ls in health)  # <pool>/<device>
+        assert [ls["numa"] for ls in health if ls["device"].endswith("/gpu-0")] == ["0"]
+        assert _by(ex.samples("devctl_resource_capacity"), kind="dra", resource=DRIVER) == [4.0]
+        assert _by(ex.samples("devctl_resource_allocatable"), kind="dra", resource=DRIVER) == [3.0]
+        assert _by(ex.samples("devctl_resource_allocated"), kind="dra", resource=DRIVER) == [3.0]
+        # The DRA driver is no device plugin: its counts never leak into kind="device-plugin" series.
+        assert _by(ex.samples("devctl_resource_capacity"), kind="device-plugin", resource=DRIVER) == []
+        assert _by(ex.samples("devctl_plugin_up"), kind="dra", resource=DRIVER) == [1.0]
+        held = {
+            (ls["device"].rpartition("/")[2], ls["namespace"], ls["pod"], ls["container"])
+            for ls, v in ex.samples("devctl_device_allocated")
+            if ls["kind"] == "dra" and v == 1.0
+        }
+        assert ("gpu-0", "inference", "embed-0", "embedder") in held
+        assert {h[0] for h in held} == {"gpu-0", "gpu-2", "gpu-3"}
+        states = {
+            (ls["namespace"], ls["claim"], ls["driver"], ls["state"]) for ls, v in ex.samples("devctl_claim_state")
+        }
+        assert states == {
+            ("inference", "embed-gpu", DRIVER, "prepared"),
+            ("ml", "train-1-gpus", DRIVER, "prepared"),
+        }
+        assert all(v == 1.0 for _, v in ex.samples("devctl_claim_state"))
+        up = dict((ls["source"], v) for ls, v in ex.samples("devctl_source_up"))
+        assert up["dra-checkpoint"] == up["cdi"] == 1.0
+
+
+def test_a_dra_health_flip_shows_after_the_next_refresh(sim_node) -> None:
+    """GIVEN a live exporter WHEN `devctl plugin set-health` flips a DRA device THEN its series follows at the next
+    refresh, and the driver's allocatable count with it."""
+    with exporter(sim_node.root, "--interval", "0.5") as ex:
+        ex.wait_for("gpu-1 healthy", lambda: _dra_health(ex).get("gpu-1") == 1.0)
+        pool = next(ls["device"] for ls, _ in ex.samples("devctl_device_health") if ls["kind"] == "dra")
+        pool = pool.rpartition("/")[0]
+        flip = run_devctl("plugin", "set-health", DRIVER, f"{pool}/gpu-1", "unhealthy", root=sim_node.root)
+        assert flip.exit_code == 0, flip.stderr
+        ex.wait_for("gpu-1 unhealthy", lambda: _dra_health(ex).get("gpu-1") == 0.0)
+        assert _by(ex.samples("devctl_resource_allocatable"), kind="dra", resource=DRIVER) == [2.0]
 
 
 def _pod_resources_server(node) -> Any:
@@ -205,6 +263,9 @@ def test_pod_resources_rate_limited_is_source_down_and_no_zeros(sim_node) -> Non
             assert name not in families or not families[name].samples, name
         codes = {ls["code"] for ls, _ in ex.samples("devctl_doctor_findings")}
         assert codes  # doctor says why
+        # What holds a claim needs pod-resources: unknown, so no claim series; the driver's own counts stay.
+        assert ex.samples("devctl_claim_state") == []
+        assert _by(ex.samples("devctl_resource_capacity"), kind="dra", resource=DRIVER) == [4.0]
 
 
 class CountingBucket:

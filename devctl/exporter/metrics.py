@@ -11,6 +11,11 @@ stream at once, at a cost linear in its devices.
 
 A source that failed is ``devctl_source_up{source}=0`` and the series that
 depend on it are absent — never zeros, which would read as "nothing held".
+
+DRA drivers are ``kind="dra"`` rows of the same families, from the refresh
+alone: their health is the health stream as read at the refresh (the exporter
+keeps no DRA stream open), and ``devctl_claim_state`` says what holds each
+claim in ``dra_manager_state``, as ``devctl claims`` does.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from prometheus_client.registry import Collector
 
 from devctl.analyze import (
     CHECKPOINT,
+    DRA_CHECKPOINT,
     IDENTITIES,
     MISSING,
     PLUGINS,
@@ -37,18 +43,21 @@ from devctl.analyze import (
     only_sources,
     resources_view,
 )
+from devctl.analyze.claims import DRA_TYPE, claims_view
 from devctl.doctor import diagnose
 from devctl.exporter.live import LiveSocket
-from devctl.model import HEALTHY, Device, NodeSnapshot, PluginProbe, PluginStatus
+from devctl.model import CDI, HEALTHY, Device, NodeSnapshot, PluginProbe, PluginStatus
 from devctl.watch import numa_text
 
-# The ``kind`` label: devices of device plugins; DRA drivers' devices will be ``dra``.
+# The ``kind`` label: devices of device plugins, and DRA drivers' devices (the views' ``kind``).
 DEVICE_PLUGIN = "device-plugin"
+DRA = "dra"
 # A registry socket that is a device plugin (pluginregistration's PluginInfo.type).
 DEVICE_PLUGIN_TYPE = "DevicePlugin"
 
-# The sources ``devctl_source_up`` reports, in the order they are listed.
-SOURCES = (POD_RESOURCES, PLUGINS, CHECKPOINT, TOPOLOGY, IDENTITIES)
+# The sources each refresh reads and ``devctl_source_up`` reports, in the order they are listed:
+# the DRA ones give the claims (dra_manager_state) and their devices' NUMA nodes (CDI specs).
+SOURCES = (POD_RESOURCES, PLUGINS, CHECKPOINT, TOPOLOGY, IDENTITIES, DRA_CHECKPOINT, CDI)
 
 
 @dataclass(frozen=True)
@@ -60,6 +69,8 @@ class Refresh:
     source_up: Mapping[str, bool]
     resources: tuple[ResourceRow, ...]
     devices: Mapping[str, Mapping[str, DeviceRow]]  # resource -> device ID -> row (holders, NUMA)
+    dra_devices: tuple[DeviceRow, ...]  # every DRA driver's devices, ID <pool>/<device>
+    claims: tuple[tuple[str, str, str, str], ...]  # (namespace, claim, driver, state) of each known state
     findings: tuple[tuple[str, str, int], ...]  # (severity, code, how many)
 
 
@@ -111,6 +122,9 @@ def source_up(snapshot: NodeSnapshot) -> dict[str, bool]:
         CHECKPOINT: snapshot.checkpoint is not None,
         TOPOLOGY: snapshot.topology is not None,
         IDENTITIES: clean(IDENTITIES),
+        # A node that never ran DRA has no dra_manager_state and no CDI dir: read, and empty.
+        DRA_CHECKPOINT: clean(DRA_CHECKPOINT),
+        CDI: clean(CDI),
     }
 
 
@@ -118,8 +132,19 @@ def prepare(snapshot: NodeSnapshot, live: Mapping[str, LiveSocket], resources: M
     """devctl's views and checks of a refreshed snapshot, its plugins as the live streams say now."""
     merged = replace(snapshot, plugins=merged_plugins(snapshot, live, resources))
     devices: dict[str, dict[str, DeviceRow]] = {}
+    dra_devices = []
     for d in devices_view(merged):
-        devices.setdefault(d.resource, {})[d.id] = d
+        if d.kind == DRA:
+            dra_devices.append(d)
+        else:
+            devices.setdefault(d.resource, {})[d.id] = d
+    # A claim whose state is unknown (pod-resources unread) has no series: unknown is not guessed.
+    claims = tuple(
+        (c.namespace, c.name, driver, c.state)
+        for c in claims_view(merged)
+        if c.state is not None
+        for driver in c.drivers
+    )
     counts = Counter((f.severity, f.code) for f in diagnose(merged))
     return Refresh(
         at=at,
@@ -127,6 +152,8 @@ def prepare(snapshot: NodeSnapshot, live: Mapping[str, LiveSocket], resources: M
         source_up=source_up(snapshot),
         resources=resources_view(merged),
         devices=devices,
+        dra_devices=tuple(dra_devices),
+        claims=claims,
         findings=tuple((severity, code, n) for (severity, code), n in sorted(counts.items())),
     )
 
@@ -142,6 +169,16 @@ def health_value(health: str) -> float:
 
 def _is_device_plugin(p: PluginProbe) -> bool:
     return p.registry is None or p.registry.type == DEVICE_PLUGIN_TYPE
+
+
+def _dra_driver(p: PluginProbe) -> str | None:
+    """The driver a registration socket names, when it is a DRA driver's."""
+    return p.registry.name if p.registry is not None and p.registry.type == DRA_TYPE and p.registry.name else None
+
+
+def _dra_serving(p: PluginProbe) -> bool:
+    """A DRA driver serves when its registration socket and its endpoint both do (as `devctl plugins` says)."""
+    return p.status == PluginStatus.SERVING and p.dra is not None and p.dra.status == PluginStatus.SERVING
 
 
 def _live_lists(plugins: tuple[PluginProbe, ...], live: Mapping[str, LiveSocket]) -> dict[str, tuple[Device, ...]]:
@@ -179,11 +216,15 @@ def families(view: ExporterView) -> Iterator[Metric]:
 
     plugin_up = GaugeMetricFamily(
         "devctl_plugin_up",
-        "Whether a device plugin socket serves a live ListAndWatch stream (1) or not (0).",
+        "Whether a device plugin socket serves a live ListAndWatch stream (1) or not (0); "
+        "for a DRA driver's registration socket, whether it and the driver's endpoint answer.",
         labels=["kind", "socket", "resource"],
     )
     for p in sorted(plugins, key=lambda p: p.socket):
-        if _is_device_plugin(p):
+        driver = _dra_driver(p)
+        if driver is not None:
+            plugin_up.add_metric([DRA, p.socket, driver], 1.0 if _dra_serving(p) else 0.0)
+        elif _is_device_plugin(p):
             plugin_up.add_metric(
                 [DEVICE_PLUGIN, p.socket, p.resource or ""], 1.0 if p.status == PluginStatus.SERVING else 0.0
             )
@@ -204,21 +245,23 @@ def families(view: ExporterView) -> Iterator[Metric]:
         labels=["kind", "resource"],
     )
     for r in refresh.resources:
-        listed = lists.get(r.name)
+        listed = lists.get(r.name) if r.kind == DEVICE_PLUGIN else None
         if listed is not None:
             # The live list counts as `devctl ls` counts a serving plugin's: listed, and healthy among them.
             capacity.add_metric([DEVICE_PLUGIN, r.name], float(len(listed)))
             allocatable.add_metric([DEVICE_PLUGIN, r.name], float(sum(d.healthy for d in listed)))
         else:
             # A number a failed source would have given is None in the views: no sample then, never a zero.
+            # A DRA driver's counts are its health stream's as read at the refresh.
             if r.capacity is not None:
-                capacity.add_metric([DEVICE_PLUGIN, r.name], float(r.capacity))
+                capacity.add_metric([r.kind, r.name], float(r.capacity))
             if r.allocatable is not None:
-                allocatable.add_metric([DEVICE_PLUGIN, r.name], float(r.allocatable))
+                allocatable.add_metric([r.kind, r.name], float(r.allocatable))
         if pods_known and r.allocated is not None:
-            allocated.add_metric([DEVICE_PLUGIN, r.name], float(r.allocated))
+            allocated.add_metric([r.kind, r.name], float(r.allocated))
+    known = {r.name for r in refresh.resources if r.kind == DEVICE_PLUGIN}
     for name, listed in sorted(lists.items()):
-        if all(r.name != name for r in refresh.resources):  # a plugin that appeared since the refresh
+        if name not in known:  # a plugin that appeared since the refresh
             capacity.add_metric([DEVICE_PLUGIN, name], float(len(listed)))
             allocatable.add_metric([DEVICE_PLUGIN, name], float(sum(d.healthy for d in listed)))
     yield capacity
@@ -227,7 +270,8 @@ def families(view: ExporterView) -> Iterator[Metric]:
 
     health = GaugeMetricFamily(
         "devctl_device_health",
-        "Health of a device from its plugin's live stream: 1 healthy, 0 unhealthy, -1 unknown.",
+        "Health of a device from its plugin's live stream (a DRA driver's: its health stream at the last refresh): "
+        "1 healthy, 0 unhealthy, -1 unknown.",
         labels=["kind", "resource", "device", "numa"],
     )
     for name, listed in sorted(lists.items()):
@@ -239,11 +283,14 @@ def families(view: ExporterView) -> Iterator[Metric]:
         for dev_id, row in refresh.devices.get(name, {}).items():
             if dev_id not in ids and row.allocated_to:
                 health.add_metric([DEVICE_PLUGIN, name, dev_id, numa_text(row.numa_nodes)], -1.0)
+    for d in refresh.dra_devices:
+        # Listed by its health stream, or held by a claim with no stream to vouch for it (-1).
+        health.add_metric([DRA, d.resource, d.id, numa_text(d.numa_nodes)], health_value(d.health))
     yield health
 
     held = GaugeMetricFamily(
         "devctl_device_allocated",
-        "1 for each container that holds the device (pod-resources).",
+        "1 for each container that holds the device (pod-resources; a DRA device: through a claim).",
         labels=["kind", "resource", "device", "namespace", "pod", "container"],
     )
     if pods_known:
@@ -251,7 +298,22 @@ def families(view: ExporterView) -> Iterator[Metric]:
             for dev_id, row in rows.items():
                 for h in row.allocated_to:
                     held.add_metric([DEVICE_PLUGIN, name, dev_id, h.namespace, h.pod, h.container], 1.0)
+        for d in refresh.dra_devices:
+            for h in d.allocated_to or ():
+                # A claim's pod that no container uses it in yet, or a claim with no pod, is no container holding it.
+                if h.container:
+                    held.add_metric([DRA, d.resource, d.id, h.namespace, h.pod, h.container], 1.0)
     yield held
+
+    claim_state = GaugeMetricFamily(
+        "devctl_claim_state",
+        "1 for each DRA claim in dra_manager_state and each of its drivers, with what holds it: prepared, "
+        "checkpointed, stale or driver-missing (no series while pod-resources is unread, unless driver-missing).",
+        labels=["namespace", "claim", "driver", "state"],
+    )
+    for namespace, claim, driver, state in refresh.claims:
+        claim_state.add_metric([namespace, claim, driver, state], 1.0)
+    yield claim_state
 
     findings = GaugeMetricFamily(
         "devctl_doctor_findings",
@@ -261,8 +323,6 @@ def families(view: ExporterView) -> Iterator[Metric]:
     for severity, code, n in refresh.findings:
         findings.add_metric([severity, code], float(n))
     yield findings
-    # DRA drivers (kind="dra" rows above, and devctl_claim_state{namespace,claim,driver,state})
-    # are added here once the snapshot carries DRA state; until then no DRA series exist.
 
 
 class NodeCollector(Collector):

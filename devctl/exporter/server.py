@@ -1,9 +1,9 @@
 """``devctl exporter`` at work: refresh the node every interval, follow the streams, serve the page over HTTP.
 
 The event loop does all node I/O: ``collect`` once per interval (pod-resources,
-the checkpoint, sysfs, a probe of each plugin — a few RPCs, far inside the
-kubelet's pod-resources rate limit of 100/s shared by every client) and the
-live streams. The HTTP server runs in threads of its own and only reads the
+the checkpoint, sysfs, a probe of each plugin and DRA driver, dra_manager_state,
+the CDI specs — a few RPCs, far inside the kubelet's pod-resources rate limit of
+100/s shared by every client) and the live streams. The HTTP server runs in threads of its own and only reads the
 state, so a slow scraper never holds up a stream and a scrape never waits on
 the node. SIGTERM or SIGINT ends both cleanly.
 """
@@ -23,7 +23,7 @@ from prometheus_client import disable_created_metrics
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from devctl.exporter.live import PluginStreams
-from devctl.exporter.metrics import prepare
+from devctl.exporter.metrics import SOURCES, prepare
 from devctl.exporter.state import ExporterState
 from devctl.model import NodePaths
 
@@ -95,7 +95,7 @@ async def _refresh(paths: NodePaths, timeout: float, interval: float, state: Exp
 
     while True:
         started = time.monotonic()
-        snapshot = await collect(paths, timeout)
+        snapshot = await collect(paths, timeout, want=frozenset(SOURCES))
         live, resources = state.learn(snapshot)
         # The views and doctor's checks are pure CPU work: off the loop, so no stream waits on them.
         state.set_refresh(await asyncio.to_thread(prepare, snapshot, live, resources, time.time()))
