@@ -33,7 +33,8 @@ class WatchEvent:
     ``disconnected``: the last list known). ``from_``/``to`` hold health
     strings for ``health`` (and the new device's health in ``to`` for
     ``added``, the old one's in ``from_`` for ``removed``), NUMA node lists such
-    as ``"0,1"`` (or ``"none"``) for ``topology``.
+    as ``"0,1"`` (or ``"none"``) for ``topology``. ``message`` is what a DRA
+    driver says of a device in a ``health`` event, when it says anything.
     """
 
     time: datetime
@@ -45,6 +46,7 @@ class WatchEvent:
     to: str | None = None
     devices: int | None = None
     healthy: int | None = None
+    message: str | None = None
 
 
 @dataclass(frozen=True)

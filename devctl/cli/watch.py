@@ -31,7 +31,9 @@ def watch(
     ctx: typer.Context,
     resources: Annotated[
         list[str] | None,
-        typer.Argument(metavar="RESOURCE", show_default=False, help="Resources to watch [default: every plugin]."),
+        typer.Argument(
+            metavar="RESOURCE", show_default=False, help="Resources or DRA drivers to watch [default: every plugin]."
+        ),
     ] = None,
     socket: Annotated[
         list[str] | None,

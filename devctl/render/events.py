@@ -71,6 +71,7 @@ def event_object(item: WatchEvent | KernelEvent) -> dict[str, Any]:
         ("to", item.to),
         ("devices", item.devices),
         ("healthy", item.healthy),
+        ("message", item.message),
     ):
         if value is not None:
             obj[key] = value

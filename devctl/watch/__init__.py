@@ -38,6 +38,7 @@ from devctl.model import NodePaths
 from devctl.node.udev import UdevUnavailable, kernel_events
 from devctl.watch.backoff import Backoff
 from devctl.watch.diff import counts, diff
+from devctl.watch.dra import DraFollower, find_drivers
 from devctl.watch.follow import Follower, Scouts, WatchItem, now
 from devctl.watch.sockets import (
     FromKnownIds,
@@ -184,9 +185,15 @@ async def watch(
     """
     name: Namer = by_resolver(_CachedResolver(resolve)) if resolve is not None else FromKnownIds(paths, timeout)
     out: asyncio.Queue[WatchItem] = asyncio.Queue()
-    followers: list[Follower] = []
+    followers: list[Follower | DraFollower] = []
     tasks: list[asyncio.Future[None]] = []
     wanted = list(dict.fromkeys(resources))
+    # A name a DRA driver registered is that driver's health stream, not a device-plugin resource.
+    # Driver names are DNS names, never with the "/" every extended resource has: a watch of
+    # resources only asks no registry socket anything, and waits for none.
+    maybe_drivers = [r for r in wanted if "/" not in r]
+    drivers = await find_drivers(paths, maybe_drivers, timeout) if maybe_drivers else {}
+    wanted = [r for r in wanted if r not in drivers]
     scouts = Scouts(paths.plugins_dir, set(wanted), name, timeout, paths.root) if wanted else None
 
     def start(resource: str | None, socket: str | None) -> None:
@@ -219,6 +226,10 @@ async def watch(
                     raise _not_served(paths, unknown, scouts.names())
         for r in wanted:
             start(r, None)
+        for driver in drivers.values():
+            dra = DraFollower(out, driver, wait=wait, once=once, timeout=timeout, backoff=backoff())
+            followers.append(dra)
+            tasks.append(asyncio.ensure_future(dra.run()))
         for s in dict.fromkeys(socket_paths):
             start(None, s)
         if whole_node:
