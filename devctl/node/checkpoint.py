@@ -195,13 +195,17 @@ def dump_checkpoint(entries: Sequence[RawEntry], registered: Mapping[str, Sequen
 
 
 def write_checkpoint(path: str, entries: Sequence[RawEntry], registered: Mapping[str, Sequence[str]]) -> None:
-    """Write the checkpoint atomically, for the simulated kubelet only (devctl never writes node files).
+    """Write the checkpoint atomically, for the simulated kubelet only (devctl never writes node files)."""
+    write_atomically(path, dump_checkpoint(entries, registered))
 
-    Like the kubelet's file store (pkg/kubelet/util/store/filestore.go): a
-    hidden temporary file in the same directory, synced, then renamed over
-    the old one, so a reader sees the old file or the new one, never half.
+
+def write_atomically(path: str, blob: bytes) -> None:
+    """Replace ``path`` with ``blob`` as the kubelet's file store does (the simulator's state files).
+
+    pkg/kubelet/util/store/filestore.go: a hidden temporary file in the same
+    directory, synced, then renamed over the old one, so a reader sees the old
+    file or the new one, never half.
     """
-    blob = dump_checkpoint(entries, registered)
     directory, name = os.path.split(path)
     fd, tmp = tempfile.mkstemp(dir=directory or ".", prefix=f".{name}.")
     try:

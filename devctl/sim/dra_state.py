@@ -11,13 +11,10 @@ same bytes. Only the simulator writes node files.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import tempfile
 from typing import Any
 
-from devctl.node.checkpoint import _GO_JSON_ESCAPES
+from devctl.node.checkpoint import _GO_JSON_ESCAPES, write_atomically
 from devctl.node.dra_checkpoint import API_VERSION, KIND, LIST_KEYS, RawClaim, RawDevice, RawDraData, crc32
 
 
@@ -65,16 +62,4 @@ def dump_dra_checkpoint(data: RawDraData) -> bytes:
 
 def write_dra_checkpoint(path: str, claims: tuple[RawClaim, ...] | None) -> None:
     """Write the checkpoint atomically (a synced hidden file renamed over the old one, as the kubelet's file store)."""
-    blob = dump_dra_checkpoint(RawDraData("v1", claims))
-    directory, name = os.path.split(path)
-    fd, tmp = tempfile.mkstemp(dir=directory or ".", prefix=f".{name}.")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(blob)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    write_atomically(path, dump_dra_checkpoint(RawDraData("v1", claims)))

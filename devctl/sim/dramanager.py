@@ -26,7 +26,6 @@ import contextlib
 import json
 import logging
 import os
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -44,7 +43,7 @@ from devctl.api.drahealth.v1 import api_pb2_grpc as health_v1_grpc
 from devctl.api.drahealth.v1alpha1 import api_pb2 as health_v1alpha1
 from devctl.api.drahealth.v1alpha1 import api_pb2_grpc as health_v1alpha1_grpc
 from devctl.model import HEALTHY, UNHEALTHY, ClaimDevice, DynamicResource, RegistryInfo
-from devctl.node.checkpoint import CheckpointError
+from devctl.node.checkpoint import CheckpointError, write_atomically
 from devctl.node.dra_checkpoint import RawClaim, RawDevice, read_dra_raw
 from devctl.node.rpc import channel
 from devctl.sim.dra_state import write_dra_checkpoint
@@ -456,13 +455,4 @@ class DraManager:
             }
             for driver, entries in sorted(self.health.items())
         }
-        directory, name = os.path.split(self.health_path)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(doc, f, separators=(",", ":"))
-            os.replace(tmp, self.health_path)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-            raise
+        write_atomically(self.health_path, json.dumps(doc, separators=(",", ":")).encode())
