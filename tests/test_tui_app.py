@@ -294,6 +294,7 @@ async def test_a_stopped_plugin_shows_disconnected_and_recovers(sim: SimNode) ->
 
         await pilot.press("5")
         await until(pilot, lambda: ("reconnected", GPU) in events(), "the live stream to reconnect")
+        assert ("disconnected", GPU) in events(), events()
         assert events().index(("disconnected", GPU)) < events().index(("reconnected", GPU))
 
 

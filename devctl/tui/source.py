@@ -147,6 +147,8 @@ class NodeSource(Widget):
         self._buffer: collections.deque[tuple[int, Any]] = collections.deque()  # filled by the watch thread
         self._poll_wanted = threading.Event()
         self._polled_once = threading.Event()
+        # socket -> resource from every poll so far (see _resolve); replaced whole, never mutated, across threads
+        self._names: dict[str, str | None] = {}
         self._stopping = threading.Event()
         self._loops: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Task[None]]] = {}
         self._loops_lock = threading.Lock()
@@ -257,6 +259,7 @@ class NodeSource(Widget):
             except Exception as e:  # collect turns failures into SourceErrors; anything else is said, not fatal
                 self._say(f"poll failed: {e}")
             else:
+                self._learn_names(snapshot)
                 self.post_message(self.Polled(snapshot, mark))
                 self._polled_once.set()
 
@@ -282,7 +285,9 @@ class NodeSource(Widget):
                     continue
                 if latest.pending != shown:
                     shown = latest.pending
-                    self.post_message(self.Polled(latest.snapshot(), mark))
+                    partial = latest.snapshot()
+                    self._learn_names(partial)
+                    self.post_message(self.Polled(partial, mark))
                     self._polled_once.set()  # the live stream need not wait for the slow source either
                 self.post_message(self.Waiting(latest.names(), time.monotonic() - started))
         finally:
@@ -301,12 +306,17 @@ class NodeSource(Widget):
 
     # --- live events -----------------------------------------------------------------------
 
-    async def _resolve(self) -> dict[str, str | None]:
-        # Which resource each socket serves, from the last poll: no extra RPCs.
+    def _learn_names(self, snapshot: NodeSnapshot) -> None:
+        """Remember which resource each socket serves, before the live stream may ask (see _resolve)."""
         from devctl.watch import socket_resources
 
-        base = self._base
-        return socket_resources(base) if base else {}
+        learned = {socket: name for socket, name in socket_resources(snapshot).items() if name is not None}
+        self._names = {**self._names, **learned}
+
+    async def _resolve(self) -> dict[str, str | None]:
+        # Which resource each socket serves, from the polls so far: no extra RPCs. A socket keeps the name
+        # it was last known by, so that a plugin that stopped is still named in its "disconnected" event.
+        return self._names
 
     async def _watch_loop(self) -> None:
         # The first poll names the sockets' resources. It is set from another thread's

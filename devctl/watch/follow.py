@@ -360,6 +360,8 @@ class Follower:
             except Exception as e:  # one misbehaving plugin must never end the watch of the others
                 log.debug("watching %s failed", self.socket, exc_info=True)
                 reason = f"{type(e).__name__}: {e}"
+            if self.resource is None and self.socket is not None and self.last is not None:
+                self.resource = await self.namer(self.socket, self.last)  # as late as possible: see _consume
             if self.scouts is not None and self.resource is not None:
                 self.scouts.release(self.resource)
             # Most reasons start with the socket's path already: name the target once.
@@ -412,6 +414,10 @@ class Follower:
     async def _consume(self, opened: _Open) -> None:
         told, told_at = opened.client.skipped, -SKIP_NOTICE_EVERY
         async for devices in opened.stream:
+            if self.resource is None:
+                # Not known at the first list (the node's sources had not answered yet): ask again, so that
+                # later events, a disconnect among them, carry the resource as soon as it is known.
+                self.resource = await self.namer(opened.socket, devices)
             self._changes(devices)
             skipped = opened.client.skipped
             if skipped != told and time.monotonic() - told_at >= SKIP_NOTICE_EVERY:

@@ -52,6 +52,10 @@ async def resolve_plugins(paths: NodePaths, timeout: float) -> dict[str, str | N
     return socket_resources(await collect(paths, timeout, want={PLUGINS, POD_RESOURCES, CHECKPOINT}))
 
 
+# How old a resolution may be when it did not know a socket asked about: it is asked again sooner.
+MISS_TTL = 0.05
+
+
 class _CachedResolver:
     """Shares one resolution between followers asking at the same moment.
 
@@ -66,9 +70,9 @@ class _CachedResolver:
         self._at = -1e9
         self._value: Mapping[str, str | None] = {}
 
-    async def __call__(self) -> Mapping[str, str | None]:
+    async def __call__(self, ttl: float | None = None) -> Mapping[str, str | None]:
         async with self._lock:
-            if time.monotonic() - self._at > self._ttl:
+            if time.monotonic() - self._at > (self._ttl if ttl is None else ttl):
                 try:
                     self._value = await self._resolve()
                 except Exception as e:  # a failed resolution means "not known yet", never a crash
@@ -81,7 +85,10 @@ class _CachedResolver:
         return sorted(s for s, r in (await self()).items() if r == resource)
 
     async def resource_of(self, socket: str) -> str | None:
-        return (await self()).get(socket)
+        name = (await self()).get(socket)
+        if name is None:  # not known a moment ago: maybe by now (the first poll was still going on)
+            name = (await self(ttl=MISS_TTL)).get(socket)
+        return name
 
 
 def by_resolver(resolver: _CachedResolver) -> Namer:
