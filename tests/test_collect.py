@@ -347,9 +347,18 @@ def test_without_rights_every_kubelet_source_is_permission_denied(sim_process, s
         kinds = sorted({(analyze.source_of(e), e.kind.value) for e in snap.errors})
         return kinds, snap.kubelet_socket_status.value, analyze.refused(snap, analyze.ALL_SOURCES)
 
-    # One read as root first: every module collect imports lazily is then loaded (the forked child, as
-    # nobody, may not read this interpreter's own files under /root, and would fail on the import instead).
-    read()
+    # Every module collect imports lazily is loaded first: the forked child, as nobody, may not read this
+    # interpreter's own files under /root and would fail on the import instead. (Not by reading the node as
+    # root: a fork after grpc's threads started can crash the child.)
+    import concurrent.futures.thread
+    import importlib
+    import pkgutil
+
+    import devctl.node
+
+    assert concurrent.futures.thread
+    for module in pkgutil.iter_modules(devctl.node.__path__, "devctl.node."):
+        importlib.import_module(module.name)
     kinds, kubelet, refused = call_as_nobody(read)["value"]
     assert kinds == [
         [analyze.CHECKPOINT, "permission-denied"],

@@ -187,6 +187,7 @@ def test_a_hang_up_ends_the_demo_restores_the_terminal_and_removes_its_root(term
     """SIGHUP (the SSH session dropped) ends the demo as q does: terminal restored, temporary root removed."""
     term = Terminal("demo")
     term.wait_for("serving")
+    term.wait_for("Resources")  # the app is up and drawing: this is the hang-up of a running TUI
     roots = [p for p in Path("/tmp").glob("devctl-demo-*") if owner_pid(p) == term.process.pid]
     assert len(roots) == 1
     before = term.mark()
