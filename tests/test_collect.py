@@ -14,6 +14,7 @@ import json
 import os
 import selectors
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from badservers import (
     rate_limited_pod_resources,
     stale_socket,
 )
-from helpers import BOUND, DEVCTL, call_as_nobody, devctl_env
+from helpers import BOUND, DEVCTL, devctl_env
 
 from devctl import analyze
 from devctl.api.pluginregistration.v1 import api_pb2 as reg
@@ -342,24 +343,25 @@ def test_without_rights_every_kubelet_source_is_permission_denied(sim_process, s
         pytest.skip("needs root to drop privileges")
     os.chmod(short_root, 0o755)  # the directories are open; the kubelet's sockets and checkpoint are root's only
 
-    def read():
-        snap = asyncio.run(collect(sim_process, ANSWER))
-        kinds = sorted({(analyze.source_of(e), e.kind.value) for e in snap.errors})
-        return kinds, snap.kubelet_socket_status.value, analyze.refused(snap, analyze.ALL_SOURCES)
-
-    # Every module collect imports lazily is loaded first: the forked child, as nobody, may not read this
-    # interpreter's own files under /root and would fail on the import instead. (Not by reading the node as
-    # root: a fork after grpc's threads started can crash the child.)
-    import concurrent.futures.thread
-    import importlib
-    import pkgutil
-
-    import devctl.node
-
-    assert concurrent.futures.thread
-    for module in pkgutil.iter_modules(devctl.node.__path__, "devctl.node."):
-        importlib.import_module(module.name)
-    kinds, kubelet, refused = call_as_nobody(read)["value"]
+    # A fresh interpreter, not a fork of this one (a fork after grpc's threads started can crash): it imports
+    # everything as root (nobody may not read an interpreter under /root), then drops to nobody and reads.
+    code = f"""
+import asyncio, importlib, json, os, pkgutil
+import concurrent.futures.thread
+import devctl.node
+from devctl import analyze
+from devctl.collect import collect
+from devctl.node.paths import resolve_paths
+for module in pkgutil.iter_modules(devctl.node.__path__, "devctl.node."):
+    importlib.import_module(module.name)
+os.setgroups([]); os.setgid(65534); os.setuid(65534)
+snap = asyncio.run(collect(resolve_paths(root={str(sim_process.root)!r}, env={{}}), {ANSWER!r}))
+kinds = sorted({{(analyze.source_of(e), e.kind.value) for e in snap.errors}})
+print(json.dumps([kinds, snap.kubelet_socket_status.value, analyze.refused(snap, analyze.ALL_SOURCES)]))
+"""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=BOUND, env=devctl_env())
+    assert run.returncode == 0, run.stderr
+    kinds, kubelet, refused = json.loads(run.stdout)
     assert kinds == [
         [analyze.CHECKPOINT, "permission-denied"],
         [analyze.DRA_CHECKPOINT, "permission-denied"],
