@@ -202,6 +202,26 @@ def test_a_hang_up_ends_the_demo_restores_the_terminal_and_removes_its_root(term
         assert "Traceback" not in term.text
 
 
+@pytest.mark.parametrize("moment", [b"", b"\x1b[?1049h"], ids=["first-output", "app-starting"])
+def test_a_hang_up_during_start_up_still_ends_the_demo(moment: bytes) -> None:
+    """A hang-up that lands while the node or the app is still starting ends the demo all the same.
+
+    The app's exit, asked before it reads its messages, could be lost: the demo then ran on with no
+    terminal. "first-output" signals as soon as anything is drawn, "app-starting" when the app has
+    entered the alternate screen and may not yet read its messages.
+    """
+    term = Terminal("demo")
+    deadline = time.monotonic() + 30
+    while moment not in term.output or not term.output:
+        assert time.monotonic() < deadline, f"{moment!r} never drawn:\n{term.text[-2000:]}"
+        term._read(0.01)
+    roots = [p for p in Path("/tmp").glob("devctl-demo-*") if owner_pid(p) == term.process.pid]
+    term.process.send_signal(signal.SIGHUP)
+    assert term.wait_exit(timeout=20) == 128 + signal.SIGHUP
+    assert all(not root.exists() for root in roots)
+    assert "Traceback" not in term.text
+
+
 def owner_pid(root: Path) -> int | None:
     try:
         return json.loads((root / ".devctl-owner").read_text())["pid"]

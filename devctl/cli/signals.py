@@ -8,7 +8,11 @@ the first thing its event loop does; the first signal, whenever it comes
 (during start-up too), asks the command to stop: by default it cancels the
 command's main task, so its ``finally`` blocks remove what it made; a command
 may set another action for a phase (the TUI exits its app so that the
-terminal is restored; ``sim -- CMD`` passes the signal to CMD). Signals that
+terminal is restored; ``sim -- CMD`` passes the signal to CMD). An action
+that can be lost (the TUI's exit, asked before the app has started to read its
+messages) is repeated every RECANCEL seconds until the command says it is
+stopping, and after GIVE_UP seconds the main task is cancelled instead, so a
+hang-up during start-up still ends the command. Signals that
 follow while it stops are ignored, so cleanup is never cut short. A signal
 before the loop runs (while Python imports) ends the process before anything
 was made.
@@ -27,6 +31,7 @@ from collections.abc import Awaitable, Callable
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 RECANCEL = 0.5
+GIVE_UP = 5.0
 
 Action = Callable[[signal.Signals], None]
 
@@ -37,6 +42,7 @@ class Stopper:
     def __init__(self) -> None:
         self.received: signal.Signals | None = None  # the first stop signal, once one came
         self._action: Action | None = None
+        self._repeat = False
         self._task: asyncio.Task[object] | None = None
 
     def install(self) -> None:
@@ -51,9 +57,13 @@ class Stopper:
         for sig in STOP_SIGNALS:
             loop.remove_signal_handler(sig)
 
-    def on_signal(self, action: Action | None) -> None:
-        """From now on call ``action(sig)`` on each stop signal; None: cancel the main task on the first."""
+    def on_signal(self, action: Action | None, *, repeat: bool = False) -> None:
+        """From now on call ``action(sig)`` on each stop signal; None: cancel the main task on the first.
+
+        With ``repeat``, the first signal's action is repeated until ``stopping()`` (see the module docstring).
+        """
         self._action = action
+        self._repeat = repeat
 
     def stopping(self) -> None:
         """The command is cleaning up: later signals are ignored and nothing is cancelled again."""
@@ -65,8 +75,23 @@ class Stopper:
             self.received = sig
         if self._action is not None:
             self._action(sig)
+            if first and self._repeat:
+                loop = asyncio.get_running_loop()
+                loop.call_later(RECANCEL, self._again, self._action, sig, loop.time() + GIVE_UP)
         elif first:
             self._cancel()
+
+    def _again(self, action: Action, sig: signal.Signals, give_up_at: float) -> None:
+        """Repeat ``action`` until the command is stopping; past ``give_up_at``, cancel the main task."""
+        loop = asyncio.get_running_loop()
+        if self._action is not action:
+            return  # stopping, or another phase with its own action
+        if loop.time() >= give_up_at:
+            self._action = None
+            self._cancel()
+            return
+        action(sig)
+        loop.call_later(RECANCEL, self._again, action, sig, give_up_at)
 
     def _cancel(self) -> None:
         task = self._task

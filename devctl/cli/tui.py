@@ -114,7 +114,7 @@ async def _run_app(feed: Feed, label: str, stopper: Stopper | None = None) -> No
         if stopper is not None:
             if stopper.received is not None:
                 return  # it came while the node or plugins were starting
-            stopper.on_signal(lambda sig: app.exit())
+            stopper.on_signal(lambda sig: app.exit() if app.started else None, repeat=True)
         try:
             await app.run_async()
         finally:

@@ -32,9 +32,13 @@ class DevctlApp(App[None]):
         self.label = label
         self.clock = clock
         self.logs = logs
+        # The first screen is mounted: from here on exit() is safe. Asked earlier (a hang-up during
+        # start-up), it can be lost or tear widgets down under a screen's on_mount.
+        self.started = False
 
-    def on_mount(self) -> None:
-        self.push_screen(NodeScreen(self.feed, label=self.label, clock=self.clock, logs=self.logs))
+    async def on_mount(self) -> None:
+        await self.push_screen(NodeScreen(self.feed, label=self.label, clock=self.clock, logs=self.logs))
+        self.started = True
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
