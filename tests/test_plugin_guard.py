@@ -18,7 +18,7 @@ from devctl.model import AllocatableResources, ContainerDevices, ContainerResour
 from devctl.node.checkpoint import RawEntry, write_checkpoint
 from devctl.node.paths import resolve_paths
 from devctl.plugin.control import default_control_dir
-from devctl.plugin.guard import live_server_for
+from devctl.plugin.guard import LiveServer, live_server_for
 from devctl.plugin.server import DevicePluginServer
 from devctl.plugin.spec import PluginSpec
 
@@ -44,7 +44,7 @@ async def test_found_through_pod_resources(paths: NodePaths) -> None:
         ):
             # THEN the GPU resource is found on the socket that lists those IDs
             found = await asyncio.wait_for(live_server_for(REAL.resource, paths, 2), 5)
-            assert found == real.socket_path
+            assert found == LiveServer(real.socket_path)
             # and nothing is found for a resource the kubelet knows no devices of, or when ours is excluded
             assert await asyncio.wait_for(live_server_for(OTHER.resource, paths, 2), 5) is None
             excluded = await asyncio.wait_for(live_server_for(REAL.resource, paths, 2, exclude=[real.socket_path]), 5)
@@ -56,7 +56,7 @@ async def test_found_through_pod_resources(paths: NodePaths) -> None:
 async def test_found_through_the_checkpoint(paths: NodePaths) -> None:
     write_checkpoint(paths.checkpoint, [], {REAL.resource: ["GPU-b2"]})
     async with DevicePluginServer(REAL, paths.plugins_dir, register=False) as real:
-        assert await asyncio.wait_for(live_server_for(REAL.resource, paths, 2), 5) == real.socket_path
+        assert await asyncio.wait_for(live_server_for(REAL.resource, paths, 2), 5) == LiveServer(real.socket_path)
 
 
 async def test_a_dead_plugin_is_not_serving(paths: NodePaths) -> None:
@@ -73,7 +73,7 @@ async def test_found_through_a_devctl_control_socket(paths: NodePaths) -> None:
     ctl = default_control_dir(paths.root)
     empty = replace(REAL, devices=())
     async with DevicePluginServer(empty, paths.plugins_dir, register=False, control_dir=ctl) as real:
-        assert await asyncio.wait_for(live_server_for(REAL.resource, paths, 2), 5) == real.socket_path
+        assert await asyncio.wait_for(live_server_for(REAL.resource, paths, 2), 5) == LiveServer(real.socket_path)
         assert await asyncio.wait_for(live_server_for(OTHER.resource, paths, 2), 5) is None
 
 
@@ -171,3 +171,23 @@ async def test_serve_refuses_to_take_over_a_live_plugin(paths: NodePaths, case: 
         assert "debug.sock" in os.listdir(paths.plugins_dir)
         code, err = await serving.stop()
         assert code == 0, err
+
+
+async def test_an_unnamed_plugin_with_every_device_unhealthy_may_serve_the_resource(paths: NodePaths) -> None:
+    # GIVEN a vendor's plugin (no devctl control socket, no registry socket) whose every device is
+    # unhealthy and held by nobody: the kubelet lists healthy devices only, so nothing on the node names it
+    sick = replace(REAL, devices=tuple(replace(d, health="Unhealthy") for d in REAL.devices))
+    root = Path(paths.root)
+    async with DevicePluginServer(sick, paths.plugins_dir, register=False) as live:
+        argv = ("plugin", "serve", "--resource", OTHER.resource, "--count", "1", "--socket", "debug.sock")
+        code, _, err = await devctl(root, *argv)
+        # THEN a debugging plugin of any resource is refused, saying it cannot be told, and serves nothing
+        assert code == 2, err
+        (line,) = err.strip().splitlines()
+        assert f"{OTHER.resource} may already be served by the live plugin at {live.socket_path}" in line
+        assert "all 2 of its devices are unhealthy" in line and "--force" in line
+        assert "debug.sock" not in os.listdir(paths.plugins_dir)
+    # and a plugin with a healthy device the kubelet does not know is not registered: nothing to take over
+    async with DevicePluginServer(REAL, paths.plugins_dir, register=False):
+        assert await asyncio.wait_for(live_server_for(OTHER.resource, paths, 1), 5) is None
+

@@ -33,7 +33,7 @@ async def node(short_root: Path) -> AsyncIterator[SimNode]:
 async def test_guard_knows_a_scenario_plugin_from_the_kubelet(node: SimNode) -> None:
     # Without the control sockets: only pod-resources and the checkpoint say which socket serves the GPUs.
     found = await asyncio.wait_for(live_server_for(GPU, node.paths, 2), 10)
-    assert found == node.plugins[GPU].socket_path
+    assert found is not None and found.certain and found.where == node.plugins[GPU].socket_path
     assert await asyncio.wait_for(live_server_for(NEW, node.paths, 2), 10) is None
 
 

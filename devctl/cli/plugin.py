@@ -194,10 +194,7 @@ async def _serve(spec: PluginSpec, opts: GlobalOptions, stopper: Stopper, *, reg
     if register and not force:
         live = await live_server_for(spec.resource, paths, opts.timeout)
         if live is not None:
-            fail(
-                f"{spec.resource} is already served by the live plugin at {live}; registering it again "
-                "would take it from that plugin (use --force to do it anyway)"
-            )
+            fail(live.refusal(spec.resource, "registering it again"))
     server = DevicePluginServer(spec, paths.plugins_dir, register=register, control_dir=control_dir)
     try:
         try:

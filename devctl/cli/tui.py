@@ -138,10 +138,7 @@ async def _tui(opts: GlobalOptions, specs: list[PluginSpec], force: bool, stoppe
             if not force:
                 live = await live_server_for(spec.resource, paths, opts.timeout)
                 if live is not None:
-                    fail(
-                        f"{spec.resource} is already served by the live plugin at {live}; serving it here "
-                        "would take it from that plugin (use --force to do it anyway)"
-                    )
+                    fail(live.refusal(spec.resource, "serving it here"))
             server = DevicePluginServer(spec, paths.plugins_dir, control_dir=control_dir)
             servers[spec.resource] = server
             try:

@@ -320,3 +320,27 @@ def serving_sockets(paths: NodePaths, probes: Iterable[PluginProbe], resource: s
             if dial is not None:
                 found.append((p, dial))
     return sorted(found, key=lambda pair: pair[0].socket)
+
+
+def unnamed_sockets(paths: NodePaths, probes: Iterable[PluginProbe]) -> list[tuple[PluginProbe, str]]:
+    """Live device-plugin sockets whose resource cannot be told and whose devices the kubelet cannot know.
+
+    The kubelet reports healthy devices only (allocatable, RegisteredDevices),
+    so a plugin whose every device is unhealthy and held by nobody, or that
+    lists none, cannot be tied to its resource from this node: it may serve
+    any resource. A plugin with a healthy device the kubelet does not list is
+    not registered, and is not one of these.
+    """
+    found = []
+    for p in probes:
+        if p.resource is not None or p.status != PluginStatus.SERVING:
+            continue
+        if p.registry is not None and p.registry.type != DEVICE_PLUGIN_TYPE:
+            continue
+        if any(d.healthy for d in p.devices):
+            continue
+        dial = dial_path(paths, p)
+        if dial is not None:
+            found.append((p, dial))
+    return sorted(found, key=lambda pair: pair[0].socket)
+
