@@ -80,8 +80,7 @@ class LineServer:
         # (so stop removes it) even when a cancellation comes while the server starts.
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            sock.bind(self.path)
-            os.chmod(self.path, 0o600)
+            made.bind_private(sock, self.path)
         except BaseException:
             sock.close()
             raise

@@ -135,6 +135,30 @@ def clear_for_bind(path: str) -> None:
     raise PathTaken(f"{path} is taken: {what_is_at(path)} is there (devctl removes only sockets it made)")
 
 
+def bind_private(sock: socket.socket, path: str) -> None:
+    """Bind ``sock`` at ``path`` with mode 0600 from its first moment there, whatever the umask.
+
+    A bind makes the file with the umask's mode, and a chmod after it leaves a
+    moment where another user could connect. So the socket is bound at a
+    temporary name beside ``path``, made 0600, and then linked to ``path``
+    (a link never replaces what may have appeared there meanwhile: that is
+    refused as PathTaken). The link keeps the inode and modification time, so
+    ``socket_identity`` knows it as the socket we bound.
+    """
+    # Short (a socket path has at most 107 bytes), and this process' own: nothing awaits between bind and unlink.
+    temporary = os.path.join(os.path.dirname(path), f".{os.getpid()}.binding")
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(temporary)
+    sock.bind(temporary)
+    try:
+        os.chmod(temporary, 0o600)
+        os.link(temporary, path)
+    except FileExistsError:
+        raise PathTaken(f"{path} is taken: {what_is_at(path)} is there (devctl removes only sockets it made)") from None
+    finally:
+        os.unlink(temporary)
+
+
 def unlink_socket(path: str, identity: SocketId | None) -> bool:
     """Unlink ``path`` only if it is still the socket we bound (``identity``); whether it was removed."""
     if identity is None or socket_identity(path) != identity:
