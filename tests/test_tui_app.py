@@ -531,3 +531,16 @@ async def test_a_snapshot_file_says_when_it_was_taken_and_offers_no_refresh(sim:
         assert f"devctl · snapshot node.json taken at {taken}Z" in text
         assert "r refresh" not in text
         assert app.screen.check_action("refresh", ()) is False
+
+
+async def test_a_view_that_comes_while_the_detail_is_being_built_does_not_crash_it(sim: SimNode) -> None:  # noqa: F811
+    # A poll can answer between Enter and the detail screen's compose: the TUI must not die of it.
+    app = demo_app(sim)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until_view(pilot)
+        view = app.screen.view
+        detail = ContainerScreen("ml/train-0/trainer", view)
+        detail.show(view)  # not composed yet
+        await app.push_screen(detail)
+        await pilot.pause()
+        assert "ml/train-0  container trainer" in screen_text(app)

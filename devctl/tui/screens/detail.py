@@ -145,6 +145,10 @@ class ContainerScreen(ModalScreen[None]):
 
     def show(self, view: NodeView) -> None:
         self._view = view
+        shown = self.query("#detail").results(Static)
+        target = next(shown, None)
+        if target is None:
+            return  # a newer view came while this screen is still being composed: on_mount shows it
         detail = view.container(self.key)
         holders = None
         if detail is not None:
@@ -154,7 +158,7 @@ class ContainerScreen(ModalScreen[None]):
             if detail
             else Text(escape(f"{self.key}: the container is gone from pod-resources"))
         )
-        self.query_one("#detail", Static).update(text)
+        target.update(text)
 
     async def action_dismiss(self, result: None = None) -> None:
         self.dismiss(result)
