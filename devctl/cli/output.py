@@ -63,7 +63,14 @@ def rewatch(watch: bool, once: Callable[[], None]) -> None:
     import signal
     import time
 
-    signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM ends it as Ctrl-C does
+    # Ctrl-C and SIGTERM raise KeyboardInterrupt wherever it is. Not left to asyncio.run, which turns
+    # Ctrl-C into a cancellation of the read: a cancellation that a library swallows is a Ctrl-C lost,
+    # and the watch would go on. (A handler other than the default one is left alone by asyncio.run.)
+    def interrupted(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, interrupted)
+    signal.signal(signal.SIGTERM, interrupted)
     last: tuple[str, str] | None = None
     try:
         while True:
