@@ -284,3 +284,23 @@ def test_bad_dra_flags_are_usage_errors(short_root: Path, args: list[str], words
 
     r = invoke("--root", str(short_root), "plugin", "serve", *args)
     assert r.exit_code == 2 and words in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGTERM, signal.SIGINT])
+async def test_a_hang_up_ends_the_dra_driver_and_removes_its_sockets(short_root: Path, sig: int) -> None:
+    """SIGHUP (the SSH session dropped) ends `plugin serve --dra` as SIGTERM and Ctrl-C do: its sockets are gone."""
+    proc = await asyncio.create_subprocess_exec(
+        *DEVCTL,
+        *("plugin", "serve", "--dra", DRIVER, "--count", "1", "--no-register"),
+        env=devctl_env(short_root),
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert proc.stderr is not None
+    assert b"serving DRA driver" in await asyncio.wait_for(proc.stderr.readline(), 20)
+    sock = short_root / "var/lib/kubelet/plugins" / DRIVER / "dra.sock"
+    assert sock.is_socket()
+    proc.send_signal(sig)
+    rest = await asyncio.wait_for(proc.stderr.read(), 20)
+    assert await asyncio.wait_for(proc.wait(), 20) == 0, rest
+    assert not sock.exists()
+    assert b"Traceback" not in rest

@@ -86,8 +86,10 @@ def serve(
     a live plugin already serves unless --force: the kubelet gives a resource to
     the newest registration.
     """
+    from devctl.cli.signals import catch_early, run_until_signal
     from devctl.plugin.spec import SpecError
 
+    catch_early()
     opts = options(ctx)
     if dra is not None:  # the DRA driver has its own module; the device plugin flags below do not apply
         from devctl.cli.plugin_dra import serve_dra
@@ -106,8 +108,6 @@ def serve(
     except (SpecError, OSError) as e:
         fail(str(e))
     logging.getLogger("devctl.plugin").setLevel(logging.DEBUG if opts.verbose else logging.INFO)
-    from devctl.cli.signals import run_until_signal
-
     code = run_until_signal(lambda stopper: _serve(spec, opts, stopper, register=not no_register, force=force))
     raise typer.Exit(code)
 

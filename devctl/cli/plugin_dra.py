@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 import socket
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from devctl.cli.common import GlobalOptions, fail, run
+import typer
+
+from devctl.cli.common import GlobalOptions, fail
 
 if TYPE_CHECKING:
+    from devctl.cli.signals import Stopper
     from devctl.plugin.dra import DraSpec
 
 MAX_COUNT = 4096  # devices of one driver from --count: a debugging driver, not a load generator
@@ -88,10 +90,16 @@ def serve_dra(
     except ValueError as e:
         fail(str(e))
     logging.getLogger("devctl.plugin").setLevel(logging.DEBUG if opts.verbose else logging.INFO)
-    run(_serve(spec, opts, allocations, register))
+    from devctl.cli.signals import run_until_signal
+
+    code = run_until_signal(lambda stopper: _serve(spec, opts, allocations, register, stopper))
+    raise typer.Exit(code)
 
 
-async def _serve(spec: DraSpec, opts: GlobalOptions, allocations: dict[str, tuple[str, ...]], register: bool) -> None:
+async def _serve(
+    spec: DraSpec, opts: GlobalOptions, allocations: dict[str, tuple[str, ...]], register: bool, stopper: Stopper
+) -> int:
+    """Serve until a stop signal (SIGINT, SIGTERM, SIGHUP: as the device plugin does), then remove our sockets."""
     from devctl.plugin.control import default_control_dir
     from devctl.plugin.dra import DraDriver, recorded_allocation
     from devctl.plugin.server import ServeError
@@ -111,24 +119,25 @@ async def _serve(spec: DraSpec, opts: GlobalOptions, allocations: dict[str, tupl
         register=register,
         control_dir=default_control_dir(paths.root),
     )
-    stopping = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stopping.set)
     try:
-        await driver.start()
-    except (ServeError, OSError) as e:
-        await driver.stop()
-        fail(str(e))
-    print(
-        f"devctl: serving DRA driver {spec.driver} ({len(spec.devices)} devices in pool {spec.pool}) on "
-        f"{driver.socket_path}, registration {driver.registration_path}; stop with Ctrl-C. "
-        f"Try: devctl plugin set-health {spec.driver} {spec.pool}/{spec.devices[0].name if spec.devices else 'DEVICE'}"
-        " unhealthy",
-        file=sys.stderr,
-        flush=True,
-    )
-    try:
-        await stopping.wait()
+        try:
+            await driver.start()
+        except (ServeError, OSError) as e:
+            fail(str(e))
+        print(
+            f"devctl: serving DRA driver {spec.driver} ({len(spec.devices)} devices in pool {spec.pool}) on "
+            f"{driver.socket_path}, registration {driver.registration_path}; stop with Ctrl-C. "
+            f"Try: devctl plugin set-health {spec.driver} "
+            f"{spec.pool}/{spec.devices[0].name if spec.devices else 'DEVICE'} unhealthy",
+            file=sys.stderr,
+            flush=True,
+        )
+        await asyncio.Event().wait()  # until a stop signal cancels this task
+    except asyncio.CancelledError:
+        if stopper.received is None:
+            raise
+        return 0  # a stop signal is how a driver ends
     finally:
+        stopper.stopping()
         await driver.stop()
+    return 0

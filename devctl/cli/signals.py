@@ -14,8 +14,12 @@ messages) is repeated every RECANCEL seconds until the command says it is
 stopping, and after GIVE_UP seconds the main task is cancelled instead, so a
 hang-up during start-up still ends the command. Signals that
 follow while it stops are ignored, so cleanup is never cut short. A signal
-before the loop runs (while Python imports) ends the process before anything
-was made.
+before the loop runs ends the process before anything was made: commands
+call ``catch_early()`` first thing, so a signal that comes while they import
+and read their input is recorded rather than raised (a KeyboardInterrupt
+raised inside a C extension's import, as gRPC's, can be swallowed there, and
+the command then ran on as if never interrupted), and ``run_until_signal``
+acts on it as soon as its loop runs.
 
 A cancellation can be lost: ``asyncio.wait_for`` in Python 3.11 swallows it
 when the awaited thing finishes at the same moment (the "first Ctrl-C lost"
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import threading
 from collections.abc import Awaitable, Callable
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -110,6 +115,21 @@ def _ignore(sig: signal.Signals) -> None:
     pass
 
 
+_early: list[signal.Signals] = []
+
+
+def catch_early() -> None:
+    """Record the stop signals that come before ``run_until_signal`` runs; it acts on the first (module docstring)."""
+
+    def record(signum: int, frame: object) -> None:
+        _early.append(signal.Signals(signum))
+
+    if threading.current_thread() is not threading.main_thread():
+        return  # run in-process by a test's thread: signals go to the main thread, not here
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, record)
+
+
 def run_until_signal(main: Callable[[Stopper], Awaitable[int]]) -> int:
     """``asyncio.run(main(stopper))`` with the stop signals handled; the exit code it returns.
 
@@ -121,6 +141,8 @@ def run_until_signal(main: Callable[[Stopper], Awaitable[int]]) -> int:
     async def guarded() -> int:
         stopper = Stopper()
         stopper.install()  # before any await: from here on no signal can slip past
+        if _early:
+            stopper._receive(_early[0])  # it came while the command was starting: stop at the first await
         try:
             return await main(stopper)
         except asyncio.CancelledError:

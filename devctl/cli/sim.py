@@ -80,6 +80,9 @@ def sim(
     """
     if ctx.invoked_subcommand is not None:
         return
+    from devctl.cli.signals import catch_early, run_until_signal
+
+    catch_early()
     command = ctx.meta.get(_COMMAND)
     if command is not None and not command:
         fail("nothing to run after --; give a command, e.g. devctl sim -- devctl ls")
@@ -107,8 +110,6 @@ def sim(
             logging.getLogger(name).setLevel(logging.INFO)
         for name in ("devctl.plugin.rpc", "devctl.plugin.dra.rpc"):
             logging.getLogger(name).setLevel(logging.WARNING)
-    from devctl.cli.signals import run_until_signal
-
     code = run_until_signal(lambda stopper: _serve(Path(given) if given else None, node_scenario, command, stopper))
     raise typer.Exit(code)
 

@@ -43,6 +43,8 @@ def tui(
     Keys: 1-5 or Tab for the views, arrows to move, Enter to open, / to filter,
     ? for help, q to quit. `devctl --from FILE tui` shows a saved snapshot instead.
     """
+    from devctl.cli.signals import catch_early, run_until_signal
+
     opts = options(ctx)
     specs = [_plugin_spec(path) for path in plugin or []]
     if opts.from_file is not None:
@@ -50,8 +52,7 @@ def tui(
             fail("--plugin needs the live node; it cannot be combined with --from")
         run(_run_app(_snapshot_feed(opts.from_file), f"snapshot {Path(opts.from_file).name}"))
         return
-    from devctl.cli.signals import run_until_signal
-
+    catch_early()
     raise typer.Exit(run_until_signal(lambda stopper: _tui(opts, specs, force, stopper)))
 
 
@@ -67,6 +68,9 @@ def demo(
     (on SIGTERM or SIGHUP too; a root left by a killed demo goes at the next start).
     In the devices view: h flips a device's health, a adds a device, x removes one.
     """
+    from devctl.cli.signals import catch_early, run_until_signal
+
+    catch_early()
     from devctl.sim.scenario import ScenarioError, default_scenario, load_scenario
 
     opts = options(ctx)
@@ -74,8 +78,6 @@ def demo(
         chosen = load_scenario(scenario) if scenario else default_scenario()
     except (ScenarioError, OSError) as e:
         fail(str(e))
-    from devctl.cli.signals import run_until_signal
-
     raise typer.Exit(run_until_signal(lambda stopper: _demo(opts, chosen, stopper)))
 
 
