@@ -35,6 +35,7 @@ from devctl.model import CDI, DRA_CHECKPOINT, IDENTITIES
 
 if TYPE_CHECKING:
     from devctl.model import ErrorKind, NodeSnapshot
+    from devctl.render.table import TableStyle
 
 ResourcesArg = Annotated[
     list[str] | None,
@@ -104,18 +105,23 @@ def ls(
 ) -> None:
     """One row per extended resource: capacity, allocatable, allocated, free, unhealthy, plugin status."""
     from devctl import analyze
-    from devctl.render.table import resources_table
 
     def once() -> None:
         sources = {analyze.POD_RESOURCES, analyze.PLUGINS, analyze.CHECKPOINT}
         snap = node_snapshot(ctx, sources | DRA_SOURCES)
         rows = sort_rows(analyze.resources_view(snap, resources), sort_by)
+
+        def table(style: TableStyle) -> str:
+            from devctl.render.table import resources_table  # only for a table: -o json never loads tabulate
+
+            return resources_table(rows, style)
+
         emit(
             snap,
             sources,
             output,
             {"resources": rows},
-            lambda style: resources_table(rows, style),
+            table,
             lambda: (r.name for r in rows),
             no_headers=no_headers,
             quiet=quiet,
@@ -137,7 +143,6 @@ def devices(
     """One row per device: health, state (free, allocated, unhealthy, unhealthy-allocated), NUMA, holder."""
     from devctl import analyze
     from devctl.analyze.holders import holder_counts
-    from devctl.render.table import devices_table
 
     def once() -> None:
         sources = {analyze.POD_RESOURCES, analyze.PLUGINS, analyze.CHECKPOINT}
@@ -146,12 +151,18 @@ def devices(
         snap = node_snapshot(ctx, sources | DRA_SOURCES | wide)
         rows = sort_rows(analyze.devices_view(snap, resources), sort_by)
         procs = holder_counts(snap) if output == Output.wide else None
+
+        def table(style: TableStyle) -> str:
+            from devctl.render.table import devices_table  # only for a table: -o json never loads tabulate
+
+            return devices_table(rows, style, procs, procs_asked=output == Output.wide)
+
         emit(
             snap,
             sources,
             output,
             {"devices": rows},
-            lambda style: devices_table(rows, style, procs, procs_asked=output == Output.wide),
+            table,
             lambda: (d.id for d in rows),
             no_headers=no_headers,
             quiet=quiet,
@@ -178,7 +189,6 @@ def pods(
     """Allocations per container: devices, exclusive CPUs, memory, DRA claims (all namespaces by default)."""
     from devctl import analyze
     from devctl.analyze.claims import with_claim_health
-    from devctl.render.table import pods_table
 
     if all_namespaces and namespace is not None:
         fail("-A and -n: every namespace or one, not both")
@@ -190,12 +200,18 @@ def pods(
         view = analyze.pods_view(snap, namespace=namespace, resource=resource, pod=pod)
         rows = sort_rows(with_claim_health(view, snap), sort_by)
         snap = analyze.only_sources(snap, sources)  # what the drivers or CDI could not tell is a null, not a warning
+
+        def table(style: TableStyle) -> str:
+            from devctl.render.table import pods_table  # only for a table: -o json never loads tabulate
+
+            return pods_table(rows, style)
+
         emit(
             snap,
             sources,
             output,
             {"pods": rows},
-            lambda style: pods_table(rows, style),
+            table,
             lambda: (f"{p.namespace}/{p.name}" for p in rows),
             no_headers=no_headers,
             quiet=quiet,
