@@ -31,7 +31,6 @@ from devctl.cli.output import (
     write_structured,
 )
 from devctl.escape import escape
-from devctl.model import CDI, DRA_CHECKPOINT, IDENTITIES
 
 if TYPE_CHECKING:
     from devctl.model import ErrorKind, NodeSnapshot
@@ -44,15 +43,29 @@ ResourcesArg = Annotated[
 
 DEFAULT_NAMESPACE = "default"
 
-# Read beside a view's own sources for its DRA rows (claims from dra_manager_state, NUMA through CDI specs).
-DRA_SOURCES = frozenset({DRA_CHECKPOINT, CDI, IDENTITIES})
+
+def _dra_sources() -> set[str]:
+    """Read beside a view's own sources for its DRA rows (claims from dra_manager_state, NUMA through CDI specs).
+
+    A function, not a constant: the names live in devctl.model, which the commands import and `--help` does not.
+    """
+    from devctl import analyze
+
+    return {analyze.DRA_CHECKPOINT, analyze.CDI, analyze.IDENTITIES}
 
 
-def _unknown_resources(asked: list[str] | None, known: set[str]) -> list[str]:
-    """A line for each resource named on the command line that the node does not know, with a likely spelling."""
+def _unknown_resources(asked: list[str] | None, snap: NodeSnapshot) -> list[str]:
+    """A line for each resource named on the command line that the node does not know, with a likely spelling.
+
+    The node's whole resource view is made only when resources were named (a filtered view lacks the others).
+    """
+    if not asked:
+        return []
+    from devctl import analyze
     from devctl.names import not_found
 
-    return [not_found("resource", name, known) for name in dict.fromkeys(asked or ()) if name not in known]
+    known = {r.name for r in analyze.resources_view(snap)}
+    return [not_found("resource", name, known) for name in dict.fromkeys(asked) if name not in known]
 
 
 # A command's name where a pod's goes (`devctl get pods`, kubectl's habit): the command a person meant.
@@ -108,7 +121,7 @@ def ls(
 
     def once() -> None:
         sources = {analyze.POD_RESOURCES, analyze.PLUGINS, analyze.CHECKPOINT}
-        snap = node_snapshot(ctx, sources | DRA_SOURCES)
+        snap = node_snapshot(ctx, sources | _dra_sources())
         rows = sort_rows(analyze.resources_view(snap, resources), sort_by)
 
         def table(style: TableStyle) -> str:
@@ -125,7 +138,7 @@ def ls(
             lambda: (r.name for r in rows),
             no_headers=no_headers,
             quiet=quiet,
-            not_found=_unknown_resources(resources, {r.name for r in analyze.resources_view(snap)}),
+            not_found=_unknown_resources(resources, snap),
         )
 
     rewatch(watch, once)
@@ -148,7 +161,7 @@ def devices(
         sources = {analyze.POD_RESOURCES, analyze.PLUGINS, analyze.CHECKPOINT}
         # -o wide adds PROCS, the processes holding each device open: only it pays for a /proc scan.
         wide = {analyze.PROCS, analyze.RUNTIME, analyze.IDENTITIES} if output == Output.wide else set()
-        snap = node_snapshot(ctx, sources | DRA_SOURCES | wide)
+        snap = node_snapshot(ctx, sources | _dra_sources() | wide)
         rows = sort_rows(analyze.devices_view(snap, resources), sort_by)
         procs = holder_counts(snap) if output == Output.wide else None
 
@@ -166,7 +179,7 @@ def devices(
             lambda: (d.id for d in rows),
             no_headers=no_headers,
             quiet=quiet,
-            not_found=_unknown_resources(resources, {r.name for r in analyze.resources_view(snap)}),
+            not_found=_unknown_resources(resources, snap),
         )
 
     rewatch(watch, once)
@@ -196,7 +209,7 @@ def pods(
     def once() -> None:
         sources = {analyze.POD_RESOURCES}
         # The drivers' health streams and the CDI specs give each DRA claim device its health and NUMA nodes.
-        snap = node_snapshot(ctx, sources | {analyze.PLUGINS, CDI})
+        snap = node_snapshot(ctx, sources | {analyze.PLUGINS, analyze.CDI})
         view = analyze.pods_view(snap, namespace=namespace, resource=resource, pod=pod)
         rows = sort_rows(with_claim_health(view, snap), sort_by)
         snap = analyze.only_sources(snap, sources)  # what the drivers or CDI could not tell is a null, not a warning
@@ -268,7 +281,7 @@ def get(
             fail(_why(e.message, e.kind), ExitCode.NO_SOURCE)
         if any(c.dynamic_resources for c in found.containers):
             # Its DRA devices' health and NUMA nodes: the drivers' streams and the CDI specs, read now.
-            snap = run(collect(opts.paths(), opts.timeout, want={analyze.PLUGINS, CDI}))
+            snap = run(collect(opts.paths(), opts.timeout, want={analyze.PLUGINS, analyze.CDI}))
     if any(c.dynamic_resources for c in found.containers):
         (found,) = with_claim_health((found,), snap)
     if output in (Output.json, Output.yaml):
@@ -304,7 +317,7 @@ def topo(
         analyze.KUBELET_STATE,
         analyze.IDENTITIES,
     }
-    snap = node_snapshot(ctx, sources | DRA_SOURCES)
+    snap = node_snapshot(ctx, sources | _dra_sources())
     view = analyze.topology_view(snap)
     state = kubelet_state_view(snap)
     emit(
