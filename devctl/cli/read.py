@@ -208,11 +208,14 @@ def pods(
 
     def once() -> None:
         sources = {analyze.POD_RESOURCES}
-        # The drivers' health streams and the CDI specs give each DRA claim device its health and NUMA nodes.
-        snap = node_snapshot(ctx, sources | {analyze.PLUGINS, analyze.CDI})
+        snap = node_snapshot(ctx, sources)
         view = analyze.pods_view(snap, namespace=namespace, resource=resource, pod=pod)
-        rows = sort_rows(with_claim_health(view, snap), sort_by)
-        snap = analyze.only_sources(snap, sources)  # what the drivers or CDI could not tell is a null, not a warning
+        if any(dr.devices for p in view for c in p.containers for dr in c.dynamic_resources):
+            # The drivers' health streams and the CDI specs give each DRA claim device its health and NUMA nodes;
+            # read only when a pod shown has one (every plugin's list would cost a node without DRA as much as
+            # the List itself). What they could not tell is a null, not a warning: their errors are not shown.
+            view = with_claim_health(view, node_snapshot(ctx, {analyze.PLUGINS, analyze.CDI}))
+        rows = sort_rows(view, sort_by)
 
         def table(style: TableStyle) -> str:
             from devctl.render.table import pods_table  # only for a table: -o json never loads tabulate
