@@ -6,6 +6,7 @@ regenerate it and compare, so a changed option or command summary cannot leave t
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -68,3 +69,22 @@ def test_a_reader_that_goes_away_ends_the_help_quietly():
     err = proc.stderr.read()
     assert proc.wait(60) == 0
     assert err == b""
+
+
+def test_each_command_is_registered_by_the_module_the_app_names():
+    # The app imports only the module of the command that runs: its table must name every command's module.
+    probe = (
+        "import json\n"
+        "from devctl.cli.app import COMMAND_MODULES\n"
+        "from devctl.cli import lazy\n"
+        "added = {'app': sorted(lazy._entries())}\n"
+        "for module in sorted(set(COMMAND_MODULES.values())):\n"
+        "    before = set(lazy._entries())\n"
+        "    lazy._import(module)\n"
+        "    added[module] = sorted(set(lazy._entries()) - before)\n"
+        "print(json.dumps([COMMAND_MODULES, added]))\n"
+    )
+    out = run([sys.executable, "-c", probe])
+    table, added = json.loads(out.stdout)
+    assert added.pop("app") == ["version"]
+    assert added == {m: sorted(n for n, owner in table.items() if owner == m) for m in set(table.values())}
