@@ -104,13 +104,13 @@ def _pods(ctx: typer.Context) -> list[tuple[str, str]]:
 
     grpclog.quiet()  # the app's callback, which does this for a command, does not run for a completion
     try:
+        socket = _paths(ctx).pod_resources
+        if not os.path.exists(socket):  # no kubelet here: nothing to ask, and gRPC not worth importing
+            return []
         import grpc
 
         from devctl.api.podresources.v1 import api_pb2, api_pb2_grpc
 
-        socket = _paths(ctx).pod_resources
-        if not os.path.exists(socket):
-            return []
         options = [("grpc.max_receive_message_length", 256 * 1024 * 1024)]
         with grpc.insecure_channel(f"unix:{os.path.abspath(socket)}", options=options) as channel:
             reply = api_pb2_grpc.PodResourcesListerStub(channel).List(
