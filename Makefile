@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test check proto install dev completions prometheus
+.PHONY: demo test check proto install dev completions prometheus help-text bench
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,3 +41,16 @@ proto: dev
 
 completions: install
 	for s in bash zsh fish; do $(BIN)/devctl completion $$s > completions/devctl.$$s; done
+
+# The stored top-level help that `devctl --help` prints without importing typer (devctl/cli/start.py).
+help-text: install
+	$(BIN)/python scripts/gen_help.py
+
+# The benches of docs/performance*.md, their figures in one JSON file (BENCH_OUT); never part of `make test`.
+# Compare two runs with: $(BIN)/python bench/compare.py OLD.json NEW.json (exit 1 on a regression > 20 %).
+BENCH_OUT ?= bench/results/$(shell date -u +%Y%m%dT%H%M%SZ).json
+bench: install
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	$(BIN)/python bench/bench_read.py --json "$$tmp/read.json" && \
+	$(BIN)/python bench/bench_tui.py --json "$$tmp/tui.json" && \
+	$(BIN)/python bench/compare.py --merge $(BENCH_OUT) "$$tmp"/*.json

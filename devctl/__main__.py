@@ -1,3 +1,3 @@
-from devctl.cli.app import main
+from devctl.cli.start import main
 
 main()

@@ -36,10 +36,11 @@ def test_bash_completes_commands_and_options():
     assert devctl(env=env).stdout.split() == ["--timeout"]
 
 
-def _complete(words: str, root: Path | str) -> list[str]:
+def _complete(words: str, root: Path | str, **more: str) -> list[str]:
+    """What bash would offer for ``words``; the node's List may take as long as a loaded test machine needs."""
     cword = len(words.split()) - (0 if words.endswith(" ") else 1)
     env = {"_DEVCTL_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": str(cword), "DEVCTL_ROOT": str(root)}
-    out = devctl(env=env)
+    out = devctl(env={"DEVCTL_COMPLETE_TIMEOUT": "20", **env, **more})
     assert out.returncode == 0 and out.stderr == "", out.stderr
     return out.stdout.split()
 
@@ -61,3 +62,48 @@ def test_names_are_completed_live_from_the_node(sim_node) -> None:
 def test_a_node_that_does_not_answer_completes_nothing_silently(tmp_path: Path) -> None:
     assert _complete("devctl ls ", tmp_path) == []
     assert _complete("devctl pods -n ", tmp_path) == []
+
+
+def test_call_completes_resources_then_rpc_names_then_device_ids(sim_node) -> None:
+    root = sim_node.root
+    assert "nvidia.com/gpu" in _complete("devctl call ", root)
+    assert _complete("devctl call nvidia.com/gpu ", root) == ["allocate", "list", "options", "preferred", "prestart"]
+    assert _complete("devctl call nvidia.com/gpu pre", root) == ["preferred", "prestart"]
+    assert "GPU-7" in _complete("devctl call nvidia.com/gpu allocate GPU-", root)
+    assert _complete("devctl call nvidia.com/gpu list ", root) == []  # list takes no IDs
+    assert _complete("devctl call --socket nvidia-gpu.sock o", root) == ["options"]
+
+
+def test_a_hung_kubelet_completes_nothing_without_waiting_for_the_rpc_timeout(tmp_path: Path) -> None:
+    # A pod-resources socket that listens and never accepts. The completion's own deadline (what is left of its
+    # budget, not --timeout) ends the List: with DEVCTL_TIMEOUT=60 a List under --timeout would outlast the run's 60 s.
+    import socket
+
+    path = tmp_path / "hung.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as hung:
+        hung.bind(str(path))
+        hung.listen(64)
+        words = "devctl pods -n "
+        env = {"_DEVCTL_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": "3"}
+        env |= {"DEVCTL_ROOT": str(tmp_path), "DEVCTL_POD_RESOURCES": str(path), "DEVCTL_TIMEOUT": "60"}
+        out = devctl(env=env)
+    assert (out.returncode, out.stdout.split(), out.stderr) == (0, [], "")
+
+
+def test_completion_imports_only_what_it_reads(tmp_path: Path) -> None:
+    # Resource names come from the checkpoint file: neither gRPC, asyncio, the analysis nor the renderers load.
+    probe = (
+        "import json, sys\n"
+        "from devctl.cli.start import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "sys.stderr.write(json.dumps(sorted(sys.modules)))\n"
+    )
+    env = {**os.environ, "_DEVCTL_COMPLETE": "complete_bash", "COMP_WORDS": "devctl ls ", "COMP_CWORD": "2"}
+    env["DEVCTL_ROOT"] = str(tmp_path)
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, env=env)
+    modules = set(__import__("json").loads(out.stderr))
+    assert "devctl.cli.complete" in modules
+    loaded = {m.split(".")[0] for m in modules} | {m for m in modules if m.startswith("devctl.")}
+    for heavy in ("grpc", "asyncio", "textual", "tabulate", "yaml", "devctl.analyze", "devctl.collect"):
+        assert heavy not in loaded, heavy
+    assert not any(m.startswith("devctl.render") for m in modules)

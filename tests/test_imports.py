@@ -6,12 +6,13 @@ Checked in a fresh interpreter, because this test process has imported everythin
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
 PROBE = """
 import json, sys
-from devctl.cli.app import main
+from devctl.cli.{entry} import main
 sys.argv = ["devctl", *json.loads(sys.argv[1])]
 try:
     main()
@@ -22,10 +23,11 @@ with open({out!r}, "w") as f:
 """
 
 
-def modules_after(args: list[str], tmp_path, env: dict[str, str] | None = None) -> set[str]:
+def modules_after(args: list[str], tmp_path, env: dict[str, str] | None = None, entry: str = "app") -> set[str]:
+    """The modules loaded after ``devctl ARGS`` through devctl.cli.ENTRY's main (start: the command's own entry)."""
     out = tmp_path / "modules.json"
     subprocess.run(
-        [sys.executable, "-c", PROBE.format(out=str(out)), json.dumps(args)],
+        [sys.executable, "-c", PROBE.format(out=str(out), entry=entry), json.dumps(args)],
         check=False,
         capture_output=True,
         timeout=60,
@@ -44,6 +46,25 @@ def test_help_imports_neither_textual_nor_the_generated_stubs(tmp_path):
     assert heavy(modules, "textual") == []
     assert heavy(modules, "devctl.api") == []
     assert heavy(modules, "grpc") == []
+
+
+def test_version_and_top_level_help_import_no_library_at_all(tmp_path):
+    # The command's entry point answers these from the standard library (devctl.cli.start).
+    for args in (["--version"], ["version"], ["--help"], ["-h"], []):
+        modules = modules_after(args, tmp_path, env={**os.environ, "COLUMNS": "80"}, entry="start")
+        assert "devctl.cli.start" in modules, args
+        for library in ("typer", "click", "grpc", "google", "yaml", "devctl.model", "devctl.cli.app"):
+            assert heavy(modules, library) == [], (args, library)
+
+
+def test_ls_json_imports_no_table_renderer(tmp_path):
+    # -o json writes the view as JSON: the table renderer and tabulate are for tables only.
+    env = {**os.environ, "DEVCTL_ROOT": str(tmp_path / "empty")}
+    for command in ("ls", "devices", "pods"):
+        modules = modules_after([command, "-o", "json"], tmp_path, env=env, entry="start")
+        assert "devctl.analyze" in modules
+        for heavy_part in ("tabulate", "devctl.render.table", "textual", "rich", "yaml"):
+            assert heavy(modules, heavy_part) == [], (command, heavy_part)
 
 
 # Every module of the core as docs/architecture.md draws it; the packages are walked, so a new module is checked too.

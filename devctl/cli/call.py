@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from devctl.cli.common import ExitCode, fail, options, run, socket_path
+from devctl.cli.complete import call_words
 
 if TYPE_CHECKING:
     from devctl.model import NodePaths, PluginProbe
@@ -73,6 +74,7 @@ def call(
             help="The resource (unless --socket), then options, list, preferred, allocate or prestart, "
             "then device IDs (allocate, prestart; candidates for preferred).",
             show_default=False,
+            autocompletion=call_words,
         ),
     ],
     socket: Annotated[

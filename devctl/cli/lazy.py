@@ -5,12 +5,16 @@ the app starts (type hints, defaults, validators): for devctl's twenty-odd
 commands that is most of the start-up time of ``devctl --help``, which needs
 only each command's name and first line of help. Commands register on an
 ordinary ``typer.Typer`` (``commands``); this group reads that registry and
-converts just the command that runs.
+converts just the command that runs. A subclass names the module that
+registers each command (``modules``): only the module of the command that runs
+is imported, the others only for a listing of every command.
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
+from typing import ClassVar
 
 import typer
 import typer.main
@@ -58,13 +62,32 @@ def _entries() -> dict[str, CommandInfo | TyperInfo]:
     return found
 
 
+_imported: set[str] = set()
+
+
+def _import(module: str) -> None:
+    """Import ``module`` (under devctl.cli) and let it register its commands, once."""
+    if module not in _imported:
+        _imported.add(module)
+        importlib.import_module(f"devctl.cli.{module}").register(commands)
+
+
 class LazyGroup(TyperGroup):
-    """The root group: lists commands from the registry, converts one on demand."""
+    """The root group: lists commands from the registry, imports and converts one on demand."""
+
+    # Command name -> the module under devctl.cli whose register(commands) adds it.
+    modules: ClassVar[dict[str, str]] = {}
+
+    def _import_all(self) -> None:
+        for module in sorted(set(self.modules.values())):
+            _import(module)
 
     def list_commands(self, ctx: typer.Context) -> list[str]:  # type: ignore[override]
-        return sorted(_entries())
+        return sorted(set(self.modules) | set(_entries()))
 
     def get_command(self, ctx: typer.Context, cmd_name: str):  # type: ignore[override]
+        if cmd_name in self.modules:
+            _import(self.modules[cmd_name])
         entry = _entries().get(cmd_name)
         if entry is None:
             return None
@@ -78,6 +101,7 @@ class LazyGroup(TyperGroup):
         return command
 
     def format_commands(self, ctx: typer.Context, formatter) -> None:  # type: ignore[override]
+        self._import_all()
         rows = [(name, _short_help(entry)) for name, entry in sorted(_entries().items())]
         if rows:
             with formatter.section("Commands"):

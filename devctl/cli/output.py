@@ -178,9 +178,6 @@ def emit(
     a name it cannot find.
     """
     from devctl.analyze import errors_of, sources_read
-    from devctl.model import ErrorKind
-    from devctl.render import table as tables
-    from devctl.render.style import use_color
 
     errors = errors_of(snapshot)
     denied = refused_line(snapshot, set(shown))
@@ -189,6 +186,11 @@ def emit(
         write_structured(output, body, errors)
         sys.stderr.write(denied)
     else:
+        # The table renderer (and tabulate) only here: -o json and yaml never load them.
+        from devctl.model import ErrorKind
+        from devctl.render import table as tables
+        from devctl.render.style import use_color
+
         if denied:  # one line for the lot, not one warning per socket that refused devctl
             errors = tuple(e for e in errors if e.kind != ErrorKind.PERMISSION_DENIED)
         sys.stderr.write(denied + tables.warnings(errors, use_color(sys.stderr)))

@@ -31,10 +31,10 @@ from devctl.cli.output import (
     write_structured,
 )
 from devctl.escape import escape
-from devctl.model import CDI, DRA_CHECKPOINT, IDENTITIES
 
 if TYPE_CHECKING:
     from devctl.model import ErrorKind, NodeSnapshot
+    from devctl.render.table import TableStyle
 
 ResourcesArg = Annotated[
     list[str] | None,
@@ -43,15 +43,29 @@ ResourcesArg = Annotated[
 
 DEFAULT_NAMESPACE = "default"
 
-# Read beside a view's own sources for its DRA rows (claims from dra_manager_state, NUMA through CDI specs).
-DRA_SOURCES = frozenset({DRA_CHECKPOINT, CDI, IDENTITIES})
+
+def _dra_sources() -> set[str]:
+    """Read beside a view's own sources for its DRA rows (claims from dra_manager_state, NUMA through CDI specs).
+
+    A function, not a constant: the names live in devctl.model, which the commands import and `--help` does not.
+    """
+    from devctl import analyze
+
+    return {analyze.DRA_CHECKPOINT, analyze.CDI, analyze.IDENTITIES}
 
 
-def _unknown_resources(asked: list[str] | None, known: set[str]) -> list[str]:
-    """A line for each resource named on the command line that the node does not know, with a likely spelling."""
+def _unknown_resources(asked: list[str] | None, snap: NodeSnapshot) -> list[str]:
+    """A line for each resource named on the command line that the node does not know, with a likely spelling.
+
+    The node's whole resource view is made only when resources were named (a filtered view lacks the others).
+    """
+    if not asked:
+        return []
+    from devctl import analyze
     from devctl.names import not_found
 
-    return [not_found("resource", name, known) for name in dict.fromkeys(asked or ()) if name not in known]
+    known = {r.name for r in analyze.resources_view(snap)}
+    return [not_found("resource", name, known) for name in dict.fromkeys(asked) if name not in known]
 
 
 # A command's name where a pod's goes (`devctl get pods`, kubectl's habit): the command a person meant.
@@ -104,22 +118,27 @@ def ls(
 ) -> None:
     """One row per extended resource: capacity, allocatable, allocated, free, unhealthy, plugin status."""
     from devctl import analyze
-    from devctl.render.table import resources_table
 
     def once() -> None:
         sources = {analyze.POD_RESOURCES, analyze.PLUGINS, analyze.CHECKPOINT}
-        snap = node_snapshot(ctx, sources | DRA_SOURCES)
+        snap = node_snapshot(ctx, sources | _dra_sources())
         rows = sort_rows(analyze.resources_view(snap, resources), sort_by)
+
+        def table(style: TableStyle) -> str:
+            from devctl.render.table import resources_table  # only for a table: -o json never loads tabulate
+
+            return resources_table(rows, style)
+
         emit(
             snap,
             sources,
             output,
             {"resources": rows},
-            lambda style: resources_table(rows, style),
+            table,
             lambda: (r.name for r in rows),
             no_headers=no_headers,
             quiet=quiet,
-            not_found=_unknown_resources(resources, {r.name for r in analyze.resources_view(snap)}),
+            not_found=_unknown_resources(resources, snap),
         )
 
     rewatch(watch, once)
@@ -137,25 +156,30 @@ def devices(
     """One row per device: health, state (free, allocated, unhealthy, unhealthy-allocated), NUMA, holder."""
     from devctl import analyze
     from devctl.analyze.holders import holder_counts
-    from devctl.render.table import devices_table
 
     def once() -> None:
         sources = {analyze.POD_RESOURCES, analyze.PLUGINS, analyze.CHECKPOINT}
         # -o wide adds PROCS, the processes holding each device open: only it pays for a /proc scan.
         wide = {analyze.PROCS, analyze.RUNTIME, analyze.IDENTITIES} if output == Output.wide else set()
-        snap = node_snapshot(ctx, sources | DRA_SOURCES | wide)
+        snap = node_snapshot(ctx, sources | _dra_sources() | wide)
         rows = sort_rows(analyze.devices_view(snap, resources), sort_by)
         procs = holder_counts(snap) if output == Output.wide else None
+
+        def table(style: TableStyle) -> str:
+            from devctl.render.table import devices_table  # only for a table: -o json never loads tabulate
+
+            return devices_table(rows, style, procs, procs_asked=output == Output.wide)
+
         emit(
             snap,
             sources,
             output,
             {"devices": rows},
-            lambda style: devices_table(rows, style, procs, procs_asked=output == Output.wide),
+            table,
             lambda: (d.id for d in rows),
             no_headers=no_headers,
             quiet=quiet,
-            not_found=_unknown_resources(resources, {r.name for r in analyze.resources_view(snap)}),
+            not_found=_unknown_resources(resources, snap),
         )
 
     rewatch(watch, once)
@@ -178,24 +202,32 @@ def pods(
     """Allocations per container: devices, exclusive CPUs, memory, DRA claims (all namespaces by default)."""
     from devctl import analyze
     from devctl.analyze.claims import with_claim_health
-    from devctl.render.table import pods_table
 
     if all_namespaces and namespace is not None:
         fail("-A and -n: every namespace or one, not both")
 
     def once() -> None:
         sources = {analyze.POD_RESOURCES}
-        # The drivers' health streams and the CDI specs give each DRA claim device its health and NUMA nodes.
-        snap = node_snapshot(ctx, sources | {analyze.PLUGINS, CDI})
+        snap = node_snapshot(ctx, sources)
         view = analyze.pods_view(snap, namespace=namespace, resource=resource, pod=pod)
-        rows = sort_rows(with_claim_health(view, snap), sort_by)
-        snap = analyze.only_sources(snap, sources)  # what the drivers or CDI could not tell is a null, not a warning
+        if any(dr.devices for p in view for c in p.containers for dr in c.dynamic_resources):
+            # The drivers' health streams and the CDI specs give each DRA claim device its health and NUMA nodes;
+            # read only when a pod shown has one (every plugin's list would cost a node without DRA as much as
+            # the List itself). What they could not tell is a null, not a warning: their errors are not shown.
+            view = with_claim_health(view, node_snapshot(ctx, {analyze.PLUGINS, analyze.CDI}))
+        rows = sort_rows(view, sort_by)
+
+        def table(style: TableStyle) -> str:
+            from devctl.render.table import pods_table  # only for a table: -o json never loads tabulate
+
+            return pods_table(rows, style)
+
         emit(
             snap,
             sources,
             output,
             {"pods": rows},
-            lambda style: pods_table(rows, style),
+            table,
             lambda: (f"{p.namespace}/{p.name}" for p in rows),
             no_headers=no_headers,
             quiet=quiet,
@@ -252,7 +284,7 @@ def get(
             fail(_why(e.message, e.kind), ExitCode.NO_SOURCE)
         if any(c.dynamic_resources for c in found.containers):
             # Its DRA devices' health and NUMA nodes: the drivers' streams and the CDI specs, read now.
-            snap = run(collect(opts.paths(), opts.timeout, want={analyze.PLUGINS, CDI}))
+            snap = run(collect(opts.paths(), opts.timeout, want={analyze.PLUGINS, analyze.CDI}))
     if any(c.dynamic_resources for c in found.containers):
         (found,) = with_claim_health((found,), snap)
     if output in (Output.json, Output.yaml):
@@ -288,7 +320,7 @@ def topo(
         analyze.KUBELET_STATE,
         analyze.IDENTITIES,
     }
-    snap = node_snapshot(ctx, sources | DRA_SOURCES)
+    snap = node_snapshot(ctx, sources | _dra_sources())
     view = analyze.topology_view(snap)
     state = kubelet_state_view(snap)
     emit(

@@ -18,8 +18,6 @@ import re
 import stat
 from typing import Any
 
-import yaml
-
 from devctl.model import CdiDevice, CdiDeviceNode, CdiEdits, CdiMount, CdiSpec, CdiState, ErrorKind
 from devctl.node.files import FileReadError, read_file
 from devctl.node.sockets import OutsideRoot, in_root
@@ -101,16 +99,27 @@ def _edits(obj: Any, where: str) -> CdiEdits:
     )
 
 
-def parse_spec(text: str, path: str, priority: int) -> CdiSpec:
-    """One spec's text (YAML, of which JSON is a part); raises SpecError."""
+def _yaml(text: str) -> Any:
+    """A YAML spec parsed; PyYAML is imported only for one (its import costs every read command ~20 ms)."""
+    import yaml
+
     try:
-        data = json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
-    except json.JSONDecodeError as e:
-        raise SpecError(f"not JSON: {e.msg} at line {e.lineno}") from None
+        return yaml.safe_load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         at = f" at line {mark.line + 1}" if mark is not None else ""
         raise SpecError(f"not YAML: {getattr(e, 'problem', None) or 'syntax error'}{at}") from None
+
+
+def parse_spec(text: str, path: str, priority: int) -> CdiSpec:
+    """One spec's text (YAML, of which JSON is a part); raises SpecError."""
+    if path.endswith(".json"):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise SpecError(f"not JSON: {e.msg} at line {e.lineno}") from None
+    else:
+        data = _yaml(text)
     data = _strict(data, _TOP, "spec")
     version, kind = data.get("cdiVersion"), data.get("kind")
     if not isinstance(version, str) or not version:
