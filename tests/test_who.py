@@ -199,6 +199,60 @@ def test_who_lists_gpu_holders_with_pod_and_container_names(sim_node):
     assert "ml/train-0" in table.stdout and "trainer" in table.stdout and "ALLOCATED" in table.stdout
 
 
+def test_who_lists_the_dra_drivers_holders_from_their_cdi_specs(sim_node):
+    r = devctl(sim_node.root, "who", "gpu.example.com", "-o", "json")
+    assert r.exit_code == 0, r.stderr
+    holders = r.json["holders"]
+    assert {(h["device"], h["pod"]["namespace"], h["pod"]["name"], h["container"]) for h in holders} == {
+        ("sim-node/gpu-0", "inference", "embed-0", "embedder"),
+        ("sim-node/gpu-2", "ml", "train-1", "trainer"),
+        ("sim-node/gpu-3", "ml", "train-1", "trainer"),
+    }
+    # The node a claim's CDI spec names, and the claim given to that very container.
+    assert all(h["kind"] == "dra" and h["allocated"] is True for h in holders)
+    assert {h["path"] for h in holders} == {f"/dev/dra/gpu.example.com/gpu-{i}" for i in (0, 2, 3)}
+    by_name = devctl(sim_node.root, "who", "gpu-3", "-o", "json").json["holders"]
+    assert [h["device"] for h in by_name] == ["sim-node/gpu-3"]
+    wide = devctl(sim_node.root, "devices", "gpu.example.com", "-o", "wide")
+    procs = {line.split()[1]: line.split()[-1] for line in wide.stdout.splitlines()[1:]}
+    assert procs["sim-node/gpu-0"] == "1" and procs["sim-node/gpu-2"] == "1"
+
+
+def test_a_device_of_which_no_node_is_known_says_so(sim_node):
+    r = devctl(sim_node.root, "who", "GPU-7", "-o", "json")
+    assert r.exit_code == 0, r.stderr
+    assert r.json["holders"] == []
+    assert r.json["without_nodes"] == [{"kind": "device-plugin", "resource": GPU, "device": "GPU-7"}]
+    table = devctl(sim_node.root, "who", "gpu.example.com")
+    assert table.exit_code == 0
+    assert "gpu.example.com: no device node known for sim-node/gpu-1" in table.stderr
+    assert "sim-node/gpu-0" in table.stdout
+
+
+def test_who_finds_the_nodes_of_a_device_plugins_cdi_names(short_root):
+    # nvidia.com/gpu's Allocate replies carry the CDI name nvidia.com/gpu=<first ID> (default scenario); a
+    # spec naming /dev/nvidia<N> for it makes that node this device's, given to the container.
+    data = yaml.safe_load(resources.files("devctl.sim").joinpath("scenarios/default.yaml").read_text())
+    data["processes"] = [{"command": "cuda-app", "pod": "ml/train-0", "container": "trainer", "open": ["/dev/nvidia0"]}]
+    spec = {
+        "cdiVersion": "0.6.0",
+        "kind": GPU,
+        "devices": [
+            {"name": f"GPU-{i}", "containerEdits": {"deviceNodes": [{"path": f"/dev/nvidia{i}"}]}} for i in range(8)
+        ],
+    }
+    with running_sim(short_root, parse_scenario(data)):
+        (short_root / "etc" / "cdi").mkdir(parents=True, exist_ok=True)
+        (short_root / "etc" / "cdi" / "nvidia.yaml").write_text(yaml.safe_dump(spec))
+        r = devctl(short_root, "who", "/dev/nvidia0", "-o", "json")
+        doctor = devctl(short_root, "doctor", "-o", "json")
+    assert r.exit_code == 0, r.stderr
+    assert {(h["kind"], h["device"], h["command"], h["container"], h["allocated"]) for h in r.json["holders"]} == {
+        ("device-plugin", "GPU-0", "cuda-app", "trainer", True)
+    }
+    assert "device-used-not-allocated" not in {f["code"] for f in doctor.json["findings"]}
+
+
 def test_who_by_device_node_and_device_id(sim_node):
     by_path = devctl(sim_node.root, "who", "/dev/foo-0", "-o", "json").json["holders"]
     assert [(h["device"], h["pod"]["name"]) for h in by_path] == [("foo-0", "serve-1")]

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from devctl.model import Checkpoint, ErrorKind, Process, ProcScan, SourceError
+from devctl.model import CdiState, Checkpoint, ErrorKind, Process, ProcScan, SourceError
 from devctl.node.files import FileReadError, read_file
 
 PROCS_SOURCE = "procs"
@@ -86,6 +86,17 @@ def device_nodes(checkpoint: Checkpoint | None) -> dict[tuple[str, str], tuple[s
             for device_id in ids:
                 out.setdefault((entry.resource, device_id), {}).update(dict.fromkeys(paths))
     return {key: tuple(paths) for key, paths in out.items()}
+
+
+def cdi_nodes(cdi: CdiState | None) -> set[str]:
+    """The host paths of every device node any valid CDI spec names: a superset of those of the CDI names in
+    use (resolving names is the views' work), cheap to watch as each costs a set lookup per fd."""
+    out: set[str] = set()
+    for spec in cdi.specs if cdi is not None else ():
+        if spec.error is None:
+            for edits in (spec.edits, *(d.edits for d in spec.devices)):
+                out.update(n.host_path for n in edits.device_nodes)
+    return out
 
 
 def _rdev(path: str) -> int | None:
