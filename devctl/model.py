@@ -558,13 +558,14 @@ class MemoryAssignment:
 
 @dataclass(frozen=True)
 class MemoryManagerState:
-    """``<kubelet-dir>/memory_manager_state`` decoded (its checksum is kept, not verified)."""
+    """``<kubelet-dir>/memory_manager_state`` decoded; ``checksum_ok`` None when the file has none (0)."""
 
     path: str
     policy: str
     assignments: tuple[MemoryAssignment, ...] = ()
     checksum: int | None = None
     known_policy: bool = True
+    checksum_ok: bool | None = None
 
 
 @dataclass(frozen=True)

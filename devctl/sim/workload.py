@@ -172,11 +172,11 @@ class Workload:
 def write_kubelet_state(kubelet_dir: Path, pods: tuple[PodSpec, ...], all_cpus: tuple[int, ...]) -> None:
     """What the kubelet's static CPU and memory managers write for the running pods, and its config.yaml.
 
-    The CPU state carries the checksum the kubelet computes, so it verifies.
+    Both states carry the checksums the kubelet computes, so they verify.
     """
     import json
 
-    from devctl.node.kubeletstate import cpu_checksum
+    from devctl.node.kubeletstate import cpu_checksum, memory_checksums
     from devctl.units import format_cpulist
 
     entries: dict[str, dict[str, str]] = {}
@@ -196,9 +196,8 @@ def write_kubelet_state(kubelet_dir: Path, pods: tuple[PodSpec, ...], all_cpus: 
     cpu = {"policyName": "static", "defaultCpuSet": default, "entries": entries, "checksum": checksum}
     kubelet_dir.mkdir(parents=True, exist_ok=True)
     (kubelet_dir / "cpu_manager_state").write_text(json.dumps(cpu))
-    (kubelet_dir / "memory_manager_state").write_text(
-        json.dumps({"policyName": "Static", "machineState": {}, "entries": memory, "checksum": 0})
-    )
+    state = {"policyName": "Static", "machineState": {}, "entries": memory}
+    (kubelet_dir / "memory_manager_state").write_text(json.dumps({**state, "checksum": memory_checksums(state)[0]}))
     (kubelet_dir / "config.yaml").write_text(
         "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
         "cpuManagerPolicy: static\nmemoryManagerPolicy: Static\n"
