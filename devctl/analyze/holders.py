@@ -242,10 +242,12 @@ def container_holders(snapshot: NodeSnapshot, namespace: str, pod: str, containe
 
 def holder_counts(snapshot: NodeSnapshot) -> dict[tuple[str, str], int] | None:
     """Processes holding each device open (``PROCS`` of ``devices -o wide``, by resource or driver and device ID);
-    None when /proc was not read."""
+    None when /proc was not read. A device of which no node is known is absent: how many hold it is unknown."""
     if snapshot.procs is None:
         return None
-    counts: dict[tuple[str, str], set[int]] = {}
+    counts: dict[tuple[str, str], set[int]] = {
+        (resource, device): set() for (_, resource, device), paths in device_paths(snapshot).items() if paths
+    }
     for r in holders_view(snapshot):
         counts.setdefault((r.resource, r.device), set()).add(r.pid)
     return {k: len(v) for k, v in counts.items()}
