@@ -1,13 +1,18 @@
 """Benchmark of `devctl who`: the /proc scan on 50,000 processes x 20 fds, and `devices -o wide` against `devices`.
 
-    .venv/bin/python bench/bench_who.py [--processes 50000] [--fds 20] [--runs 3] [--cli-runs 5] [--json FILE]
+    .venv/bin/python bench/bench_who.py [--processes 10000] [--fds 20] [--runs 3] [--cli-runs 5] [--json FILE]
+
+The default is CI-sized (10,000 processes, about a minute on a loaded
+machine); the issue's figure is ``--processes 50000``. The scan's target
+scales with the size: 1 s for 50,000 processes, so 200 ms for 10,000.
 
 The scan: builds a fake proc tree in a temporary directory, each process with
 a cmdline, a cgroup file and ``--fds`` fd links, mostly to files, sockets and
 pipes, a few under /dev (the tty, /dev/null) and one process in a hundred
 holding a watched GPU node; then scans it ``--runs`` times with
 devctl.node.procs.scan (its default threads) and once with one thread, and
-reports the median wall and CPU time (target: wall under 1 s) and the peak RSS
+reports the median wall and CPU time (user and system apart: the system's
+share is the kernel's readlink and getdents work) and the peak RSS
 growth of the scans. The tree is on tmpfs (/dev/shm) where there is one, as
 /proc is in memory too; a disk-backed tmp dir measures the disk instead.
 
@@ -79,14 +84,14 @@ def build(proc: Path, processes: int, fds: int) -> None:
         os.close(top)
 
 
-def time_scan(proc: str, watch: Watch, expect: int, threads: int | None) -> tuple[float, float]:
-    """(wall, CPU) seconds of one scan; CPU counts every thread's user and system time."""
+def time_scan(proc: str, watch: Watch, expect: int, threads: int | None) -> tuple[float, float, float]:
+    """(wall, user, system) seconds of one scan; CPU times count every thread."""
     start, before = time.perf_counter(), os.times()
     result, errors = scan(proc, watch, threads)
     wall, after = time.perf_counter() - start, os.times()
     assert result is not None and not errors, errors
     assert len(result.processes) == expect, len(result.processes)
-    return wall, (after.user - before.user) + (after.system - before.system)
+    return wall, after.user - before.user, after.system - before.system
 
 
 def bench_scan(args: argparse.Namespace) -> dict[str, dict[str, object]]:
@@ -100,12 +105,15 @@ def bench_scan(args: argparse.Namespace) -> dict[str, dict[str, object]]:
         rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         runs = [time_scan(str(proc), watch, expect, None) for _ in range(args.runs)]
         rss_growth = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before) / 1024
-        one_wall, _ = time_scan(str(proc), watch, expect, 1)
-    wall = statistics.median(w for w, _ in runs)
-    cpu = statistics.median(c for _, c in runs)
+        one_wall = time_scan(str(proc), watch, expect, 1)[0]
+    wall = statistics.median(w for w, _, _ in runs)
+    user = statistics.median(u for _, u, _ in runs)
+    system = statistics.median(s for _, _, s in runs)
+    target = round(1000 * args.processes / 50_000)
     return {
-        "scan_wall_ms": {"value": round(wall * 1000), "unit": "ms", "target": 1000, "better": "lower"},
-        "scan_cpu_ms": {"value": round(cpu * 1000), "unit": "ms", "target": None, "better": "lower"},
+        "scan_wall_ms": {"value": round(wall * 1000), "unit": "ms", "target": target, "better": "lower"},
+        "scan_user_cpu_ms": {"value": round(user * 1000), "unit": "ms", "target": None, "better": "lower"},
+        "scan_system_cpu_ms": {"value": round(system * 1000), "unit": "ms", "target": None, "better": "lower"},
         "scan_one_thread_wall_ms": {"value": round(one_wall * 1000), "unit": "ms", "target": None, "better": "lower"},
         "scan_rss_growth_mib": {"value": round(rss_growth, 1), "unit": "MiB", "target": None, "better": "lower"},
     }
@@ -152,7 +160,7 @@ def bench_columns(args: argparse.Namespace) -> dict[str, dict[str, object]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--processes", type=int, default=50_000)
+    parser.add_argument("--processes", type=int, default=10_000)
     parser.add_argument("--fds", type=int, default=20)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--cli-runs", type=int, default=5)
