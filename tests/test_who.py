@@ -22,7 +22,7 @@ from helpers import call_as_nobody, devctl
 
 from devctl.model import ErrorKind
 from devctl.node.cri import read_runtime
-from devctl.node.procs import Watch, parse_cgroup, scan
+from devctl.node.procs import CHUNK, Watch, parse_cgroup, scan
 from devctl.node.rpc import RpcFailure
 from devctl.sim.scenario import parse_scenario
 from devctl.sim.thread import running_sim
@@ -89,6 +89,19 @@ def test_scan_finds_holders_and_skips_what_is_not_a_process(tmp_path):
         CID,
         UID,
     )
+
+
+def test_scan_shares_many_processes_among_threads_and_keeps_them_in_pid_order(tmp_path):
+    proc = tmp_path / "proc"
+    count = 2 * CHUNK + 7  # more than one thread's share
+    for pid in range(1, count + 1):
+        (proc / str(pid) / "fd").mkdir(parents=True)
+        os.symlink("/dev/nvidia0" if pid % 500 == 0 else "pipe:[1]", proc / str(pid) / "fd" / "0")
+    os.symlink("/dev/nvidia1", proc / "7" / "fd" / "1")
+    result, errors = scan(str(proc), Watch.of(["/dev/nvidia0", "/dev/nvidia1"], str(tmp_path)), threads=3)
+    assert errors == [] and result is not None and result.scanned == count
+    assert [p.pid for p in result.processes] == [7, *range(500, count + 1, 500)]
+    assert result.processes[0].devices == ("/dev/nvidia1",)
 
 
 def test_scan_without_rights_says_so_once(short_root):

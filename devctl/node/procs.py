@@ -195,7 +195,7 @@ class _Matcher:
             except OSError:
                 targets = _each(names, dir_fd)
             paths = self.paths
-            held = dict.fromkeys(paths[t] for t in paths.keys() & set(targets))
+            held = dict.fromkeys(sorted(paths[t] for t in paths.keys() & set(targets)))
             if self.rdevs:
                 for name, target in zip(names, targets, strict=True):
                     if target is not None and target not in paths and target.startswith(b"/dev/"):
