@@ -10,7 +10,8 @@ The scan: builds a fake proc tree in a temporary directory, each process with
 a cmdline, a cgroup file and ``--fds`` fd links, mostly to files, sockets and
 pipes, a few under /dev (the tty, /dev/null) and one process in a hundred
 holding a watched GPU node; then scans it ``--runs`` times with
-devctl.node.procs.scan (its default threads) and once with one thread, and
+devctl.node.procs.scan (its default, one thread) and ``--runs`` times with two
+threads, interleaved, and
 reports the median wall and CPU time (user and system apart: the system's
 share is the kernel's readlink and getdents work) and the peak RSS
 growth of the scans. The tree is on tmpfs (/dev/shm) where there is one, as
@@ -103,9 +104,11 @@ def bench_scan(args: argparse.Namespace) -> dict[str, dict[str, object]]:
         watch = Watch.of(GPUS, tmp)
         expect = args.processes // 100
         rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        runs = [time_scan(str(proc), watch, expect, None) for _ in range(args.runs)]
+        runs, two = [], []
+        for _ in range(args.runs):
+            runs.append(time_scan(str(proc), watch, expect, None))
+            two.append(time_scan(str(proc), watch, expect, 2)[0])
         rss_growth = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before) / 1024
-        one_wall = time_scan(str(proc), watch, expect, 1)[0]
     wall = statistics.median(w for w, _, _ in runs)
     user = statistics.median(u for _, u, _ in runs)
     system = statistics.median(s for _, _, s in runs)
@@ -114,7 +117,12 @@ def bench_scan(args: argparse.Namespace) -> dict[str, dict[str, object]]:
         "scan_wall_ms": {"value": round(wall * 1000), "unit": "ms", "target": target, "better": "lower"},
         "scan_user_cpu_ms": {"value": round(user * 1000), "unit": "ms", "target": None, "better": "lower"},
         "scan_system_cpu_ms": {"value": round(system * 1000), "unit": "ms", "target": None, "better": "lower"},
-        "scan_one_thread_wall_ms": {"value": round(one_wall * 1000), "unit": "ms", "target": None, "better": "lower"},
+        "scan_two_threads_wall_ms": {
+            "value": round(statistics.median(two) * 1000),
+            "unit": "ms",
+            "target": None,
+            "better": "lower",
+        },
         "scan_rss_growth_mib": {"value": round(rss_growth, 1), "unit": "MiB", "target": None, "better": "lower"},
     }
 

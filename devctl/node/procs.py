@@ -13,8 +13,10 @@ made only for links that point under ``/dev/`` and did not match by path.
 Processes that exit during the scan are skipped without a word; fds that
 cannot be read for lack of rights are counted into one error. The cost is the
 kernel's: a ``readlink`` per fd and a listing per process (about 2-4 µs and
-15-20 µs of system time on the build VM), so the processes are shared among a
-few threads, which run those calls in parallel (docs/performance.md).
+15-20 µs of system time on the build VM). ``scan`` can share the processes
+among threads, whose system calls release the GIL; measured on the loaded
+build machine that was no faster (each call hands the GIL over and waits to
+get it back), so one thread is the default (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -33,9 +35,9 @@ from devctl.node.files import FileReadError, read_file
 PROCS_SOURCE = "procs"
 # A process' cmdline or cgroup file is small; the cap bounds what a hostile or fake proc tree can make devctl read.
 PROC_FILE_LIMIT = 1024 * 1024
-# Threads that read processes at once: the kernel's side of each readlink runs in parallel, the Python side
-# does not, so more threads than CPUs only add switching.
-SCAN_THREADS = 4
+# Threads that read processes at once by default: one, as more measured no faster (see the module's docstring);
+# bench/bench_who.py times two beside it.
+SCAN_THREADS = 1
 # Fewer processes than this are read by the calling thread alone: a pool costs more than it saves.
 CHUNK = 2048
 
@@ -223,18 +225,13 @@ class _Matcher:
         return found, denied
 
 
-def _threads() -> int:
-    return min(SCAN_THREADS, os.cpu_count() or 1)
-
-
 def scan(proc: str, watch: Watch, threads: int | None = None) -> tuple[ProcScan | None, list[SourceError]]:
     """Every process under ``proc`` that holds a watched node open; one error when some fds were closed to us.
 
     None, with the error, when ``proc`` itself cannot be listed. The processes
-    are read by ``threads`` threads (each ``readlink`` and ``getdents`` is a
-    system call that releases the GIL, and the kernel's side of them is most
-    of the cost); only the matches are kept, so memory grows with the
-    holders, not with the processes.
+    are read by ``threads`` threads (default SCAN_THREADS, at most one per
+    CPU); only the matches are kept, so memory grows with the holders, not
+    with the processes.
     """
     errors: list[SourceError] = []
     try:
@@ -246,7 +243,7 @@ def scan(proc: str, watch: Watch, threads: int | None = None) -> tuple[ProcScan 
     found: list[Process] = []
     denied = 0
     if watch.paths and pids:
-        workers = max(1, threads if threads is not None else _threads())
+        workers = max(1, min(threads if threads is not None else SCAN_THREADS, os.cpu_count() or 1))
         matcher = _Matcher(proc, watch)
         size = max(CHUNK, -(-len(pids) // workers))
         chunks = [pids[i : i + size] for i in range(0, len(pids), size)]
