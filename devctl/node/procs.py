@@ -170,7 +170,7 @@ def _each(names: list[bytes], dir_fd: int) -> list[bytes | None]:
 
 
 class _Matcher:
-    """One thread's view of the watch, in bytes: ``readlink`` on bytes names skips a decode per fd."""
+    """The watch in bytes (``readlink`` of a bytes name skips a decode per fd), read-only, so threads share it."""
 
     def __init__(self, proc: str, watch: Watch):
         self.proc = os.fsencode(proc)
