@@ -411,10 +411,10 @@ async def _kubelet_state(paths: NodePaths, out: _Result) -> None:
 
 
 async def _procs(paths: NodePaths, out: _Result) -> None:
-    """Scan ``<proc>`` for the device nodes the checkpoint's Allocate replies name (read first)."""
-    from devctl.node.procs import Watch, device_nodes, scan
+    """Scan ``<proc>`` for the device nodes the checkpoint's Allocate replies and the CDI specs name (read first)."""
+    from devctl.node.procs import Watch, cdi_nodes, device_nodes, scan
 
-    nodes = {p for group in device_nodes(out.checkpoint).values() for p in group}
+    nodes = {p for group in device_nodes(out.checkpoint).values() for p in group} | cdi_nodes(out.cdi)
     out.procs, errors = await asyncio.to_thread(scan, paths.proc, Watch.of(nodes, paths.root))
     out.errors.extend(errors)
 
@@ -506,7 +506,7 @@ async def collect(
         CDI: lambda: _cdi(paths, out),
     }
     if PROCS in want:
-        want |= {CHECKPOINT}  # the device nodes to look for come from its Allocate replies
+        want |= {CHECKPOINT, CDI}  # the device nodes to look for: its Allocate replies, the CDI specs
     await asyncio.gather(
         *(_guard(name, read(), out, pending) for name, read in readers.items() if name in want),
         _guard("kubelet-socket", _kubelet_socket(paths, timeout, out), out, None),

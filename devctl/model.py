@@ -90,7 +90,7 @@ ALL_SOURCES = frozenset({POD_RESOURCES, PLUGINS, CHECKPOINT, TOPOLOGY, IDENTITIE
 # ``doctor``, ``snapshot``): a /proc scan is no price for ``ls`` to pay.
 PROCS = "procs"
 RUNTIME = "runtime"
-HOLDER_SOURCES = frozenset({PROCS, RUNTIME, CHECKPOINT, IDENTITIES})
+HOLDER_SOURCES = frozenset({PROCS, RUNTIME, CHECKPOINT, IDENTITIES, DRA_CHECKPOINT, CDI})  # DRA: nodes via CDI
 KUBELET_STATE = "kubelet-state"  # cpu_manager_state, memory_manager_state, config.yaml
 # What doctor and snapshot read beyond ALL_SOURCES.
 EXTRA_SOURCES = HOLDER_SOURCES | {KUBELET_STATE}
@@ -558,13 +558,14 @@ class MemoryAssignment:
 
 @dataclass(frozen=True)
 class MemoryManagerState:
-    """``<kubelet-dir>/memory_manager_state`` decoded (its checksum is kept, not verified)."""
+    """``<kubelet-dir>/memory_manager_state`` decoded; ``checksum_ok`` None when the file has none (0)."""
 
     path: str
     policy: str
     assignments: tuple[MemoryAssignment, ...] = ()
     checksum: int | None = None
     known_policy: bool = True
+    checksum_ok: bool | None = None
 
 
 @dataclass(frozen=True)

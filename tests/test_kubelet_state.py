@@ -1,7 +1,7 @@
 """The kubelet's CPU and memory manager state files and its config's policies: decoded, checked, shown in topo.
 
-The checksum vectors are the kubelet's own (pkg/kubelet/cm/cpumanager/state
-state_checkpoint_test.go); the simulated node writes the files as the static
+The checksum vectors are the kubelet's own (pkg/kubelet/cm/cpumanager/state and
+memorymanager/state, state_checkpoint_test.go); the simulated node writes the files as the static
 policies do, and a test spoils each on purpose for the doctor finding.
 """
 
@@ -13,9 +13,32 @@ import pytest
 from helpers import devctl
 
 from devctl.model import ErrorKind
-from devctl.node.kubeletstate import StateError, cpu_checksum, read_cpu_state, read_kubelet_state
+from devctl.node.kubeletstate import (
+    StateError,
+    cpu_checksum,
+    memory_checksums,
+    read_cpu_state,
+    read_kubelet_state,
+    read_memory_state,
+)
 
 CPU_STATE = "var/lib/kubelet/cpu_manager_state"
+MEMORY_STATE = "var/lib/kubelet/memory_manager_state"
+# The memory manager's "Restore valid checkpoint" case, checksum and all.
+MEMORY_DOC = {
+    "policyName": "static",
+    "machineState": {
+        "0": {
+            "numberOfAssignments": 0,
+            "memoryMap": {
+                "memory": {"total": 2048, "systemReserved": 512, "allocatable": 1536, "reserved": 512, "free": 1024}
+            },
+            "cells": [],
+        }
+    },
+    "entries": {"pod": {"container1": [{"numaAffinity": [0], "type": "memory", "size": 512}]}},
+}
+MEMORY_CHECKSUM = 4215593881
 
 
 @pytest.mark.parametrize(
@@ -40,6 +63,64 @@ def test_cpu_state_decodes_and_verifies(tmp_path):
     assert read_cpu_state(str(path)).checksum_ok is False
     path.write_text(json.dumps({**doc, "checksum": 0}))  # 0: written by an old kubelet, nothing to verify
     assert read_cpu_state(str(path)).checksum_ok is None
+
+
+def test_memory_checksum_matches_the_kubelets():
+    assert memory_checksums(MEMORY_DOC)[0] == MEMORY_CHECKSUM
+
+
+def test_memory_state_verifies_and_a_tampered_one_is_one_error_with_the_rest_shown(tmp_path):
+    (tmp_path / "memory_manager_state").write_text(json.dumps({**MEMORY_DOC, "checksum": MEMORY_CHECKSUM}))
+    (tmp_path / "cpu_manager_state").write_text(
+        json.dumps({"policyName": "none", "defaultCpuSet": "4-6", "entries": {}, "checksum": 354655845})
+    )
+    state, errors = read_kubelet_state(str(tmp_path))
+    assert errors == [] and state is not None and state.memory is not None
+    assert (state.memory.checksum_ok, state.cpu.checksum_ok) == (True, True)
+
+    tampered = json.loads(json.dumps(MEMORY_DOC))
+    tampered["entries"]["pod"]["container1"][0]["size"] = 1024  # a hand edit: more memory than the kubelet gave
+    (tmp_path / "memory_manager_state").write_text(json.dumps({**tampered, "checksum": MEMORY_CHECKSUM}))
+    state, errors = read_kubelet_state(str(tmp_path))
+    assert [(e.kind, e.source) for e in errors] == [(ErrorKind.MALFORMED, "kubelet-state")]
+    assert "memory_manager_state: checksum 4215593881 does not match" in errors[0].message
+    assert "\n" not in errors[0].message
+    assert state is not None and state.memory is not None and state.memory.checksum_ok is False
+    assert [m.size for a in state.memory.assignments for m in a.memory] == [1024]  # still decoded and shown
+    assert state.cpu is not None and state.cpu.checksum_ok is True
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda d: d["machineState"].update({"x": {}}),  # Go's map[int] refuses a key that is not a number
+        lambda d: d["entries"]["pod"]["container1"][0].update({"size": -1}),  # uint64
+        lambda d: d["machineState"]["0"].update({"cells": "0"}),
+    ],
+)
+def test_a_memory_state_go_would_not_decode_is_malformed(tmp_path, edit):
+    doc = json.loads(json.dumps(MEMORY_DOC))
+    edit(doc)
+    (tmp_path / "memory_manager_state").write_text(json.dumps({**doc, "checksum": 1}))
+    with pytest.raises(StateError) as err:
+        read_memory_state(str(tmp_path / "memory_manager_state"))
+    assert err.value.kind == ErrorKind.MALFORMED
+
+
+def test_topo_shows_a_tampered_memory_state_as_one_warning_and_the_rest(sim_node):
+    path = sim_node.root / MEMORY_STATE
+    assert json.loads(devctl(sim_node.root, "topo", "-o", "json").stdout)["kubelet_state"]["memory_checksum_ok"] is True
+    doc = json.loads(path.read_text())
+    doc["policyName"] = "None"
+    path.write_text(json.dumps(doc))
+    r = devctl(sim_node.root, "topo")
+    assert r.exit_code == 0, r.stderr
+    assert [line for line in r.stderr.splitlines() if "memory_manager_state" in line] == [
+        line for line in r.stderr.splitlines() if "checksum" in line
+    ]
+    assert len([line for line in r.stderr.splitlines() if "memory_manager_state: checksum" in line]) == 1
+    assert "Memory manager: policy None" in r.stdout and "checksum MISMATCH" in r.stdout
+    assert "CPU manager: policy static" in r.stdout
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,7 @@ from helpers import call_as_nobody, devctl
 
 from devctl.model import ErrorKind
 from devctl.node.cri import read_runtime
-from devctl.node.procs import Watch, parse_cgroup, scan
+from devctl.node.procs import CHUNK, Watch, parse_cgroup, scan
 from devctl.node.rpc import RpcFailure
 from devctl.sim.scenario import parse_scenario
 from devctl.sim.thread import running_sim
@@ -89,6 +89,19 @@ def test_scan_finds_holders_and_skips_what_is_not_a_process(tmp_path):
         CID,
         UID,
     )
+
+
+def test_scan_shares_many_processes_among_threads_and_keeps_them_in_pid_order(tmp_path):
+    proc = tmp_path / "proc"
+    count = 2 * CHUNK + 7  # more than one thread's share
+    for pid in range(1, count + 1):
+        (proc / str(pid) / "fd").mkdir(parents=True)
+        os.symlink("/dev/nvidia0" if pid % 500 == 0 else "pipe:[1]", proc / str(pid) / "fd" / "0")
+    os.symlink("/dev/nvidia1", proc / "7" / "fd" / "1")
+    result, errors = scan(str(proc), Watch.of(["/dev/nvidia0", "/dev/nvidia1"], str(tmp_path)), threads=3)
+    assert errors == [] and result is not None and result.scanned == count
+    assert [p.pid for p in result.processes] == [7, *range(500, count + 1, 500)]
+    assert result.processes[0].devices == ("/dev/nvidia1",)
 
 
 def test_scan_without_rights_says_so_once(short_root):
@@ -199,6 +212,60 @@ def test_who_lists_gpu_holders_with_pod_and_container_names(sim_node):
     assert "ml/train-0" in table.stdout and "trainer" in table.stdout and "ALLOCATED" in table.stdout
 
 
+def test_who_lists_the_dra_drivers_holders_from_their_cdi_specs(sim_node):
+    r = devctl(sim_node.root, "who", "gpu.example.com", "-o", "json")
+    assert r.exit_code == 0, r.stderr
+    holders = r.json["holders"]
+    assert {(h["device"], h["pod"]["namespace"], h["pod"]["name"], h["container"]) for h in holders} == {
+        ("sim-node/gpu-0", "inference", "embed-0", "embedder"),
+        ("sim-node/gpu-2", "ml", "train-1", "trainer"),
+        ("sim-node/gpu-3", "ml", "train-1", "trainer"),
+    }
+    # The node a claim's CDI spec names, and the claim given to that very container.
+    assert all(h["kind"] == "dra" and h["allocated"] is True for h in holders)
+    assert {h["path"] for h in holders} == {f"/dev/dra/gpu.example.com/gpu-{i}" for i in (0, 2, 3)}
+    by_name = devctl(sim_node.root, "who", "gpu-3", "-o", "json").json["holders"]
+    assert [h["device"] for h in by_name] == ["sim-node/gpu-3"]
+    wide = devctl(sim_node.root, "devices", "gpu.example.com", "-o", "wide")
+    procs = {line.split()[1]: line.split()[-1] for line in wide.stdout.splitlines()[1:]}
+    assert procs["sim-node/gpu-0"] == "1" and procs["sim-node/gpu-2"] == "1"
+
+
+def test_a_device_of_which_no_node_is_known_says_so(sim_node):
+    r = devctl(sim_node.root, "who", "GPU-7", "-o", "json")
+    assert r.exit_code == 0, r.stderr
+    assert r.json["holders"] == []
+    assert r.json["without_nodes"] == [{"kind": "device-plugin", "resource": GPU, "device": "GPU-7"}]
+    table = devctl(sim_node.root, "who", "gpu.example.com")
+    assert table.exit_code == 0
+    assert "gpu.example.com: no device node known for sim-node/gpu-1" in table.stderr
+    assert "sim-node/gpu-0" in table.stdout
+
+
+def test_who_finds_the_nodes_of_a_device_plugins_cdi_names(short_root):
+    # nvidia.com/gpu's Allocate replies carry the CDI name nvidia.com/gpu=<first ID> (default scenario); a
+    # spec naming /dev/nvidia<N> for it makes that node this device's, given to the container.
+    data = yaml.safe_load(resources.files("devctl.sim").joinpath("scenarios/default.yaml").read_text())
+    data["processes"] = [{"command": "cuda-app", "pod": "ml/train-0", "container": "trainer", "open": ["/dev/nvidia0"]}]
+    spec = {
+        "cdiVersion": "0.6.0",
+        "kind": GPU,
+        "devices": [
+            {"name": f"GPU-{i}", "containerEdits": {"deviceNodes": [{"path": f"/dev/nvidia{i}"}]}} for i in range(8)
+        ],
+    }
+    with running_sim(short_root, parse_scenario(data)):
+        (short_root / "etc" / "cdi").mkdir(parents=True, exist_ok=True)
+        (short_root / "etc" / "cdi" / "nvidia.yaml").write_text(yaml.safe_dump(spec))
+        r = devctl(short_root, "who", "/dev/nvidia0", "-o", "json")
+        doctor = devctl(short_root, "doctor", "-o", "json")
+    assert r.exit_code == 0, r.stderr
+    assert {(h["kind"], h["device"], h["command"], h["container"], h["allocated"]) for h in r.json["holders"]} == {
+        ("device-plugin", "GPU-0", "cuda-app", "trainer", True)
+    }
+    assert "device-used-not-allocated" not in {f["code"] for f in doctor.json["findings"]}
+
+
 def test_who_by_device_node_and_device_id(sim_node):
     by_path = devctl(sim_node.root, "who", "/dev/foo-0", "-o", "json").json["holders"]
     assert [(h["device"], h["pod"]["name"]) for h in by_path] == [("foo-0", "serve-1")]
@@ -216,7 +283,8 @@ def test_devices_wide_counts_processes(sim_node):
     r = devctl(sim_node.root, "devices", GPU, "-o", "wide")
     rows = {line.split()[1]: line.split()[-1] for line in r.stdout.splitlines()[1:]}
     assert r.stdout.splitlines()[0].split()[-1] == "PROCS"
-    assert rows["GPU-0"] == "1" and rows["GPU-7"] == "0"
+    # GPU-7 is free: no Allocate reply or CDI spec names a node of its own, so who holds it is unknown.
+    assert rows["GPU-0"] == "1" and rows["GPU-7"] == "?"
 
 
 def test_doctor_on_the_default_node_has_no_holder_findings(sim_node):

@@ -11,13 +11,18 @@ device no process of it opens.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 
-from devctl.model import PROCS, RUNTIME, ErrorKind, Finding, NodeSnapshot, Process
+from devctl.analyze.cdi import Resolver, resolver
+from devctl.model import PROCS, RUNTIME, CheckpointEntry, ErrorKind, Finding, NodeSnapshot, Process
 from devctl.node.procs import device_nodes
 
 DEVICE_PLUGIN = "device-plugin"
+DRA = "dra"
+
+# A device as ``who`` names it: (kind, resource or DRA driver, device ID or DRA <pool>/<device>).
+DeviceKey = tuple[str, str, str]
 
 
 @dataclass(frozen=True)
@@ -32,8 +37,8 @@ class HolderRow:
     """One process holding one device's node open (a row of ``devctl who``)."""
 
     kind: str
-    resource: str
-    device: str
+    resource: str  # the DRA driver for kind "dra"
+    device: str  # <pool>/<device> for kind "dra"
     path: str
     pid: int
     command: str
@@ -49,39 +54,120 @@ class _Where:
     container: str | None
 
 
+def _cdi_paths(names: Iterable[str], cdi: Resolver) -> list[str]:
+    """The host paths of the device nodes behind CDI names, resolved as the runtime resolves them."""
+    return [n.host_path for name in names for n in cdi.resolve(name).device_nodes]
+
+
+def _ids(entry: CheckpointEntry) -> list[str]:
+    return [i for group in entry.device_ids.values() for i in group]
+
+
+def _cdi_nodes_of(names: Iterable[str], ids: list[str], cdi: Resolver) -> Iterator[tuple[str, list[str]]]:
+    """(device ID, host paths) for the CDI names of one Allocate reply: a name ``vendor/class=<ID>`` of one
+    of the request's devices is that device's (the plugins' convention); any other belongs to all of them,
+    as the reply's device specs do."""
+    for name in names:
+        paths = _cdi_paths([name], cdi)
+        device = name.split("=", 1)[-1]
+        for device_id in [device] if device in ids else ids:
+            yield device_id, paths
+
+
+def _add(to: dict[str, list[DeviceKey]], paths: Iterable[str], keys: Iterable[DeviceKey]) -> None:
+    keys = list(keys)
+    for path in paths:
+        to.setdefault(path, []).extend(keys)
+
+
+def dra_devices(snapshot: NodeSnapshot) -> dict[DeviceKey, tuple[str, ...]]:
+    """Each DRA device the kubelet prepared (dra_manager_state), with the host paths of its CDI device nodes."""
+    cdi = resolver(snapshot)
+    out: dict[DeviceKey, dict[str, None]] = {}
+    for claim in snapshot.dra_checkpoint.claims if snapshot.dra_checkpoint is not None else ():
+        for d in claim.devices:
+            key = (DRA, d.driver, f"{d.pool}/{d.device}")
+            out.setdefault(key, {}).update(dict.fromkeys(_cdi_paths(d.cdi_devices, cdi)))
+    return {key: tuple(paths) for key, paths in out.items()}
+
+
+def plugin_devices(snapshot: NodeSnapshot, cdi: Resolver | None = None) -> dict[DeviceKey, tuple[str, ...]]:
+    """Each device-plugin device the checkpoint allocates, with its nodes: the Allocate reply's device specs
+    and the device nodes of the CDI names in that reply."""
+    cdi = cdi if cdi is not None else resolver(snapshot)
+    out: dict[DeviceKey, dict[str, None]] = {
+        (DEVICE_PLUGIN, resource, device): dict.fromkeys(paths)
+        for (resource, device), paths in device_nodes(snapshot.checkpoint).items()
+    }
+    for e in snapshot.checkpoint.entries if snapshot.checkpoint is not None else ():
+        if e.allocation is not None:
+            for device_id, paths in _cdi_nodes_of(e.allocation.cdi_devices, _ids(e), cdi):
+                out.setdefault((DEVICE_PLUGIN, e.resource, device_id), {}).update(dict.fromkeys(paths))
+    return {key: tuple(paths) for key, paths in out.items()}
+
+
+def device_paths(snapshot: NodeSnapshot) -> dict[DeviceKey, tuple[str, ...]]:
+    """Every device the node hands out with the host paths of its nodes (an empty tuple: none known)."""
+    return {**plugin_devices(snapshot), **dra_devices(snapshot)}
+
+
 class _Join:
     """The lookups ``who`` and the checks share, built once per snapshot."""
 
     def __init__(self, snapshot: NodeSnapshot):
         self.snapshot = snapshot
-        self.nodes = device_nodes(snapshot.checkpoint)  # (resource, id) -> host paths
-        self.by_path: dict[str, list[tuple[str, str]]] = {}
+        cdi = resolver(snapshot)
+        self.nodes = {**plugin_devices(snapshot, cdi), **dra_devices(snapshot)}
+        self.by_path: dict[str, list[DeviceKey]] = {}
         for key, paths in self.nodes.items():
-            for p in paths:
-                self.by_path.setdefault(p, []).append(key)
-        # (pod UID, container) -> {host path: [(resource, id)]}: what each container was given.
-        self.given: dict[tuple[str, str], dict[str, list[tuple[str, str]]]] = {}
-        self.undecoded: set[tuple[str, str]] = set()  # (pod UID, container) with an AllocResp not decoded
-        for e in snapshot.checkpoint.entries if snapshot.checkpoint is not None else ():
-            if e.allocation is None:
-                self.undecoded.add((e.pod_uid, e.container))
-                continue
-            ids = [i for group in e.device_ids.values() for i in group]
-            paths_of = self.given.setdefault((e.pod_uid, e.container), {})
-            for d in e.allocation.devices:
-                if d.host_path:
-                    paths_of.setdefault(d.host_path, []).extend((e.resource, i) for i in ids)
+            _add(self.by_path, paths, [key])
         names = {i.uid: (i.namespace, i.name) for i in snapshot.pod_identities}
         runtime = snapshot.runtime
         sandboxes = {s.id: s for s in runtime.sandboxes} if runtime is not None else {}
         for sandbox in sandboxes.values():
             names.setdefault(sandbox.uid, (sandbox.namespace, sandbox.name))
         self.names = names
+        # (pod UID, container) -> {host path: [device]}: what each container was given;
+        # given_pod: what a whole pod was given, where no source names the containers (a DRA claim
+        # without pod-resources).
+        self.given: dict[tuple[str, str], dict[str, list[DeviceKey]]] = {}
+        self.given_pod: dict[str, dict[str, list[DeviceKey]]] = {}
+        self.undecoded: set[tuple[str, str]] = set()  # (pod UID, container) with an AllocResp not decoded
+        for e in snapshot.checkpoint.entries if snapshot.checkpoint is not None else ():
+            if e.allocation is None:
+                self.undecoded.add((e.pod_uid, e.container))
+                continue
+            keys = [(DEVICE_PLUGIN, e.resource, i) for i in _ids(e)]
+            paths_of = self.given.setdefault((e.pod_uid, e.container), {})
+            _add(paths_of, (d.host_path for d in e.allocation.devices if d.host_path), keys)
+            for device_id, named in _cdi_nodes_of(e.allocation.cdi_devices, _ids(e), cdi):
+                _add(paths_of, named, [(DEVICE_PLUGIN, e.resource, device_id)])
+        self._given_claims(cdi)
         self.containers: dict[str, _Where] = {}
         for c in runtime.containers if runtime is not None else ():
             s = sandboxes.get(c.sandbox_id)
             self.containers[c.id] = _Where(HolderPod(s.namespace, s.name, s.uid) if s else None, c.name)
-        self.running_uids = set(names)
+
+    def _given_claims(self, cdi: Resolver) -> None:
+        """DRA claims: to the containers pod-resources says use them, else to every container of their pods."""
+        users: dict[tuple[str, str], set[tuple[str, str]]] = {}  # claim (ns, name) -> {(pod ns/name, container)}
+        for p in self.snapshot.pods or ():
+            for c in p.containers:
+                for dr in c.dynamic_resources:
+                    users.setdefault((dr.claim_namespace, dr.claim_name), set()).add(
+                        (f"{p.namespace}/{p.name}", c.name)
+                    )
+        for claim in self.snapshot.dra_checkpoint.claims if self.snapshot.dra_checkpoint is not None else ():
+            for d in claim.devices:
+                key = (DRA, d.driver, f"{d.pool}/{d.device}")
+                paths = _cdi_paths(d.cdi_devices, cdi)
+                for uid in claim.pod_uids:
+                    pod = "/".join(self.names.get(uid, ("", "")))
+                    containers = [c for p, c in users.get((claim.namespace, claim.name), ()) if p == pod]
+                    for container in containers:
+                        _add(self.given.setdefault((uid, container), {}), paths, [key])
+                    if not containers:
+                        _add(self.given_pod.setdefault(uid, {}), paths, [key])
 
     def where(self, p: Process) -> _Where:
         """The pod and container of a process: the runtime's names, else the pod its cgroup names."""
@@ -92,15 +178,16 @@ class _Join:
             return _Where(HolderPod(namespace, name, p.pod_uid), None)
         return _Where(None, None)
 
-    def _given_to(self, at: _Where) -> dict[str, list[tuple[str, str]]]:
-        """The device nodes given to a process' container; to any container of its pod when only the pod is known."""
+    def _given_to(self, at: _Where) -> dict[str, list[DeviceKey]]:
+        """The device nodes given to a process' container (or its whole pod); to any container of its pod
+        when only the pod is known."""
         if at.pod is None:
             return {}
-        if at.container is not None:
-            return self.given.get((at.pod.uid, at.container), {})
-        merged: dict[str, list[tuple[str, str]]] = {}
-        for (uid, _), paths in self.given.items():
-            if uid == at.pod.uid:
+        merged: dict[str, list[DeviceKey]] = {}
+        for path, keys in self.given_pod.get(at.pod.uid, {}).items():
+            merged.setdefault(path, []).extend(keys)
+        for (uid, container), paths in self.given.items():
+            if uid == at.pod.uid and at.container in (None, container):
                 for path, keys in paths.items():
                     merged.setdefault(path, []).extend(keys)
         return merged
@@ -127,10 +214,10 @@ class _Join:
                     # Not given to its container (nor, when only the pod is known, to any of the pod's),
                     # unless a reply of that container could not be decoded: then nobody can tell.
                     allocated, keys = self._unknown(at), self.by_path.get(path, [])
-                for resource, device in dict.fromkeys(keys):
+                for kind, resource, device in dict.fromkeys(keys):
                     out.append(
                         HolderRow(
-                            DEVICE_PLUGIN, resource, device, path, p.pid, p.command, p.container_id,
+                            kind, resource, device, path, p.pid, p.command, p.container_id,
                             at.pod, at.container, allocated,
                         )
                     )  # fmt: skip
@@ -153,36 +240,68 @@ def container_holders(snapshot: NodeSnapshot, namespace: str, pod: str, containe
     )
 
 
-def device_paths(snapshot: NodeSnapshot) -> dict[tuple[str, str], tuple[str, ...]]:
-    """Each allocated device's node host paths (from the checkpoint's Allocate replies); absent: none known."""
-    return device_nodes(snapshot.checkpoint)
-
-
 def holder_counts(snapshot: NodeSnapshot) -> dict[tuple[str, str], int] | None:
-    """Processes holding each device open (``PROCS`` of ``devices -o wide``); None when /proc was not read."""
+    """Processes holding each device open (``PROCS`` of ``devices -o wide``, by resource or driver and device ID);
+    None when /proc was not read. A device of which no node is known is absent: how many hold it is unknown."""
     if snapshot.procs is None:
         return None
-    counts: dict[tuple[str, str], set[int]] = {}
+    counts: dict[tuple[str, str], set[int]] = {
+        (resource, device): set() for (_, resource, device), paths in device_paths(snapshot).items() if paths
+    }
     for r in holders_view(snapshot):
         counts.setdefault((r.resource, r.device), set()).add(r.pid)
     return {k: len(v) for k, v in counts.items()}
 
 
+def _names(key: DeviceKey) -> tuple[str, ...]:
+    """What names one device on the command line: its resource or driver, its ID, and a DRA device's own name."""
+    kind, resource, device = key
+    return (resource, device, kind, device.rsplit("/", 1)[-1]) if kind == DRA else (resource, device, kind)
+
+
 def match_target(rows: Iterable[HolderRow], target: str) -> list[HolderRow]:
-    """The rows a ``who`` argument names: a device ID, a /dev path, a resource, a driver."""
-    return [r for r in rows if target in (r.device, r.path, r.resource, r.kind)]
+    """The rows a ``who`` argument names: a device ID (a DRA device's <pool>/<device> or its name), a /dev path,
+    a resource, a DRA driver."""
+    return [r for r in rows if target == r.path or target in _names((r.kind, r.resource, r.device))]
+
+
+def _known_devices(snapshot: NodeSnapshot) -> dict[DeviceKey, tuple[str, ...]]:
+    """Every device of the node, with its nodes where known: those the kubelet handed out, and the rest that
+    a device plugin or a DRA driver's health stream lists (no container was given them, so no reply names
+    their nodes)."""
+    known: dict[DeviceKey, tuple[str, ...]] = {}
+    for plugin in snapshot.plugins:
+        if plugin.resource:
+            known.update(((DEVICE_PLUGIN, plugin.resource, d.id), ()) for d in plugin.devices)
+        if plugin.registry is not None and plugin.registry.type == "DRAPlugin" and plugin.registry.name:
+            health = plugin.dra.health if plugin.dra is not None else None
+            known.update(((DRA, plugin.registry.name, f"{h.pool}/{h.device}"), ()) for h in health or ())
+    known.update(device_paths(snapshot))
+    return known
 
 
 def known_targets(snapshot: NodeSnapshot) -> set[str]:
     """Every name ``who`` accepts on this node, whether or not anything holds it now."""
-    nodes = device_nodes(snapshot.checkpoint)
-    names = {resource for resource, _ in nodes} | {device for _, device in nodes}
-    names |= {p for paths in nodes.values() for p in paths}
+    names: set[str] = set()
+    for key, paths in _known_devices(snapshot).items():
+        names.update(_names(key))
+        names.update(paths)
     for plugin in snapshot.plugins:
         if plugin.resource:
             names.add(plugin.resource)
-            names.update(d.id for d in plugin.devices)
+        if plugin.registry is not None and plugin.registry.type == "DRAPlugin" and plugin.registry.name:
+            names.add(plugin.registry.name)
     return names
+
+
+def without_nodes(snapshot: NodeSnapshot, target: str | None) -> list[DeviceKey]:
+    """The devices ``target`` names (every device when None) of which no device node is known: no Allocate
+    reply, CDI spec or prepared claim names one, so no process can be seen holding them."""
+    return sorted(
+        key
+        for key, paths in _known_devices(snapshot).items()
+        if not paths and (target is None or target in _names(key))
+    )
 
 
 def without_absent_runtime(snapshot: NodeSnapshot) -> NodeSnapshot:
@@ -261,7 +380,7 @@ def _idle(snapshot: NodeSnapshot, join: _Join, rows: list[HolderRow]) -> list[Fi
         ):
             continue
         namespace, name = join.names.get(uid, ("?", uid))
-        devices = sorted({f"{res} {dev}" for keys in paths.values() for res, dev in keys})
+        devices = sorted({f"{res} {dev}" for keys in paths.values() for _, res, dev in keys})
         out.append(
             Finding(
                 "info",
@@ -275,13 +394,17 @@ def _idle(snapshot: NodeSnapshot, join: _Join, rows: list[HolderRow]) -> list[Fi
 
 
 __all__ = [
+    "DeviceKey",
     "HolderPod",
     "HolderRow",
     "container_holders",
     "device_paths",
+    "dra_devices",
     "holder_counts",
     "holder_findings",
     "holders_view",
     "known_targets",
     "match_target",
+    "plugin_devices",
+    "without_nodes",
 ]

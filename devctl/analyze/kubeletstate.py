@@ -41,6 +41,7 @@ class KubeletStateView:
     cpu_assignments: tuple[CpuStateRow, ...]
     memory_policy: str | None
     memory_assignments: int
+    memory_checksum_ok: bool | None
     configured_cpu_policy: str | None
     configured_memory_policy: str | None
     topology_manager_policy: str | None
@@ -78,6 +79,7 @@ def kubelet_state_view(snapshot: NodeSnapshot) -> KubeletStateView | None:
         cpu_assignments=tuple(rows),
         memory_policy=state.memory.policy if state.memory else None,
         memory_assignments=len(state.memory.assignments) if state.memory else 0,
+        memory_checksum_ok=state.memory.checksum_ok if state.memory else None,
         configured_cpu_policy=config.cpu_manager_policy if config else None,
         configured_memory_policy=config.memory_manager_policy if config else None,
         topology_manager_policy=config.topology_manager_policy if config else None,

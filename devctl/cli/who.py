@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from devctl.cli.common import Output
+from devctl.cli.common import Output, say
 from devctl.cli.output import NoHeadersOpt, OutputOpt, QuietOpt, emit, node_snapshot
 
 
@@ -40,17 +40,21 @@ def who(
 ) -> None:
     """Which processes hold each device open, in which container and pod, and whether that container was given it.
 
-    Device nodes come from the Allocate replies in the kubelet's checkpoint; the
-    processes from a scan of <proc>/*/fd (root sees every process); container
-    and pod names from the CRI runtime (--runtime-endpoint). ALLOCATED `no` is a
-    process using a device its container was not given (a privileged pod, a
-    leak). Exit 1 when TARGET names nothing on this node.
+    Device nodes come from the Allocate replies in the kubelet's checkpoint and
+    from CDI specs (the CDI names of those replies, the prepared DRA claims'
+    devices in dra_manager_state); the processes from a scan of <proc>/*/fd
+    (root sees every process); container and pod names from the CRI runtime
+    (--runtime-endpoint). ALLOCATED `no` is a process using a device its
+    container was not given (a privileged pod, a leak). A device of which no
+    node is known says so on stderr. Exit 1 when TARGET names nothing on this
+    node.
     """
-    from devctl.analyze.holders import holders_view, known_targets, match_target
-    from devctl.model import HOLDER_SOURCES
-    from devctl.render.holders import holders_table
+    from devctl.analyze.holders import holders_view, known_targets, match_target, without_nodes
+    from devctl.model import HOLDER_SOURCES, PLUGINS
+    from devctl.render.holders import holders_table, without_nodes_lines
 
-    snap = node_snapshot(ctx, HOLDER_SOURCES)
+    # The plugins too: their devices that no container was given are named, and said to have no known node.
+    snap = node_snapshot(ctx, HOLDER_SOURCES | {PLUGINS})
     rows = holders_view(snap)
     not_found: list[str] = []
     if target is not None:
@@ -58,11 +62,18 @@ def who(
         known = known_targets(snap)
         if not rows and target not in known:
             not_found = _not_found(target, known)
+    bare = without_nodes(snap, target) if target is not None and not not_found else []
+    if output not in (Output.json, Output.yaml) and not quiet:
+        for line in without_nodes_lines(bare):
+            say(line)
     emit(
         snap,
         HOLDER_SOURCES,
         output,
-        {"holders": rows},
+        {
+            "holders": rows,
+            "without_nodes": [{"kind": k, "resource": r, "device": d} for k, r, d in bare],
+        },
         lambda style: holders_table(rows, style),
         lambda: dict.fromkeys(str(r.pid) for r in rows),
         no_headers=no_headers,

@@ -7,9 +7,16 @@ checksum zeroed, under the type name ``state.CPUManagerCheckpoint`` (the v2
 struct is renamed so that old checksums still verify); 0 means "none".
 
 ``<kubelet-dir>/memory_manager_state`` (pkg/kubelet/cm/memorymanager/state):
-``{"policyName", "machineState", "entries": {podUID: {container: [{"numaAffinity",
-"type", "size"}]}}, "checksum"}``. Its checksum renders typed Go structs of the
-machine state that devctl does not rebuild: it is reported, not verified.
+``{"policyName", "machineState": {NUMA node: {"numberOfAssignments", "memoryMap":
+{type: {"total", "systemReserved", "allocatable", "reserved", "free"}}, "cells"}},
+"entries": {podUID: {container: [{"numaAffinity", "type", "size"}]}}, "checksum"}``.
+Its checksum is the same FNV-1a 32 of go-spew's ``%#v``, here of
+``state.MemoryManagerCheckpoint`` as Go decodes the file into it: a JSON null
+is Go's nil (``<nil>``), an absent map the empty one the kubelet starts from,
+pointers to structs ``<*>{…}``. Kubelets with the alpha pod-level resource
+managers add ``podEntries``; both renderings are tried, as those kubelets do.
+A mismatch is one typed error (the kubelet refuses to start on the file); the
+rest of the file is still shown.
 
 ``<kubelet-dir>/config.yaml``: ``cpuManagerPolicy``, ``memoryManagerPolicy``,
 ``topologyManagerPolicy`` and ``topologyManagerScope`` (KubeletConfiguration).
@@ -19,7 +26,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from devctl.model import (
@@ -98,6 +105,114 @@ def cpu_checksum(policy: str, default_set: str, entries: Mapping[str, Mapping[st
     return fnv1a32(rendered.encode())
 
 
+def _go_int(value: Any, path: str, where: str, *, unsigned: bool = False) -> int:
+    """A JSON number as Go's encoding/json decodes it into an int or uint64 (nothing else decodes)."""
+    if value is None:
+        return 0  # null leaves a Go number at zero
+    if isinstance(value, bool) or not isinstance(value, int) or (unsigned and value < 0):
+        raise StateError(f"{path}: {where} is not {'an unsigned ' if unsigned else 'an '}integer", ErrorKind.MALFORMED)
+    return value
+
+
+def _go_ints(value: Any, path: str, where: str) -> str:
+    if value is None:
+        return "<nil>"
+    if not isinstance(value, list):
+        raise StateError(f"{path}: {where} is not a list", ErrorKind.MALFORMED)
+    return "[" + " ".join(str(_go_int(v, path, where)) for v in value) + "]"
+
+
+def _go_map(value: Any, path: str, where: str, item: Callable[[Any, str], str], *, int_keys: bool = False) -> str:
+    """A Go map as go-spew prints it with SortKeys: ``map[k:v k:v]`` in key order, ``<nil>`` for null."""
+    if value is None:
+        return "<nil>"
+    if not isinstance(value, Mapping):
+        raise StateError(f"{path}: {where} is not an object", ErrorKind.MALFORMED)
+    if int_keys:
+        try:
+            keys = sorted(value, key=int)
+        except ValueError:
+            raise StateError(f"{path}: {where} has a key that is not a number", ErrorKind.MALFORMED) from None
+    else:
+        keys = sorted(value)
+    return "map[" + " ".join(f"{int(k) if int_keys else k}:{item(value[k], f'{where}.{k}')}" for k in keys) + "]"
+
+
+def _go_ptr(value: Any, path: str, where: str, fields: Callable[[Mapping[str, Any], str], str]) -> str:
+    """A pointer to a struct inside a map: ``<*>{…}``, or ``<nil>``."""
+    if value is None:
+        return "<nil>"
+    if not isinstance(value, Mapping):
+        raise StateError(f"{path}: {where} is not an object", ErrorKind.MALFORMED)
+    return "<*>{" + fields(value, where) + "}"
+
+
+def _memory_render(data: Mapping[str, Any], path: str, pod_entries: bool) -> str:
+    def table(t: Mapping[str, Any], where: str) -> str:
+        names = (
+            ("TotalMemSize", "total"),
+            ("SystemReserved", "systemReserved"),
+            ("Allocatable", "allocatable"),
+            ("Reserved", "reserved"),
+            ("Free", "free"),
+        )
+        return " ".join(f"{go}:(uint64){_go_int(t.get(js), path, f'{where}.{js}', unsigned=True)}" for go, js in names)
+
+    def node(n: Mapping[str, Any], where: str) -> str:
+        tables = _go_map(n.get("memoryMap"), path, f"{where}.memoryMap", lambda v, w: _go_ptr(v, path, w, table))
+        return (
+            f"NumberOfAssignments:(int){_go_int(n.get('numberOfAssignments'), path, f'{where}.numberOfAssignments')} "
+            f"MemoryMap:(map[v1.ResourceName]*state.MemoryTable){tables} "
+            f"Cells:([]int){_go_ints(n.get('cells'), path, f'{where}.cells')}"
+        )
+
+    def blocks(value: Any, where: str) -> str:
+        if value is None:
+            return "<nil>"
+        if not isinstance(value, list) or not all(isinstance(b, Mapping) for b in value):
+            raise StateError(f"{path}: {where} is not a list of memory blocks", ErrorKind.MALFORMED)
+        out = []
+        for b in value:
+            kind = b.get("type") or ""
+            if not isinstance(kind, str):
+                raise StateError(f"{path}: {where}.type is not a string", ErrorKind.MALFORMED)
+            size = _go_int(b.get("size"), path, f"{where}.size", unsigned=True)
+            out.append(
+                f"{{NUMAAffinity:([]int){_go_ints(b.get('numaAffinity'), path, f'{where}.numaAffinity')} "
+                f"Type:(v1.ResourceName){kind} Size:(uint64){size}}}"
+            )
+        return "[" + " ".join(out) + "]"
+
+    def containers(value: Any, where: str) -> str:
+        return _go_map(value, path, where, blocks)
+
+    # Absent maps stay the empty ones the kubelet unmarshals into; null makes them nil.
+    machine = _go_map(
+        data.get("machineState", {}), path, "machineState", lambda v, w: _go_ptr(v, path, w, node), int_keys=True
+    )
+    entries = _go_map(data.get("entries", {}), path, "entries", containers)
+    pods = ""
+    if pod_entries:
+
+        def pod(value: Any, where: str) -> str:
+            if not isinstance(value, Mapping):
+                raise StateError(f"{path}: {where} is not an object", ErrorKind.MALFORMED)
+            return f"{{MemoryBlocks:([]state.Block){blocks(value.get('memoryBlocks'), f'{where}.memoryBlocks')}}}"
+
+        pods = f" PodEntries:(state.PodMemoryAssignments){_go_map(data.get('podEntries', {}), path, 'podEntries', pod)}"
+    return (
+        f"(*state.MemoryManagerCheckpoint){{PolicyName:(string){data.get('policyName')} "
+        f"MachineState:(state.NUMANodeMap){machine} Entries:(state.ContainerMemoryAssignments){entries}{pods} "
+        "Checksum:(checksum.Checksum)0}"
+    )
+
+
+def memory_checksums(data: Mapping[str, Any], path: str = "memory_manager_state") -> tuple[int, int]:
+    """The checksums the kubelet accepts for a memory_manager_state document: of the checkpoint struct without
+    and with the alpha ``podEntries`` (see the module's docstring); raises StateError where Go would not decode."""
+    return fnv1a32(_memory_render(data, path, False).encode()), fnv1a32(_memory_render(data, path, True).encode())
+
+
 def read_cpu_state(path: str) -> CpuManagerState:
     data = _mapping(_read_json(path), path, "the file")
     policy = data.get("policyName")
@@ -141,11 +256,15 @@ def read_memory_state(path: str) -> MemoryManagerState:
                     memory.append(ContainerMemory(str(b.get("type", "")), int(b.get("size") or 0), numa))
             assignments.append(MemoryAssignment(uid, name, tuple(memory)))
     checksum = data.get("checksum")
+    checksum_ok = None
+    if isinstance(checksum, int) and checksum != 0:
+        checksum_ok = checksum in memory_checksums(data, path)
     return MemoryManagerState(
         path=path,
         policy=policy,
         assignments=tuple(assignments),
         checksum=checksum if isinstance(checksum, int) else None,
+        checksum_ok=checksum_ok,
         known_policy=policy in MEMORY_POLICIES,
     )
 
@@ -187,10 +306,18 @@ def read_kubelet_state(kubelet_dir: str) -> tuple[KubeletState | None, list[Sour
     }
     for key, (reader, name) in readers.items():
         try:
-            parts[key] = reader(os.path.join(kubelet_dir, name))
+            parts[key] = part = reader(os.path.join(kubelet_dir, name))
         except StateError as e:
             if e.kind != ErrorKind.MISSING:
                 errors.append(SourceError(KUBELET_STATE, str(e), e.kind))
+            continue
+        if isinstance(part, (CpuManagerState, MemoryManagerState)) and part.checksum_ok is False:
+            # Decoded and shown all the same: what the file says is still what the kubelet last enforced.
+            message = (
+                f"{part.path}: checksum {part.checksum} does not match the content "
+                "(edited or torn): the kubelet refuses to start on this file"
+            )
+            errors.append(SourceError(KUBELET_STATE, message, ErrorKind.MALFORMED))
     if not parts:
         return None, errors
     return KubeletState(cpu=parts.get("cpu"), memory=parts.get("memory"), config=parts.get("config")), errors

@@ -11,23 +11,35 @@ cgroup v1 and v2; systemd and cgroupfs drivers).
 Bounded: one pass over the processes, only the matches are kept, and a stat is
 made only for links that point under ``/dev/`` and did not match by path.
 Processes that exit during the scan are skipped without a word; fds that
-cannot be read for lack of rights are counted into one error.
+cannot be read for lack of rights are counted into one error. The cost is the
+kernel's: a ``readlink`` per fd and a listing per process (about 2-4 µs and
+15-20 µs of system time on the build VM). ``scan`` can share the processes
+among threads, whose system calls release the GIL; measured on the loaded
+build machine that was no faster (each call hands the GIL over and waits to
+get it back), so one thread is the default (docs/performance.md).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import stat
 from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from devctl.model import Checkpoint, ErrorKind, Process, ProcScan, SourceError
+from devctl.model import CdiState, Checkpoint, ErrorKind, Process, ProcScan, SourceError
 from devctl.node.files import FileReadError, read_file
 
 PROCS_SOURCE = "procs"
 # A process' cmdline or cgroup file is small; the cap bounds what a hostile or fake proc tree can make devctl read.
 PROC_FILE_LIMIT = 1024 * 1024
+# Threads that read processes at once by default: one, as more measured no faster (see the module's docstring);
+# bench/bench_who.py times two beside it.
+SCAN_THREADS = 1
+# Fewer processes than this are read by the calling thread alone: a pool costs more than it saves.
+CHUNK = 2048
 
 # The last path element of a container's cgroup: containerd (systemd driver)
 # "cri-containerd-<id>.scope", CRI-O "crio-<id>.scope", Docker "docker-<id>.scope",
@@ -78,6 +90,17 @@ def device_nodes(checkpoint: Checkpoint | None) -> dict[tuple[str, str], tuple[s
     return {key: tuple(paths) for key, paths in out.items()}
 
 
+def cdi_nodes(cdi: CdiState | None) -> set[str]:
+    """The host paths of every device node any valid CDI spec names: a superset of those of the CDI names in
+    use (resolving names is the views' work), cheap to watch as each costs a set lookup per fd."""
+    out: set[str] = set()
+    for spec in cdi.specs if cdi is not None else ():
+        if spec.error is None:
+            for edits in (spec.edits, *(d.edits for d in spec.devices)):
+                out.update(n.host_path for n in edits.device_nodes)
+    return out
+
+
 def _rdev(path: str) -> int | None:
     try:
         st = os.stat(path)
@@ -121,62 +144,118 @@ def _command(proc: str, pid: str) -> str:
     return f"[{comm.decode('utf-8', 'replace').strip()}]" if comm else ""
 
 
-def _held(proc: str, pid: str, watch: Watch) -> tuple[list[str], bool]:
-    """The watched nodes process ``pid`` holds open, and whether its fds were closed to us."""
-    fd_dir = f"{proc}/{pid}/fd"
+class _Closed(Exception):
+    """The process' fds are closed to us (not root): counted, not an error per process."""
+
+
+def _rdev_at(name: bytes, dir_fd: int) -> int | None:
     try:
-        dir_fd = os.open(fd_dir, os.O_RDONLY | os.O_DIRECTORY)
-    except PermissionError:
-        return [], True
-    except OSError:  # gone, or not a process directory
-        return [], False
-    paths, rdevs = watch.paths, watch.rdevs
-    held: dict[str, None] = {}
-    readlink = os.readlink
-    try:
+        st = os.stat(name, dir_fd=dir_fd)  # follows the fd's own link, whatever the process calls the node
+    except OSError:
+        return None
+    return st.st_rdev if stat.S_ISCHR(st.st_mode) else None
+
+
+def _each(names: list[bytes], dir_fd: int) -> list[bytes | None]:
+    """The link targets one at a time: the slow path, for a process that closed an fd since its listing."""
+    out: list[bytes | None] = []
+    for name in names:
         try:
-            fds = os.listdir(dir_fd)
+            out.append(os.readlink(name, dir_fd=dir_fd))
         except PermissionError:
-            return [], True
+            raise _Closed from None
         except OSError:
-            return [], False
-        for fd in fds:
+            out.append(None)
+    return out
+
+
+class _Matcher:
+    """The watch in bytes (``readlink`` of a bytes name skips a decode per fd), read-only, so threads share it."""
+
+    def __init__(self, proc: str, watch: Watch):
+        self.proc = os.fsencode(proc)
+        self.paths = {os.fsencode(p): p for p in watch.paths}
+        self.rdevs = watch.rdevs
+
+    def held(self, pid: bytes) -> list[str]:
+        """The watched nodes process ``pid`` holds open; raises _Closed when its fds are closed to us."""
+        fd_dir = self.proc + b"/" + pid + b"/fd"
+        try:
+            # Names as bytes from the path (a listing of an fd gives str); the links read relative to an open
+            # fd of the directory, so no path walk per fd.
+            names = os.listdir(fd_dir)
+            dir_fd = os.open(fd_dir, os.O_RDONLY | os.O_DIRECTORY)
+        except PermissionError:
+            raise _Closed from None
+        except OSError:  # gone, or not a process directory
+            return []
+        try:
+            targets: list[bytes] | list[bytes | None]
             try:
-                # Relative to the open directory: no path walk per fd.
-                target = readlink(fd, dir_fd=dir_fd)
-            except OSError:  # the fd was closed, or the process exited
+                # The common case in one C-level loop; any failure falls back to the careful one.
+                targets = list(map(functools.partial(os.readlink, dir_fd=dir_fd), names))
+            except OSError:
+                targets = _each(names, dir_fd)
+            paths = self.paths
+            held = dict.fromkeys(sorted(paths[t] for t in paths.keys() & set(targets)))
+            if self.rdevs:
+                for name, target in zip(names, targets, strict=True):
+                    if target is not None and target not in paths and target.startswith(b"/dev/"):
+                        rdev = _rdev_at(name, dir_fd)
+                        if rdev is not None and rdev in self.rdevs:
+                            held[self.rdevs[rdev]] = None
+        finally:
+            os.close(dir_fd)
+        return list(held)
+
+    def chunk(self, pids: list[str]) -> tuple[list[Process], int]:
+        """The holders among ``pids``, and how many of them closed their fds to us."""
+        proc = os.fsdecode(self.proc)
+        found, denied = [], 0
+        for pid in pids:
+            try:
+                held = self.held(pid.encode())
+            except _Closed:
+                denied += 1
                 continue
-            if target in paths:
-                held[target] = None
-            elif rdevs and target.startswith("/dev/"):
-                rdev = _rdev(f"{fd_dir}/{fd}")  # follows the fd's own link, whatever the process calls the node
-                if rdev is not None and rdev in rdevs:
-                    held[rdevs[rdev]] = None
-    finally:
-        os.close(dir_fd)
-    return list(held), False
+            if held:
+                # cmdline and cgroup only for the few that matched.
+                container, pod = parse_cgroup((_read(f"{proc}/{pid}/cgroup") or b"").decode("utf-8", "replace"))
+                found.append(Process(int(pid), _command(proc, pid), tuple(held), container, pod))
+        return found, denied
 
 
-def scan(proc: str, watch: Watch) -> tuple[ProcScan | None, list[SourceError]]:
+def scan(proc: str, watch: Watch, threads: int | None = None) -> tuple[ProcScan | None, list[SourceError]]:
     """Every process under ``proc`` that holds a watched node open; one error when some fds were closed to us.
 
-    None, with the error, when ``proc`` itself cannot be listed.
+    None, with the error, when ``proc`` itself cannot be listed. The processes
+    are read by ``threads`` threads (default SCAN_THREADS, at most one per
+    CPU); only the matches are kept, so memory grows with the holders, not
+    with the processes.
     """
     errors: list[SourceError] = []
     try:
-        pids = sorted((name for name in os.listdir(proc) if name.isdigit()), key=int)
+        with os.scandir(proc) as entries:
+            pids = [e.name for e in entries if e.name.isdigit()]
     except OSError as e:
         message = f"{proc}: {e.strerror or e}"
         return None, [SourceError(PROCS_SOURCE, message, ErrorKind.of_oserror(e))]
-    found = []
+    found: list[Process] = []
     denied = 0
-    if watch.paths:
-        for pid in pids:
-            held, closed = _held(proc, pid, watch)
+    if watch.paths and pids:
+        workers = max(1, min(threads if threads is not None else SCAN_THREADS, os.cpu_count() or 1))
+        matcher = _Matcher(proc, watch)
+        size = max(CHUNK, -(-len(pids) // workers))
+        chunks = [pids[i : i + size] for i in range(0, len(pids), size)]
+        if len(chunks) == 1:
+            results = [matcher.chunk(chunks[0])]
+        else:
+            with ThreadPoolExecutor(workers, thread_name_prefix="devctl-procs") as pool:
+                results = list(pool.map(matcher.chunk, chunks))
+        for part, closed in results:
+            found.extend(part)
             denied += closed
-            if held:
-                container, pod = parse_cgroup((_read(f"{proc}/{pid}/cgroup") or b"").decode("utf-8", "replace"))
-                found.append(Process(int(pid), _command(proc, pid), tuple(held), container, pod))
+        found.sort(key=lambda p: p.pid)
     if denied:
         errors.append(
             SourceError(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from devctl.analyze.holders import HolderRow
+from devctl.analyze.holders import DeviceKey, HolderRow
 from devctl.render.table import TableStyle, grid
 
 # crictl shows the first 13 characters of a container ID.
@@ -13,6 +13,18 @@ SHORT_ID = 13
 
 def _allocated(value: bool | None) -> str:
     return "?" if value is None else "yes" if value else "no"
+
+
+def without_nodes_lines(keys: Sequence[DeviceKey]) -> list[str]:
+    """One line per resource or driver naming its devices of which no node is known."""
+    by: dict[str, list[str]] = {}
+    for _, resource, device in keys:
+        by.setdefault(resource, []).append(device)
+    return [
+        f"{resource}: no device node known for {', '.join(devices)} (no container was given "
+        f"{'it' if len(devices) == 1 else 'them'}, and no Allocate reply or CDI spec names one)"
+        for resource, devices in by.items()
+    ]
 
 
 def holders_table(rows: Sequence[HolderRow], style: TableStyle) -> str:

@@ -26,7 +26,7 @@ def kubelet_state_table(view: KubeletStateView | None, style: TableStyle) -> str
         ),
         escape(
             f"Memory manager: policy {view.memory_policy or '-'} (configured {view.configured_memory_policy or '-'}), "
-            f"{view.memory_assignments} container(s) assigned"
+            f"{view.memory_assignments} container(s) assigned, checksum {_checksum(view.memory_checksum_ok)}"
         ),
         escape(
             f"Topology manager: policy {view.topology_manager_policy or '-'}, "

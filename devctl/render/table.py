@@ -139,7 +139,8 @@ def devices_table(
     procs: dict[tuple[str, str], int] | None = None,
     procs_asked: bool = False,
 ) -> str:
-    """``procs_asked``: add ``-o wide``'s PROCS, processes holding each device open (``?`` when ``procs`` is None)."""
+    """``procs_asked``: add ``-o wide``'s PROCS, processes holding each device open (``?`` when ``procs`` is None,
+    or does not count the device: none of its nodes is known)."""
     with_procs = style.wide and procs_asked
     headers = ["resource", "id", "health", "state", "numa", "allocated-to"] + (["procs"] if with_procs else [])
     out = []
@@ -153,7 +154,7 @@ def devices_table(
         health, state = word(d.health, style.color), word(d.state or UNKNOWN_COUNT, style.color)
         row = [d.resource, d.id, health, state, _numa(d.numa_nodes), holders]
         if with_procs:
-            row.append(UNKNOWN_COUNT if procs is None else procs.get((d.resource, d.id), 0))
+            row.append(UNKNOWN_COUNT if procs is None else procs.get((d.resource, d.id), UNKNOWN_COUNT))
         out.append(row)
     return grid(headers, out, style)
 

@@ -226,6 +226,18 @@ class DraManager:
 
     # --- prepare and unprepare ---------------------------------------------------------
 
+    def claimed_nodes(self) -> dict[tuple[str, str], tuple[str, ...]]:
+        """(pod UID, container) -> the device nodes of the prepared claims it uses, as the drivers' CDI specs
+        name them: what the runtime puts into the container and its process opens."""
+        from devctl.plugin.dra import device_path
+
+        out: dict[tuple[str, str], dict[str, None]] = {}
+        for info in self.claims.values():
+            for user in info.users:
+                nodes = out.setdefault(user, {})
+                nodes.update(dict.fromkeys(device_path(info.driver, d.device) for d in info.devices or ()))
+        return {user: tuple(nodes) for user, nodes in out.items() if nodes}
+
     def claims_of(self, pod: PodSpec) -> tuple[ClaimSpec, ...]:
         return tuple(c for c in self.scenario.claims if c.pod == (pod.namespace, pod.name))
 

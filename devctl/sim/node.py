@@ -370,7 +370,7 @@ class SimNode:
         runnable = await prepare_claims(self.dra_manager, self.scenario.pods, dm.failed)
         for pod in await dm.admit_all(runnable):
             self._pod_dirs(pod)
-        self.workload.populate(self.paths.checkpoint)
+        self.workload.populate(self.paths.checkpoint, self.dra_manager.claimed_nodes())
         log.info(
             "simulated node ready: %d pods running, %d not admitted",
             len(dm.running_pods()),

@@ -15,7 +15,7 @@ import contextlib
 import hashlib
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,10 +64,18 @@ def _allocated_nodes(checkpoint: Checkpoint | None) -> dict[tuple[str, str], tup
 
 
 def processes(
-    pods: tuple[PodSpec, ...], planted: tuple[ProcessSpec, ...], checkpoint: Checkpoint | None
+    pods: tuple[PodSpec, ...],
+    planted: tuple[ProcessSpec, ...],
+    checkpoint: Checkpoint | None,
+    claimed: Mapping[tuple[str, str], tuple[str, ...]] | None = None,
 ) -> list[SimProcess]:
-    """The node's processes: one per running container with devices, unless planted ones replace it."""
+    """The node's processes: one per running container with devices, unless planted ones replace it.
+
+    ``claimed``: (pod UID, container) -> the device nodes of its prepared DRA claims (their CDI specs' nodes).
+    """
     allocated = _allocated_nodes(checkpoint)
+    for user, nodes in (claimed or {}).items():
+        allocated[user] = tuple(dict.fromkeys((*allocated.get(user, ()), *nodes)))
     every_node = tuple(dict.fromkeys(p for paths in allocated.values() for p in paths))
     by_name = {(p.namespace, p.name): p for p in pods}
     replaced = {(p.pod, p.container) for p in planted if p.pod is not None}
@@ -145,15 +153,16 @@ class Workload:
     async def start(self) -> None:
         await self.runtime.start()
 
-    def populate(self, checkpoint_path: str) -> None:
-        """Write ``<root>/proc`` for the running pods and the planted processes, from the checkpoint's replies."""
+    def populate(self, checkpoint_path: str, claimed: Mapping[tuple[str, str], tuple[str, ...]] | None = None) -> None:
+        """Write ``<root>/proc`` for the running pods and the planted processes, from the checkpoint's replies
+        and the nodes of the DRA claims each container uses (``claimed``)."""
         from devctl.node.checkpoint import CheckpointError, read_checkpoint
 
         try:
             checkpoint = read_checkpoint(checkpoint_path)
         except (CheckpointError, OSError):
             checkpoint = None
-        write_proc(self.proc, processes(self._pods(), self._planted, checkpoint))
+        write_proc(self.proc, processes(self._pods(), self._planted, checkpoint, claimed))
         write_kubelet_state(self.kubelet_dir, self._pods(), self._cpus)
 
     async def stop(self) -> None:
@@ -163,11 +172,11 @@ class Workload:
 def write_kubelet_state(kubelet_dir: Path, pods: tuple[PodSpec, ...], all_cpus: tuple[int, ...]) -> None:
     """What the kubelet's static CPU and memory managers write for the running pods, and its config.yaml.
 
-    The CPU state carries the checksum the kubelet computes, so it verifies.
+    Both states carry the checksums the kubelet computes, so they verify.
     """
     import json
 
-    from devctl.node.kubeletstate import cpu_checksum
+    from devctl.node.kubeletstate import cpu_checksum, memory_checksums
     from devctl.units import format_cpulist
 
     entries: dict[str, dict[str, str]] = {}
@@ -187,9 +196,8 @@ def write_kubelet_state(kubelet_dir: Path, pods: tuple[PodSpec, ...], all_cpus: 
     cpu = {"policyName": "static", "defaultCpuSet": default, "entries": entries, "checksum": checksum}
     kubelet_dir.mkdir(parents=True, exist_ok=True)
     (kubelet_dir / "cpu_manager_state").write_text(json.dumps(cpu))
-    (kubelet_dir / "memory_manager_state").write_text(
-        json.dumps({"policyName": "Static", "machineState": {}, "entries": memory, "checksum": 0})
-    )
+    state = {"policyName": "Static", "machineState": {}, "entries": memory}
+    (kubelet_dir / "memory_manager_state").write_text(json.dumps({**state, "checksum": memory_checksums(state)[0]}))
     (kubelet_dir / "config.yaml").write_text(
         "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
         "cpuManagerPolicy: static\nmemoryManagerPolicy: Static\n"
