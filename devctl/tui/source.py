@@ -14,7 +14,7 @@ import collections
 import contextlib
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +24,7 @@ from textual.widget import Widget
 from textual.worker import Worker, WorkerState
 
 from devctl.model import NodeSnapshot
+from devctl.tui.dra import drivers_of, is_dra_event, with_dra_health
 from devctl.tui.feeds import Feed, LogCapture
 from devctl.tui.state import LogLine, NodeView, build_view, event_line, view_changes
 
@@ -149,6 +150,7 @@ class NodeSource(Widget):
         self._polled_once = threading.Event()
         # socket -> resource from every poll so far (see _resolve); replaced whole, never mutated, across threads
         self._names: dict[str, str | None] = {}
+        self._drivers: frozenset[str] = frozenset()  # DRA drivers registered, from every poll so far; replaced whole
         self._stopping = threading.Event()
         self._loops: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Task[None]]] = {}
         self._loops_lock = threading.Lock()
@@ -312,6 +314,7 @@ class NodeSource(Widget):
 
         learned = {socket: name for socket, name in socket_resources(snapshot).items() if name is not None}
         self._names = {**self._names, **learned}
+        self._drivers = self._drivers | drivers_of(snapshot)
 
     async def _resolve(self) -> dict[str, str | None]:
         # Which resource each socket serves, from the polls so far: no extra RPCs. A socket keeps the name
@@ -323,13 +326,36 @@ class NodeSource(Widget):
         # loop, which an asyncio.Event cannot be, hence a threading.Event looked at briefly.
         while not self._polled_once.is_set():  # noqa: ASYNC110
             await asyncio.sleep(0.05)
+        # DRA health streams on the same loop and the same timeline (a feed that offers them: a live node).
+        dra = getattr(self.feed, "dra_events", None)
+        follow_dra = asyncio.ensure_future(self._follow(dra(lambda: self._drivers))) if dra is not None else None
+        try:
+            await self._follow_plugins()
+        finally:
+            if follow_dra is not None:
+                follow_dra.cancel()
+                await asyncio.gather(follow_dra, return_exceptions=True)
+
+    def _take(self, item: object) -> None:
+        self._buffer.append((self._seq, item))
+        self._seq += 1
+        self.post_message(self.Live())
+
+    async def _follow(self, events: AsyncIterator[object]) -> None:
+        """Items of a second live stream (DRA health), into the same buffer; a failure is said, not fatal."""
+        try:
+            async with contextlib.aclosing(events):  # type: ignore[type-var]
+                async for item in events:
+                    self._take(item)
+        except Exception as e:
+            self._say(f"DRA health streams stopped: {e}")
+
+    async def _follow_plugins(self) -> None:
         while True:
             try:
                 async with contextlib.aclosing(self.feed.events(self._resolve)) as events:
                     async for item in events:
-                        self._buffer.append((self._seq, item))
-                        self._seq += 1
-                        self.post_message(self.Live())
+                        self._take(item)
                 return
             except Exception as e:  # the watch as a whole failed: say so, and start it again
                 self._say(f"live events stopped: {e}")
@@ -382,7 +408,9 @@ class NodeSource(Widget):
     def _build(self, base: NodeSnapshot, items: tuple[Any, ...], previous: NodeView | None) -> None:
         started = time.monotonic()
         try:
-            view = build_view(base, items, self.clock(), previous)
+            dra = [item for item in items if is_dra_event(item)]
+            plugin_items = [item for item in items if not is_dra_event(item)] if dra else items
+            view = build_view(with_dra_health(base, dra), plugin_items, self.clock(), previous)
             lines = view_changes(previous, view) if previous is not None else []
             presented = self.present(view)
         except Exception as e:  # a bug in analysis must not freeze the view: keep the last one, say why

@@ -1,4 +1,4 @@
-"""The main screen: five views of the node in tabs, a filter, and the keys that drive in-process plugins."""
+"""The main screen: six views of the node in tabs, a filter, and the keys that drive in-process plugins."""
 
 from __future__ import annotations
 
@@ -14,23 +14,37 @@ from textual.screen import Screen
 from textual.widgets import Input, TabbedContent, TabPane
 
 from devctl.analyze import DeviceRow
+from devctl.analyze.cdi import Resolver, resolver
+from devctl.analyze.claims import ClaimRow, claims_view
+from devctl.doctor import diagnose
 from devctl.escape import escape
+from devctl.model import Finding
 from devctl.tui.feeds import ControlError, Feed, LogCapture, PluginControls
 from devctl.tui.screens.detail import ContainerScreen
+from devctl.tui.screens.text import TextScreen
 from devctl.tui.source import Clock, NodeSource, utc_now
-from devctl.tui.state import NodeView, container_key, waiting_text
-from devctl.tui.widgets import devices, pods, resources
+from devctl.tui.state import LogLine, NodeView, container_key, waiting_text
+from devctl.tui.widgets import claims, devices, overview, pods, resources
+from devctl.tui.widgets.claims import ClaimsPane, claim_text
 from devctl.tui.widgets.devices import DevicesPane
 from devctl.tui.widgets.events import EventsPane
 from devctl.tui.widgets.keybar import KeyBar
 from devctl.tui.widgets.numa import NumaPane
+from devctl.tui.widgets.overview import OverviewPane, event_text, finding_text
 from devctl.tui.widgets.pods import PodsPane
 from devctl.tui.widgets.resources import ResourcesPane
 from devctl.tui.widgets.statusbar import StatusBar
 from devctl.tui.widgets.table import Row, RowSet, RowTable, row_set
 
-VIEWS = ("resources", "devices", "pods", "numa", "events")
-TITLES = {"resources": "1 Resources", "devices": "2 Devices", "pods": "3 Pods", "numa": "4 NUMA", "events": "5 Events"}
+VIEWS = ("resources", "devices", "pods", "numa", "events", "claims")
+TITLES = {
+    "resources": "1 Resources",
+    "devices": "2 Devices",
+    "pods": "3 Pods",
+    "numa": "4 NUMA",
+    "events": "5 Events",
+    "claims": "6 Claims",
+}
 CONTROL_ACTIONS = {"toggle_health", "add_device", "remove_device"}
 # What `:` takes for each view, k9s-style: its name, the CLI command that shows it, short forms.
 VIEW_NAMES = {
@@ -38,6 +52,7 @@ VIEW_NAMES = {
     **{"res": "resources", "ls": "resources", "resource": "resources"},
     **{"dev": "devices", "device": "devices", "po": "pods", "pod": "pods"},
     **{"topo": "numa", "ev": "events", "event": "events", "watch": "events"},
+    **{"claim": "claims", "cl": "claims", "dra": "claims", "doctor": "resources"},
 }
 
 
@@ -48,6 +63,11 @@ class Presented:
     resources: RowSet
     devices: dict[str, RowSet]
     pods: RowSet
+    claims: RowSet
+    claim_rows: dict[str, ClaimRow]  # by ``ns/name``, for Enter
+    cdi: Resolver  # CDI names as the runtime resolves them, for a claim's detail
+    findings: tuple[Finding, ...]  # devctl doctor's, errors first
+    finding_rows: RowSet
 
 
 class Presenter:
@@ -67,10 +87,17 @@ class Presenter:
                 if (row := self._made.get(d)) is not None:
                     made[d] = row
         self._made = made
+        claimed = claims_view(view.snapshot)
+        found = diagnose(view.snapshot)
         return Presented(
             resources=row_set(resources.COLUMNS, resources.resource_rows(view)),
             devices={name: row_set(devices.COLUMNS, devices.device_rows(view, name, made)) for name in view.devices},
             pods=row_set(pods.COLUMNS, pods.pod_rows(view)),
+            claims=row_set(claims.COLUMNS, claims.claim_rows(claimed)),
+            claim_rows={claims.claim_key(c): c for c in claimed},
+            cdi=resolver(view.snapshot),
+            findings=found,
+            finding_rows=row_set(overview.FINDING_COLUMNS, overview.finding_rows(found)),
         )
 
 
@@ -80,6 +107,8 @@ class NodeScreen(Screen[None]):
     DEFAULT_CSS = """
     NodeScreen TabbedContent { height: 1fr; }
     NodeScreen TabPane { padding: 0; }
+    NodeScreen #resources ResourcesPane { height: auto; }
+    NodeScreen #resources-table { height: auto; max-height: 45vh; }
     NodeScreen #filter { dock: bottom; display: none; height: 3; }
     NodeScreen #filter.-shown { display: block; }
     NodeScreen #command { dock: bottom; display: none; height: 3; }
@@ -127,6 +156,7 @@ class NodeScreen(Screen[None]):
         with TabbedContent(initial="resources"):
             with TabPane(TITLES["resources"], id="resources"):
                 yield ResourcesPane()
+                yield OverviewPane()
             with TabPane(TITLES["devices"], id="devices"):
                 yield DevicesPane()
             with TabPane(TITLES["pods"], id="pods"):
@@ -135,6 +165,8 @@ class NodeScreen(Screen[None]):
                 yield NumaPane()
             with TabPane(TITLES["events"], id="events"):
                 yield EventsPane()
+            with TabPane(TITLES["claims"], id="claims"):
+                yield ClaimsPane()
         yield Input(placeholder="filter rows: type, Enter to keep, Esc to clear", id="filter")
         yield Input(placeholder=":view [resource]  e.g. pods, devices nvidia.com/gpu  (Esc: cancel)", id="command")
         yield KeyBar(self.live)
@@ -161,7 +193,7 @@ class NodeScreen(Screen[None]):
         self.view = message.view
         self.presented = message.presented  # type: ignore[assignment]
         if message.lines:
-            self.query_one(EventsPane).add(message.lines)
+            self._log(message.lines)
         names = [r.name for r in message.view.resources]
         if self.resource not in names:
             self.resource = names[0] if names else None
@@ -172,8 +204,13 @@ class NodeScreen(Screen[None]):
         if isinstance(self.app.screen, ContainerScreen):
             self.app.screen.show(message.view)
 
+    def _log(self, lines: list[LogLine]) -> None:
+        """Lines for the event log, and for the last events on the first screen."""
+        self.query_one(EventsPane).add(lines)
+        self.query_one(OverviewPane).add(lines)
+
     def on_node_source_log_lines(self, message: NodeSource.LogLines) -> None:
-        self.query_one(EventsPane).add(message.lines)
+        self._log(message.lines)
 
     def on_node_source_waiting(self, message: NodeSource.Waiting) -> None:
         """The first read waits for a slow source: say for what, in the status bar and where rows would be."""
@@ -183,7 +220,7 @@ class NodeScreen(Screen[None]):
 
     def on_node_source_failed(self, message: NodeSource.Failed) -> None:
         """A background task stopped: log why, and mark the status bar for as long as the app runs."""
-        self.query_one(EventsPane).add([message.line])
+        self._log([message.line])
         self.query_one(StatusBar).fail(message.line.detail)
 
     def _redraw(self, name: str) -> None:
@@ -193,6 +230,7 @@ class NodeScreen(Screen[None]):
         self._stale.discard(name)
         if name == "resources":
             self.query_one(ResourcesPane).show(view, presented.resources)
+            self.query_one(OverviewPane).show(presented.findings, presented.finding_rows)
             if self.resource is not None:
                 self.query_one("#resources-table", RowTable).move_to_key(self.resource)
         elif name == "devices":
@@ -201,6 +239,8 @@ class NodeScreen(Screen[None]):
             self.query_one(PodsPane).show(view, presented.pods)
         elif name == "numa":
             self.query_one(NumaPane).show(view)
+        elif name == "claims":
+            self.query_one(ClaimsPane).show(presented.claims)
         self._show_keys()
 
     def _show_keys(self) -> None:
@@ -262,6 +302,31 @@ class NodeScreen(Screen[None]):
     def _container_selected(self, event: RowTable.Selected) -> None:
         if self.view is not None:
             self.app.push_screen(ContainerScreen(event.key, self.view))
+
+    @on(RowTable.Selected, "#claims-table")
+    def _claim_selected(self, event: RowTable.Selected) -> None:
+        claim = self.presented.claim_rows.get(event.key) if self.presented is not None else None
+        if claim is not None and self.presented is not None:
+            self.app.push_screen(TextScreen(claim_text(claim, self.presented.cdi), title="claim"))
+
+    @on(RowTable.Selected, "#findings-table")
+    def _finding_selected(self, event: RowTable.Selected) -> None:
+        findings = self.query_one(OverviewPane).findings
+        index = int(event.key)
+        if 0 <= index < len(findings):
+            self.app.push_screen(TextScreen(finding_text(findings[index]), title="finding"))
+
+    @on(RowTable.Selected, "#events-table")
+    def _event_selected(self, event: RowTable.Selected) -> None:
+        line = self.query_one(EventsPane).line(event.key)
+        if line is not None:
+            self.app.push_screen(TextScreen(event_text(line), title="event"))
+
+    @on(RowTable.Selected, "#recent-table")
+    def _recent_selected(self, event: RowTable.Selected) -> None:
+        line = self.query_one(OverviewPane).line(event.key)
+        if line is not None:
+            self.app.push_screen(TextScreen(event_text(line), title="event"))
 
     def action_step_resource(self, step: int) -> None:
         if self.view is None or not self.view.resources:

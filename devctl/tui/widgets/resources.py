@@ -11,6 +11,7 @@ from textual.widgets import Static
 from devctl.escape import escape
 from devctl.model import PluginStatus, SocketStatus
 from devctl.tui.state import DISCONNECTED_STATUS, NodeView
+from devctl.tui.widgets.edge import EdgeTable
 from devctl.tui.widgets.table import Column, Row, RowSet, RowTable
 from devctl.units import format_count
 
@@ -98,7 +99,7 @@ class ResourcesPane(Vertical):
     EMPTY = "no extended resources known on this node"
 
     def compose(self) -> ComposeResult:
-        yield RowTable(COLUMNS, empty=self.EMPTY, id="resources-table")
+        yield EdgeTable(COLUMNS, empty=self.EMPTY, id="resources-table", below="findings-table")
         yield Static("", id="errors", markup=False)
         yield Static("", id="sources", markup=False)
         yield Static(LEGEND, id="legend", markup=False)
