@@ -65,6 +65,8 @@ async def settled(pilot: Pilot) -> None:
     await until_view(pilot)
     await until(pilot, lambda: pilot.app.screen.query_one("EventsPane").lines >= 6, "the scripted events")
     await until(pilot, lambda: pilot.app.screen.view.devices[GPU][7].health == "Unhealthy", "GPU-7 unhealthy")
+    screen = pilot.app.screen
+    await until(pilot, lambda: screen.findings_for is screen.view, "doctor's findings on the newest view")
 
 
 def test_resources(snap_compare: Callable[..., bool], node: NodeSnapshot) -> None:

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
+from textual.message import Message
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
+from textual.timer import Timer
 from textual.widgets import Input, TabbedContent, TabPane
 
 from devctl.analyze import DeviceRow
@@ -66,8 +69,6 @@ class Presented:
     claims: RowSet
     claim_rows: dict[str, ClaimRow]  # by ``ns/name``, for Enter
     cdi: Resolver  # CDI names as the runtime resolves them, for a claim's detail
-    findings: tuple[Finding, ...]  # devctl doctor's, errors first
-    finding_rows: RowSet
 
 
 class Presenter:
@@ -88,7 +89,6 @@ class Presenter:
                     made[d] = row
         self._made = made
         claimed = claims_view(view.snapshot)
-        found = diagnose(view.snapshot)
         return Presented(
             resources=row_set(resources.COLUMNS, resources.resource_rows(view)),
             devices={name: row_set(devices.COLUMNS, devices.device_rows(view, name, made)) for name in view.devices},
@@ -96,13 +96,29 @@ class Presenter:
             claims=row_set(claims.COLUMNS, claims.claim_rows(claimed)),
             claim_rows={claims.claim_key(c): c for c in claimed},
             cdi=resolver(view.snapshot),
-            findings=found,
-            finding_rows=row_set(overview.FINDING_COLUMNS, overview.finding_rows(found)),
         )
+
+
+class Diagnosed(Message):
+    """Doctor's findings on one view, made in a thread, with the rows of their table."""
+
+    def __init__(self, view: NodeView, findings: tuple[Finding, ...], rows: RowSet, seconds: float) -> None:
+        super().__init__()
+        self.view = view
+        self.findings = findings
+        self.rows = rows
+        self.seconds = seconds
 
 
 class NodeScreen(Screen[None]):
     """What a person at the node sees first; every view follows the feed live."""
+
+    # Doctor's checks cost more than the analysis itself (about 1.5x at 10,000 devices): they run
+    # in a thread of their own, only while the first screen shows them, on the newest view, at
+    # most once a second and never sooner than three times the last run took, so live updates and
+    # keys keep their pace.
+    FINDINGS_EVERY = 1.0
+    FINDINGS_FACTOR = 3
 
     DEFAULT_CSS = """
     NodeScreen TabbedContent { height: 1fr; }
@@ -150,6 +166,10 @@ class NodeScreen(Screen[None]):
         self.resource: str | None = None  # the resource whose devices the devices view shows
         self._stale: set[str] = set(VIEWS)  # views not redrawn since the last new view
         self._history: list[str] = ["resources"]  # the views shown, the current one last, for Esc
+        self.findings_for: NodeView | None = None  # the view whose findings are on screen
+        self._diagnosing = False
+        self._diagnose_after = 0.0  # monotonic time before which no new diagnosis starts
+        self._diagnose_timer: Timer | None = None
 
     def compose(self) -> ComposeResult:
         yield StatusBar(self.label, self.live)
@@ -201,6 +221,7 @@ class NodeScreen(Screen[None]):
         self._stale = set(VIEWS) - {"events"}
         # Only the view on screen is drawn now; the others when they are shown.
         self._redraw(self.active)
+        self._want_findings()
         if isinstance(self.app.screen, ContainerScreen):
             self.app.screen.show(message.view)
 
@@ -230,7 +251,6 @@ class NodeScreen(Screen[None]):
         self._stale.discard(name)
         if name == "resources":
             self.query_one(ResourcesPane).show(view, presented.resources)
-            self.query_one(OverviewPane).show(presented.findings, presented.finding_rows)
             if self.resource is not None:
                 self.query_one("#resources-table", RowTable).move_to_key(self.resource)
         elif name == "devices":
@@ -243,6 +263,42 @@ class NodeScreen(Screen[None]):
             self.query_one(ClaimsPane).show(presented.claims)
         self._show_keys()
 
+    # --- doctor's findings on the first screen -------------------------------------------------
+
+    def _want_findings(self) -> None:
+        """Diagnose the newest view, when the first screen is shown and the pace allows."""
+        view = self.view
+        if view is None or view is self.findings_for or self._diagnosing or self.active != "resources":
+            return
+        wait = self._diagnose_after - time.monotonic()
+        if wait > 0:
+            if self._diagnose_timer is None:
+                self._diagnose_timer = self.set_timer(wait, self._diagnose_due)
+            return
+        self._diagnosing = True
+        self._diagnose(view)
+
+    def _diagnose_due(self) -> None:
+        self._diagnose_timer = None
+        self._want_findings()
+
+    @work(thread=True, group="findings", exit_on_error=False, description="diagnose the node (devctl doctor)")
+    def _diagnose(self, view: NodeView) -> None:
+        started = time.monotonic()
+        try:
+            found = diagnose(view.snapshot)
+        except Exception as e:  # a bug in a check must not stop the screen: say it where the findings go
+            found = (Finding("error", "diagnose-failed", "", f"{type(e).__name__}: {e}", "a bug in devctl doctor"),)
+        rows = row_set(overview.FINDING_COLUMNS, overview.finding_rows(found))
+        self.post_message(Diagnosed(view, found, rows, time.monotonic() - started))
+
+    def on_diagnosed(self, message: Diagnosed) -> None:
+        self._diagnosing = False
+        self._diagnose_after = time.monotonic() + max(self.FINDINGS_EVERY, self.FINDINGS_FACTOR * message.seconds)
+        self.findings_for = message.view
+        self.query_one(OverviewPane).show(message.findings, message.rows)
+        self._want_findings()
+
     def _show_keys(self) -> None:
         active = self.active
         self.query_one(KeyBar).show(active, active == "devices" and self._controllable(self.resource))
@@ -253,6 +309,7 @@ class NodeScreen(Screen[None]):
         if self._history[-1:] != [name]:
             self._history = [*self._history[-20:], name]
         self._redraw(name)
+        self._want_findings()
         self.query_one(EventsPane).shown(name == "events")
         table = self.active_table()
         if table is not None:
