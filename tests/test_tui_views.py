@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import AsyncIterator
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 
 from test_tui_support import (  # noqa: F401  (sim: a fixture)
     PINNED,
@@ -245,3 +245,43 @@ async def test_dra_feed_follows_a_driver_that_registers_later(sim: SimNode) -> N
     item = await asyncio.wait_for(first, 10)
     await events.aclose()
     assert isinstance(item, WatchEvent) and item.resource == DRIVER and item.event == "snapshot"
+
+
+async def test_demo_keys_flip_a_dra_device_through_its_health_stream(sim: SimNode) -> None:  # noqa: F811
+    """As `devctl demo` wires it: the DRA driver of the simulated node is under h, a and x too."""
+    from devctl.tui.dra import DraHandle
+    from devctl.tui.feeds import PluginControls, PluginHandle
+
+    handles: dict[str, PluginHandle] = {**sim.plugins, DRIVER: DraHandle(sim.dra_drivers[DRIVER])}
+    app = make_app(NodeFeed(sim.paths, 2.0, controls=PluginControls(handles)), label="demo", clock=pinned_clock)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until_view(pilot)
+        await pilot.press("colon", *f"devices {DRIVER}", "enter")
+        await until(pilot, lambda: "sim-node/gpu-1" in keys(app, "devices"), "the driver's devices")
+        await until(pilot, lambda: table(app, "recent").rows, "the streams to start")
+        assert table(app, "devices").move_to_key("sim-node/gpu-1")
+        await pilot.press("h")
+        # THEN the driver sends it on its health stream, and the view and the log follow
+        await until(
+            pilot,
+            lambda: ("sim-node/gpu-1", "Unhealthy") in [(r.key, r.cells[1]) for r in table(app, "devices").rows],
+            "gpu-1 unhealthy",
+        )
+        assert sim.dra_drivers[DRIVER].devices[1].health == "Unhealthy"
+        line = ("health", DRIVER, "sim-node/gpu-1", "Healthy → Unhealthy · set from the devctl TUI")
+        await until(pilot, lambda: line in [r.cells[1:] for r in table(app, "recent").rows], "the health event")
+
+
+async def test_a_dra_health_event_is_laid_over_the_polled_snapshot(sim: SimNode) -> None:  # noqa: F811
+    """The views follow a driver's stream between polls: the event changes the device's health and message."""
+    from devctl.tui.dra import is_dra_event, with_dra_health
+
+    base = await collect(sim.paths, 2.0, want=ALL_SOURCES | HOLDER_SOURCES)
+    now = datetime.now(timezone.utc)  # the device's health goes Unknown once older than its timeout
+    event = WatchEvent(now, DRIVER, "/x/dra.sock", "health", "sim-node/gpu-0", "Healthy", "Unhealthy", message="ECC")
+    plugin_event = WatchEvent(PINNED, "nvidia.com/gpu", "/x/gpu.sock", "health", "GPU-0", "Healthy", "Unhealthy")
+    assert is_dra_event(event) and not is_dra_event(plugin_event)
+    before = {c.name: c for c in claims_view(base)}["embed-gpu"].devices[0]
+    after = {c.name: c for c in claims_view(with_dra_health(base, [event, plugin_event]))}["embed-gpu"].devices[0]
+    assert (before.health, before.health_message) == ("Healthy", None)
+    assert (after.health, after.health_message) == ("Unhealthy", "ECC")

@@ -14,9 +14,13 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from devctl.events import ADDED, HEALTH, REMOVED, WatchEvent
-from devctl.model import HEALTHY, DraDeviceHealth, NodePaths, NodeSnapshot
+from devctl.model import HEALTHY, Device, DraDeviceHealth, NodePaths, NodeSnapshot
+
+if TYPE_CHECKING:
+    from devctl.plugin.dra import DraDriver
 
 # How often the set of drivers to follow is looked at again (a driver that registers later is followed too).
 DISCOVER_EVERY = 1.0
@@ -111,3 +115,34 @@ def with_dra_health(snapshot: NodeSnapshot, items: Iterable[object]) -> NodeSnap
             p = replace(p, dra=replace(p.dra, health=_patched(p.dra.health, events)))
         plugins.append(p)
     return replace(snapshot, plugins=tuple(plugins))
+
+
+class DraHandle:
+    """A DRA driver running in this process (``devctl demo``), under the keys that drive plugins: h, a, x.
+
+    It has the shape of ``feeds.PluginHandle``, with device IDs as the
+    Devices view writes them (``<pool>/<device>``); a health change goes out on
+    the driver's health streams (the kubelet's and the TUI's own) with a message
+    saying who made it.
+    """
+
+    MESSAGE = "set from the devctl TUI"
+
+    def __init__(self, driver: DraDriver):
+        self.driver = driver
+
+    @property
+    def devices(self) -> tuple[Device, ...]:
+        pool = self.driver.spec.pool
+        return tuple(Device(f"{pool}/{d.name}", d.health, d.numa_nodes) for d in self.driver.devices)
+
+    def set_health(self, device_id: str, health: str) -> None:
+        self.driver.set_health(device_id, health, "" if health == HEALTHY else self.MESSAGE)
+
+    def add(self, device: Device) -> None:
+        from devctl.plugin.dra import DraDevice
+
+        self.driver.add(DraDevice(device.id, device.numa_nodes, device.health))
+
+    def remove(self, device_id: str) -> None:
+        self.driver.remove(device_id)
