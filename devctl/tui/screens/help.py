@@ -24,8 +24,8 @@ Filter    /: filter the rows of this view; Enter keeps it, Esc clears it
 Refresh   r: poll pod-resources now (at most once a second)
 Help      ?: this help   q or Ctrl-C: quit   Esc: close a dialog
 Plugin    with devctl tui --plugin FILE, and in devctl demo, on the devices
-          of its resource: h flip health  a add a device  x remove one;
-          the change reaches every ListAndWatch stream, the kubelet's too
+          of its resource or DRA driver: h flip health  a add  x remove;
+          the change reaches every stream (ListAndWatch, DRA health)
 Events    snapshot added removed health topology disconnected reconnected
           (as devctl watch); allocated released pod-added pod-gone error
           recovered (found by a poll); notice: a watch status line; log
