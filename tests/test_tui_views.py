@@ -8,6 +8,7 @@ unhealthy DRA device in use (an error) and misaligned containers (warnings).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 from collections.abc import AsyncIterator
 from datetime import datetime, timedelta, timezone
@@ -26,7 +27,7 @@ from test_tui_support import (  # noqa: F401  (sim: a fixture)
 from devctl.analyze.claims import claims_view
 from devctl.collect import collect
 from devctl.events import Notice
-from devctl.model import ALL_SOURCES, HOLDER_SOURCES
+from devctl.model import ALL_SOURCES, HOLDER_SOURCES, NodeSnapshot
 from devctl.sim.node import SimNode
 from devctl.tui.app import DevctlApp, make_app
 from devctl.tui.feeds import NodeFeed
@@ -285,3 +286,25 @@ async def test_a_dra_health_event_is_laid_over_the_polled_snapshot(sim: SimNode)
     after = {c.name: c for c in claims_view(with_dra_health(base, [event, plugin_event]))}["embed-gpu"].devices[0]
     assert (before.health, before.health_message) == ("Healthy", None)
     assert (after.health, after.health_message) == ("Unhealthy", "ECC")
+
+
+async def test_an_event_of_a_plugin_not_named_yet_waits_for_its_name(sim: SimNode) -> None:  # noqa: F811
+    """The first lists may arrive before any poll has named the plugins: the log names the resource, not the file."""
+    named = await collect(sim.paths, 2.0)
+    unnamed = dataclasses.replace(named, plugins=tuple(dataclasses.replace(p, resource=None) for p in named.plugins))
+    gpu_sock = next(p.socket for p in named.plugins if p.resource == "nvidia.com/gpu")
+
+    class NamedLater(ScriptedFeed):
+        async def snapshot(self, progress: object = None) -> NodeSnapshot:
+            self.polls += 1
+            return unnamed if self.polls == 1 else named
+
+        def change_token(self) -> object:
+            return self.polls  # poll again as soon as the rate limit allows
+
+    first = WatchEvent(PINNED, None, gpu_sock, "snapshot", devices=8, healthy=7)
+    app = make_app(NamedLater(named, [first]), label="demo", clock=pinned_clock)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until_view(pilot)
+        await until(pilot, lambda: table(app, "recent").rows, "the first event")
+        assert [r.cells[1:3] for r in table(app, "recent").rows] == [("snapshot", "nvidia.com/gpu")]
