@@ -119,7 +119,7 @@ async def test_dra_health_reaches_the_event_log_the_views_and_the_container_deta
         )
         # AND the container detail says why, beside the claim's CDI resolution
         await pilot.press("3")
-        table(app, "pods").move_to_key("inference/embed-0/embedder")
+        await until(pilot, lambda: table(app, "pods").move_to_key("inference/embed-0/embedder"), "the embedder row")
         await pilot.press("enter")
         assert isinstance(app.screen, ContainerScreen)
         await until(pilot, lambda: "health: XID 79: fell off the bus" in screen_text(app), "the health message")
