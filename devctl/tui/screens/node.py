@@ -115,10 +115,10 @@ class NodeScreen(Screen[None]):
 
     # Doctor's checks cost more than the analysis itself (about 1.5x at 10,000 devices): they run
     # in a thread of their own, only while the first screen shows them, on the newest view, at
-    # most once a second and never sooner than three times the last run took, so live updates and
-    # keys keep their pace.
-    FINDINGS_EVERY = 1.0
-    FINDINGS_FACTOR = 3
+    # most every 2 s and never sooner than four times the last run took (a fifth of the
+    # interpreter at most), so live updates and keys keep their pace.
+    FINDINGS_EVERY = 2.0
+    FINDINGS_FACTOR = 4
 
     DEFAULT_CSS = """
     NodeScreen TabbedContent { height: 1fr; }
@@ -311,6 +311,7 @@ class NodeScreen(Screen[None]):
         self._redraw(name)
         self._want_findings()
         self.query_one(EventsPane).shown(name == "events")
+        self.query_one(OverviewPane).shown(name == "resources")
         table = self.active_table()
         if table is not None:
             if not self.query_one("#command", Input).has_class("-shown"):  # a `:` typed since keeps its line

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.timer import Timer
 from textual.widgets import Static
 
 from devctl.escape import escape
@@ -20,7 +21,7 @@ from devctl.model import Finding
 from devctl.tui.state import LogLine
 from devctl.tui.widgets.edge import EdgeTable
 from devctl.tui.widgets.events import COLUMNS as EVENT_COLUMNS
-from devctl.tui.widgets.events import log_row
+from devctl.tui.widgets.events import FLUSH_EVERY, log_row
 from devctl.tui.widgets.table import Column, Row, RowSet, RowTable
 
 FINDING_COLUMNS = (
@@ -82,6 +83,9 @@ class OverviewPane(Vertical):
         super().__init__(id=id)
         self.findings: tuple[Finding, ...] = ()
         self._recent: list[LogLine] = []
+        self._pending: list[LogLine] = []
+        self._timer: Timer | None = None
+        self._shown = True  # the first screen is the one shown at start
 
     def compose(self) -> ComposeResult:
         yield Static("Findings (devctl doctor) · Enter: hint", classes="overview-title", id="findings-title")
@@ -105,8 +109,25 @@ class OverviewPane(Vertical):
         self.query_one("#findings-table", RowTable).set_rows(rows)
 
     def add(self, lines: Iterable[LogLine]) -> None:
+        """New events: they reach the table in batches, and only while the first screen is shown (as the log's)."""
+        self._pending.extend(lines)
+        del self._pending[:-RECENT]
+        if self._shown and self._timer is None:
+            self._timer = self.set_timer(FLUSH_EVERY, self.flush)
+
+    def shown(self, shown: bool) -> None:
+        """Told by the screen when the first screen comes into view (and goes)."""
+        self._shown = shown
+        if shown:
+            self.flush()
+
+    def flush(self) -> None:
         """The newest events, in time order (the event log has them all)."""
-        self._recent = sorted([*self._recent, *lines], key=lambda line: line.time)[-RECENT:]
+        self._timer = None
+        if not self._pending:
+            return
+        self._recent = sorted([*self._recent, *self._pending], key=lambda line: line.time)[-RECENT:]
+        self._pending = []
         self.query_one("#recent-table", RowTable).set_rows([log_row(i, line) for i, line in enumerate(self._recent)])
 
     def line(self, key: str) -> LogLine | None:
