@@ -270,6 +270,7 @@ async def test_demo_keys_flip_a_dra_device_through_its_health_stream(sim: SimNod
         )
         assert sim.dra_drivers[DRIVER].devices[1].health == "Unhealthy"
         line = ("health", DRIVER, "sim-node/gpu-1", "Healthy → Unhealthy · set from the devctl TUI")
+        await pilot.press("1")  # the first screen's last events
         await until(pilot, lambda: line in [r.cells[1:] for r in table(app, "recent").rows], "the health event")
 
 
