@@ -55,8 +55,6 @@ ERROR = "error"
 RECOVERED = "recovered"
 NOTICE = "notice"
 
-# Status shown for a resource whose live ListAndWatch stream broke and is being retried.
-DISCONNECTED_STATUS = "disconnected"
 
 
 def waiting_text(names: list[str], seconds: float) -> str:
