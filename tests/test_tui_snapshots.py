@@ -65,6 +65,8 @@ async def settled(pilot: Pilot) -> None:
     await until_view(pilot)
     await until(pilot, lambda: pilot.app.screen.query_one("EventsPane").lines >= 6, "the scripted events")
     await until(pilot, lambda: pilot.app.screen.view.devices[GPU][7].health == "Unhealthy", "GPU-7 unhealthy")
+    screen = pilot.app.screen
+    await until(pilot, lambda: screen.findings_for is screen.view, "doctor's findings on the newest view")
 
 
 def test_resources(snap_compare: Callable[..., bool], node: NodeSnapshot) -> None:
@@ -76,15 +78,39 @@ def test_devices_of_the_gpus(snap_compare: Callable[..., bool], node: NodeSnapsh
 
 
 def test_pods(snap_compare: Callable[..., bool], node: NodeSnapshot) -> None:
-    assert snap_compare(app_on(node), press=["3"], terminal_size=(100, 24), run_before=settled)
+    assert snap_compare(app_on(node), press=["3"], terminal_size=(80, 24), run_before=settled)
 
 
 def test_numa_map(snap_compare: Callable[..., bool], node: NodeSnapshot) -> None:
-    assert snap_compare(app_on(node), press=["4"], terminal_size=(80, 30), run_before=settled)
+    assert snap_compare(app_on(node), press=["4"], terminal_size=(80, 24), run_before=settled)
 
 
 def test_event_log(snap_compare: Callable[..., bool], node: NodeSnapshot) -> None:
     assert snap_compare(app_on(node), press=["5"], terminal_size=(80, 24), run_before=settled)
+
+
+def test_claims(snap_compare: Callable[..., bool], node: NodeSnapshot) -> None:
+    assert snap_compare(app_on(node), press=["6"], terminal_size=(80, 24), run_before=settled)
+
+
+def test_a_finding_with_its_hint(snap_compare: Callable[..., bool], node: NodeSnapshot) -> None:
+    # down past the four resources onto the first finding (an error), then Enter
+    press = ["down", "down", "down", "down", "enter"]
+    assert snap_compare(app_on(node), press=press, terminal_size=(80, 24), run_before=settled)
+
+
+def test_an_event_in_full(snap_compare: Callable[..., bool], node: NodeSnapshot) -> None:
+    press = ["5", "end", "enter"]
+    assert snap_compare(app_on(node), press=press, terminal_size=(80, 24), run_before=settled)
+
+
+def test_help(snap_compare: Callable[..., bool], node: NodeSnapshot) -> None:
+    assert snap_compare(app_on(node), press=["question_mark"], terminal_size=(80, 24), run_before=settled)
+
+
+def test_container_detail_at_80_by_24(snap_compare: Callable[..., bool], node: NodeSnapshot) -> None:
+    press = ["3", "down", "down", "down", "enter"]  # ml/train-0 trainer
+    assert snap_compare(app_on(node), press=press, terminal_size=(80, 24), run_before=settled)
 
 
 def test_container_detail(snap_compare: Callable[..., bool], node: NodeSnapshot) -> None:

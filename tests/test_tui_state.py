@@ -87,7 +87,7 @@ def test_a_disconnected_stream_makes_the_plugin_unreachable_until_it_reconnects(
     assert up.plugins[0].status == PluginStatus.SERVING
 
 
-def test_the_view_takes_its_counts_from_analyze_and_shows_disconnected() -> None:
+def test_the_view_takes_its_counts_from_analyze_and_words_the_status_as_the_cli() -> None:
     view = build_view(BASE, [ev("health", "g0", "Healthy", "Unhealthy")], T0)
     (row,) = view.resources
     # The plugin's live list says g0 and g2 are unhealthy now.
@@ -95,7 +95,8 @@ def test_the_view_takes_its_counts_from_analyze_and_shows_disconnected() -> None
     assert [d.health for d in view.devices[GPU]] == ["Unhealthy", "Healthy", "Unhealthy"]
     assert view.status_of(row) == "serving"
     down = build_view(BASE, [ev("disconnected")], T0, view)
-    assert down.status_of(down.resources[0]) == "disconnected"
+    # The stream is down: the status is the word `devctl ls` uses (the socket is there, it does not answer).
+    assert down.status_of(down.resources[0]) == "unreachable"
     assert down.disconnected == frozenset({GPU})
     # The kubelet's view takes over while the plugin is away: only what GetAllocatableResources lists is healthy.
     assert down.resources[0].allocatable == 2

@@ -162,7 +162,8 @@ async def _demo(opts: GlobalOptions, scenario: Scenario, stopper: Stopper) -> in
     from devctl.made import Made
     from devctl.sim import temproot
     from devctl.sim.node import SimError, SimNode
-    from devctl.tui.feeds import NodeFeed, PluginControls
+    from devctl.tui.dra import DraHandle
+    from devctl.tui.feeds import NodeFeed, PluginControls, PluginHandle
 
     made = Made()
     try:
@@ -174,7 +175,10 @@ async def _demo(opts: GlobalOptions, scenario: Scenario, stopper: Stopper) -> in
                 await node.ready(DEMO_READY_TIMEOUT)
             except SimError as e:
                 fail(f"the simulated node did not start: {e}", ExitCode.NO_SOURCE)
-            feed = NodeFeed(node.paths, opts.timeout, controls=PluginControls(node.plugins))
+            # The keys drive the device plugins and the DRA drivers alike (h, a, x in the Devices view).
+            handles: dict[str, PluginHandle] = {**node.plugins}
+            handles.update((name, DraHandle(d)) for name, d in node.dra_drivers.items())
+            feed = NodeFeed(node.paths, opts.timeout, controls=PluginControls(handles))
             await _run_app(feed, "demo (simulated node)", stopper)
         finally:
             stopper.stopping()

@@ -12,9 +12,10 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import os
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +24,9 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.worker import Worker, WorkerState
 
+from devctl.events import WatchEvent
 from devctl.model import NodeSnapshot
+from devctl.tui.dra import drivers_of, is_dra_event, with_dra_health
 from devctl.tui.feeds import Feed, LogCapture
 from devctl.tui.state import LogLine, NodeView, build_view, event_line, view_changes
 
@@ -61,6 +64,9 @@ class NodeSource(Widget):
     REFRESH_FACTOR = 3
     # While the first poll waits for a slow source, what has answered is shown and what it waits for said this often.
     WAITING_TICK = 0.25
+    # An event whose plugin no source has named yet waits for a poll to name it, at most this long, so
+    # that the first lines of the log name resources rather than socket files (they keep their times).
+    HOLD_MAX = 3.0
     # After the event stream itself fails (not a plugin: the whole watch), start it again after this.
     WATCH_RETRY = 2.0
     # How long closing the app waits for the feed's threads to clean up.
@@ -149,6 +155,7 @@ class NodeSource(Widget):
         self._polled_once = threading.Event()
         # socket -> resource from every poll so far (see _resolve); replaced whole, never mutated, across threads
         self._names: dict[str, str | None] = {}
+        self._drivers: frozenset[str] = frozenset()  # DRA drivers registered, from every poll so far; replaced whole
         self._stopping = threading.Event()
         self._loops: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Task[None]]] = {}
         self._loops_lock = threading.Lock()
@@ -158,6 +165,8 @@ class NodeSource(Widget):
         self._last_build = -1e9
         self._first_pending: float | None = None  # when the oldest change not yet rebuilt arrived
         self._timer: Any = None
+        self._held: list[tuple[float, object]] = []  # (since, item): events waiting for their socket's name
+        self._hold_timer: Any = None
 
     def on_mount(self) -> None:
         self._poll_wanted.set()
@@ -312,6 +321,7 @@ class NodeSource(Widget):
 
         learned = {socket: name for socket, name in socket_resources(snapshot).items() if name is not None}
         self._names = {**self._names, **learned}
+        self._drivers = self._drivers | drivers_of(snapshot)
 
     async def _resolve(self) -> dict[str, str | None]:
         # Which resource each socket serves, from the polls so far: no extra RPCs. A socket keeps the name
@@ -323,13 +333,36 @@ class NodeSource(Widget):
         # loop, which an asyncio.Event cannot be, hence a threading.Event looked at briefly.
         while not self._polled_once.is_set():  # noqa: ASYNC110
             await asyncio.sleep(0.05)
+        # DRA health streams on the same loop and the same timeline (a feed that offers them: a live node).
+        dra = getattr(self.feed, "dra_events", None)
+        follow_dra = asyncio.ensure_future(self._follow(dra(lambda: self._drivers))) if dra is not None else None
+        try:
+            await self._follow_plugins()
+        finally:
+            if follow_dra is not None:
+                follow_dra.cancel()
+                await asyncio.gather(follow_dra, return_exceptions=True)
+
+    def _take(self, item: object) -> None:
+        self._buffer.append((self._seq, item))
+        self._seq += 1
+        self.post_message(self.Live())
+
+    async def _follow(self, events: AsyncIterator[object]) -> None:
+        """Items of a second live stream (DRA health), into the same buffer; a failure is said, not fatal."""
+        try:
+            async with contextlib.aclosing(events):  # type: ignore[type-var]
+                async for item in events:
+                    self._take(item)
+        except Exception as e:
+            self._say(f"DRA health streams stopped: {e}")
+
+    async def _follow_plugins(self) -> None:
         while True:
             try:
                 async with contextlib.aclosing(self.feed.events(self._resolve)) as events:
                     async for item in events:
-                        self._buffer.append((self._seq, item))
-                        self._seq += 1
-                        self.post_message(self.Live())
+                        self._take(item)
                 return
             except Exception as e:  # the watch as a whole failed: say so, and start it again
                 self._say(f"live events stopped: {e}")
@@ -338,8 +371,15 @@ class NodeSource(Widget):
     def on_node_source_live(self, message: Live) -> None:
         message.stop()
         items = [self._buffer.popleft() for _ in range(len(self._buffer))]
-        known = self.view.socket_resource if self.view else {}
-        lines = [line for _, item in items if (line := event_line(item, known)) is not None]
+        known = self._known()
+        lines = []
+        for _, item in items:
+            if self._unnamed(item, known):
+                self._held.append((time.monotonic(), item))
+                if self._hold_timer is None:
+                    self._hold_timer = self.set_timer(self.HOLD_MAX, self._release_held)
+            elif (line := event_line(item, known)) is not None:
+                lines.append(line)
         if self.logs is not None:
             lines += [
                 LogLine(datetime.fromtimestamp(r.created, timezone.utc), "log", "", "", r.getMessage(), "warn")
@@ -350,6 +390,38 @@ class NodeSource(Widget):
         if items:
             self._items.extend(items)
             self._schedule()
+
+    def _known(self) -> dict[str, str]:
+        """Sockets as the polls so far named them (the first events may come before the first view), then the view's."""
+        known = {os.path.abspath(s): n for s, n in self._names.items() if n is not None}
+        known.update(self.view.socket_resource if self.view else {})
+        return known
+
+    def _unnamed(self, item: object, known: dict[str, str]) -> bool:
+        """A plugin's event whose socket no source has named yet (a plugin is named by the kubelet's device IDs)."""
+        socket = getattr(item, "socket", None)
+        return (
+            isinstance(item, WatchEvent)
+            and item.resource is None
+            and bool(socket)
+            and os.path.abspath(socket) not in known
+        )
+
+    def _release_held(self) -> None:
+        """Log the held events that are named now, and those held HOLD_MAX (by their socket's file name)."""
+        self._hold_timer = None
+        known, now = self._known(), time.monotonic()
+        lines, keep = [], []
+        for since, item in self._held:
+            if self._unnamed(item, known) and now - since < self.HOLD_MAX:
+                keep.append((since, item))
+            elif (line := event_line(item, known)) is not None:
+                lines.append(line)
+        self._held = keep
+        if keep:
+            self._hold_timer = self.set_timer(max(self.HOLD_MAX - (now - keep[0][0]), 0.05), self._release_held)
+        if lines:
+            self.post_message(self.LogLines(lines))
 
     # --- rebuilding the view ---------------------------------------------------------------
 
@@ -382,7 +454,9 @@ class NodeSource(Widget):
     def _build(self, base: NodeSnapshot, items: tuple[Any, ...], previous: NodeView | None) -> None:
         started = time.monotonic()
         try:
-            view = build_view(base, items, self.clock(), previous)
+            dra = [item for item in items if is_dra_event(item)]
+            plugin_items = [item for item in items if not is_dra_event(item)] if dra else items
+            view = build_view(with_dra_health(base, dra), plugin_items, self.clock(), previous)
             lines = view_changes(previous, view) if previous is not None else []
             presented = self.present(view)
         except Exception as e:  # a bug in analysis must not freeze the view: keep the last one, say why
@@ -402,6 +476,8 @@ class NodeSource(Widget):
         else:
             self.view = message.view
             self.rebuilds += 1
+            if self._held:
+                self._release_held()
             self.post_message(self.ViewReady(message.view, message.lines, message.presented))
         if self._dirty:
             self._dirty = False

@@ -55,8 +55,6 @@ ERROR = "error"
 RECOVERED = "recovered"
 NOTICE = "notice"
 
-# Status shown for a resource whose live ListAndWatch stream broke and is being retried.
-DISCONNECTED_STATUS = "disconnected"
 
 
 def waiting_text(names: list[str], seconds: float) -> str:
@@ -115,9 +113,12 @@ class NodeView:
         )
 
     def status_of(self, row: ResourceRow) -> str:
-        """The status a person should see: ``disconnected`` while our stream on its plugin is down."""
-        if row.name in self.disconnected and row.status != PluginStatus.SERVING.value:
-            return DISCONNECTED_STATUS
+        """The status a person should see: the word ``devctl ls`` uses for the same state.
+
+        While our stream on a plugin is down its probe is marked unreachable
+        (``apply_events``); once its socket is gone the analysis says
+        ``no-plugin``, as the CLI does. ``disconnected`` is a watch event, not a status.
+        """
         return row.status
 
     def container(self, key: str) -> ContainerDetail | None:
@@ -283,7 +284,8 @@ def event_line(item: object, socket_resource: dict[str, str]) -> LogLine | None:
     device = item.device or ""
     if item.event == HEALTH:
         tone = "ok" if item.to == HEALTHY else "bad"
-        return LogLine(item.time, item.event, resource, device, f"{item.from_} → {item.to}", tone)
+        said = f" · {item.message}" if item.message else ""  # a DRA driver says why
+        return LogLine(item.time, item.event, resource, device, f"{item.from_} → {item.to}{said}", tone)
     if item.event == TOPOLOGY:
         return LogLine(item.time, item.event, resource, device, f"NUMA {item.from_} → {item.to}", "warn")
     if item.event == ADDED:

@@ -8,6 +8,7 @@ which is what the runtime actually put in the container
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar
 
 from rich.text import Text
@@ -17,10 +18,13 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from devctl.analyze.cdi import Resolver, resolver
+from devctl.analyze.claims import ClaimRow, claims_view
 from devctl.analyze.holders import HolderRow, container_holders
 from devctl.escape import escape
 from devctl.model import Allocation
 from devctl.tui.state import ContainerDetail, NodeView
+from devctl.tui.widgets.claims import device_lines
 from devctl.tui.widgets.pods import alignment_text
 from devctl.units import format_bytes, format_cpulist
 
@@ -63,8 +67,16 @@ def _holders(out: Text, rows: tuple[HolderRow, ...]) -> None:
         )
 
 
-def detail_text(d: ContainerDetail, holders: tuple[HolderRow, ...] | None = None) -> Text:
-    """The container as a person reads it: identity, holdings, alignment, then the decoded allocation."""
+def detail_text(
+    d: ContainerDetail,
+    holders: tuple[HolderRow, ...] | None = None,
+    claims: Sequence[tuple[ClaimRow, Resolver]] = (),
+) -> Text:
+    """The container as a person reads it: identity, holdings, its claims' devices, alignment, the decoded allocation.
+
+    ``claims`` are the container's DRA claims as ``devctl claims`` shows them,
+    each with the CDI resolver that reads their names.
+    """
     c = d.container
     out = Text()
     out.append(escape(f"{d.pod.namespace}/{d.pod.name}"), "bold")
@@ -86,6 +98,12 @@ def detail_text(d: ContainerDetail, holders: tuple[HolderRow, ...] | None = None
         for cd in claim.devices:
             cdi = f"  CDI {', '.join(cd.cdi_devices)}" if cd.cdi_devices else ""
             _line(out, f"    {cd.driver} pool {cd.pool} device {cd.device}{cdi}")
+    if claims:
+        _heading(out, "DRA claims: device health and CDI as the runtime resolves it")
+        for row, specs in claims:
+            _line(out, f"  {row.namespace}/{row.name}  {row.state or 'state unknown'}", "bold")
+            for device in row.devices:
+                device_lines(out, device, specs, indent="    ")
 
     if d.alignment is not None:
         verdict = alignment_text(d.alignment)
@@ -151,10 +169,15 @@ class ContainerScreen(ModalScreen[None]):
             return  # a newer view came while this screen is still being composed: on_mount shows it
         detail = view.container(self.key)
         holders = None
+        claims: list[tuple[ClaimRow, Resolver]] = []
         if detail is not None:
             holders = container_holders(view.snapshot, detail.pod.namespace, detail.pod.name, detail.container.name)
+            names = [f"{r.claim_namespace}/{r.claim_name}" for r in detail.container.dynamic_resources]
+            if names:
+                cdi = resolver(view.snapshot)
+                claims = [(row, cdi) for row in claims_view(view.snapshot, names=names)]
         text = (
-            detail_text(detail, holders)
+            detail_text(detail, holders, claims)
             if detail
             else Text(escape(f"{self.key}: the container is gone from pod-resources"))
         )

@@ -11,25 +11,26 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 HELP = """\
-Views          1 resources  2 devices  3 pods  4 NUMA map  5 events
-               Tab / Shift+Tab: next / previous view; Esc: back to the last one
-               :  a view by name (:pods, :devices nvidia.com/gpu), Enter to go
-Move           ↑ ↓ or j k, PgUp PgDn Home End, or click a row
-Open           Enter: a resource's devices; a device's or container's detail
-Devices        [ ]: previous / next resource
-Filter         /: type to filter the rows of this view; Enter keeps it, Esc clears it
-Refresh        r: poll pod-resources now (at most once a second)
-Help, quit     ?: this help    q or Ctrl-C: quit    Esc: close a dialog
-
-With an in-process plugin (devctl tui --plugin FILE, and always in devctl demo),
-in the devices view:
-               h: flip the selected device's health (Healthy <-> Unhealthy)
-               a: add a device beside the selected one
-               x: remove the selected device
-The change goes out on every ListAndWatch stream at once; watch the kubelet's
-side follow in the counts (ALLOC), the devices and the event log.
-
-Colour is only a hint: every state is also spelled out. NO_COLOR is honoured.
+Views     1 resources, doctor's findings, last events  2 devices  3 pods
+          4 NUMA map  5 events  6 DRA claims
+          Tab / Shift+Tab: next / previous view  Esc: back to the last one
+          :  a view by name (:claims, :devices nvidia.com/gpu), Enter to go
+Move      ↑ ↓ or j k, PgUp PgDn Home End, or click a row; on the first
+          screen ↓ ↑ go on from the resources to the findings and events
+Open      Enter: a resource's devices; a device's or container's detail;
+          a finding's hint; an event or a claim in full
+Devices   [ ]: previous / next resource (DRA drivers too)
+Filter    /: filter the rows of this view; Enter keeps it, Esc clears it
+Refresh   r: poll pod-resources now (at most once a second)
+Help      ?: this help   q or Ctrl-C: quit   Esc: close a dialog
+Plugin    with devctl tui --plugin FILE, and in devctl demo, on the devices
+          of its resource or DRA driver: h flip health  a add  x remove;
+          the change reaches every stream (ListAndWatch, DRA health)
+Events    snapshot added removed health topology disconnected reconnected
+          (as devctl watch); allocated released pod-added pod-gone error
+          recovered (found by a poll); notice: a watch status line; log
+States    as devctl ls: serving, no-plugin, unreachable, stale, timeout...
+Colour is only a hint: every state is spelled out. NO_COLOR is honoured.
 """
 
 

@@ -1,36 +1,53 @@
-"""The main screen: five views of the node in tabs, a filter, and the keys that drive in-process plugins."""
+"""The main screen: six views of the node in tabs, a filter, and the keys that drive in-process plugins."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
+from textual.message import Message
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
+from textual.timer import Timer
 from textual.widgets import Input, TabbedContent, TabPane
 
 from devctl.analyze import DeviceRow
+from devctl.analyze.cdi import Resolver, resolver
+from devctl.analyze.claims import ClaimRow, claims_view
+from devctl.doctor import diagnose
 from devctl.escape import escape
+from devctl.model import Finding
 from devctl.tui.feeds import ControlError, Feed, LogCapture, PluginControls
 from devctl.tui.screens.detail import ContainerScreen
+from devctl.tui.screens.text import TextScreen
 from devctl.tui.source import Clock, NodeSource, utc_now
-from devctl.tui.state import NodeView, container_key, waiting_text
-from devctl.tui.widgets import devices, pods, resources
+from devctl.tui.state import LogLine, NodeView, container_key, waiting_text
+from devctl.tui.widgets import claims, devices, overview, pods, resources
+from devctl.tui.widgets.claims import ClaimsPane, claim_text
 from devctl.tui.widgets.devices import DevicesPane
 from devctl.tui.widgets.events import EventsPane
 from devctl.tui.widgets.keybar import KeyBar
 from devctl.tui.widgets.numa import NumaPane
+from devctl.tui.widgets.overview import OverviewPane, event_text, finding_text
 from devctl.tui.widgets.pods import PodsPane
 from devctl.tui.widgets.resources import ResourcesPane
 from devctl.tui.widgets.statusbar import StatusBar
 from devctl.tui.widgets.table import Row, RowSet, RowTable, row_set
 
-VIEWS = ("resources", "devices", "pods", "numa", "events")
-TITLES = {"resources": "1 Resources", "devices": "2 Devices", "pods": "3 Pods", "numa": "4 NUMA", "events": "5 Events"}
+VIEWS = ("resources", "devices", "pods", "numa", "events", "claims")
+TITLES = {
+    "resources": "1 Resources",
+    "devices": "2 Devices",
+    "pods": "3 Pods",
+    "numa": "4 NUMA",
+    "events": "5 Events",
+    "claims": "6 Claims",
+}
 CONTROL_ACTIONS = {"toggle_health", "add_device", "remove_device"}
 # What `:` takes for each view, k9s-style: its name, the CLI command that shows it, short forms.
 VIEW_NAMES = {
@@ -38,6 +55,7 @@ VIEW_NAMES = {
     **{"res": "resources", "ls": "resources", "resource": "resources"},
     **{"dev": "devices", "device": "devices", "po": "pods", "pod": "pods"},
     **{"topo": "numa", "ev": "events", "event": "events", "watch": "events"},
+    **{"claim": "claims", "cl": "claims", "dra": "claims", "doctor": "resources"},
 }
 
 
@@ -48,6 +66,9 @@ class Presented:
     resources: RowSet
     devices: dict[str, RowSet]
     pods: RowSet
+    claims: RowSet
+    claim_rows: dict[str, ClaimRow]  # by ``ns/name``, for Enter
+    cdi: Resolver  # CDI names as the runtime resolves them, for a claim's detail
 
 
 class Presenter:
@@ -67,19 +88,43 @@ class Presenter:
                 if (row := self._made.get(d)) is not None:
                     made[d] = row
         self._made = made
+        claimed = claims_view(view.snapshot)
         return Presented(
             resources=row_set(resources.COLUMNS, resources.resource_rows(view)),
             devices={name: row_set(devices.COLUMNS, devices.device_rows(view, name, made)) for name in view.devices},
             pods=row_set(pods.COLUMNS, pods.pod_rows(view)),
+            claims=row_set(claims.COLUMNS, claims.claim_rows(claimed)),
+            claim_rows={claims.claim_key(c): c for c in claimed},
+            cdi=resolver(view.snapshot),
         )
+
+
+class Diagnosed(Message):
+    """Doctor's findings on one view, made in a thread, with the rows of their table."""
+
+    def __init__(self, view: NodeView, findings: tuple[Finding, ...], rows: RowSet, seconds: float) -> None:
+        super().__init__()
+        self.view = view
+        self.findings = findings
+        self.rows = rows
+        self.seconds = seconds
 
 
 class NodeScreen(Screen[None]):
     """What a person at the node sees first; every view follows the feed live."""
 
+    # Doctor's checks cost more than the analysis itself (about 1.5x at 10,000 devices): they run
+    # in a thread of their own, only while the first screen shows them, on the newest view, at
+    # most every 2 s and never sooner than four times the last run took (a fifth of the
+    # interpreter at most), so live updates and keys keep their pace.
+    FINDINGS_EVERY = 2.0
+    FINDINGS_FACTOR = 4
+
     DEFAULT_CSS = """
     NodeScreen TabbedContent { height: 1fr; }
     NodeScreen TabPane { padding: 0; }
+    NodeScreen #resources ResourcesPane { height: auto; }
+    NodeScreen #resources-table { height: auto; max-height: 45vh; }
     NodeScreen #filter { dock: bottom; display: none; height: 3; }
     NodeScreen #filter.-shown { display: block; }
     NodeScreen #command { dock: bottom; display: none; height: 3; }
@@ -121,12 +166,17 @@ class NodeScreen(Screen[None]):
         self.resource: str | None = None  # the resource whose devices the devices view shows
         self._stale: set[str] = set(VIEWS)  # views not redrawn since the last new view
         self._history: list[str] = ["resources"]  # the views shown, the current one last, for Esc
+        self.findings_for: NodeView | None = None  # the view whose findings are on screen
+        self._diagnosing = False
+        self._diagnose_after = 0.0  # monotonic time before which no new diagnosis starts
+        self._diagnose_timer: Timer | None = None
 
     def compose(self) -> ComposeResult:
         yield StatusBar(self.label, self.live)
         with TabbedContent(initial="resources"):
             with TabPane(TITLES["resources"], id="resources"):
                 yield ResourcesPane()
+                yield OverviewPane()
             with TabPane(TITLES["devices"], id="devices"):
                 yield DevicesPane()
             with TabPane(TITLES["pods"], id="pods"):
@@ -135,6 +185,8 @@ class NodeScreen(Screen[None]):
                 yield NumaPane()
             with TabPane(TITLES["events"], id="events"):
                 yield EventsPane()
+            with TabPane(TITLES["claims"], id="claims"):
+                yield ClaimsPane()
         yield Input(placeholder="filter rows: type, Enter to keep, Esc to clear", id="filter")
         yield Input(placeholder=":view [resource]  e.g. pods, devices nvidia.com/gpu  (Esc: cancel)", id="command")
         yield KeyBar(self.live)
@@ -161,7 +213,7 @@ class NodeScreen(Screen[None]):
         self.view = message.view
         self.presented = message.presented  # type: ignore[assignment]
         if message.lines:
-            self.query_one(EventsPane).add(message.lines)
+            self._log(message.lines)
         names = [r.name for r in message.view.resources]
         if self.resource not in names:
             self.resource = names[0] if names else None
@@ -169,11 +221,17 @@ class NodeScreen(Screen[None]):
         self._stale = set(VIEWS) - {"events"}
         # Only the view on screen is drawn now; the others when they are shown.
         self._redraw(self.active)
+        self._want_findings()
         if isinstance(self.app.screen, ContainerScreen):
             self.app.screen.show(message.view)
 
+    def _log(self, lines: list[LogLine]) -> None:
+        """Lines for the event log, and for the last events on the first screen."""
+        self.query_one(EventsPane).add(lines)
+        self.query_one(OverviewPane).add(lines)
+
     def on_node_source_log_lines(self, message: NodeSource.LogLines) -> None:
-        self.query_one(EventsPane).add(message.lines)
+        self._log(message.lines)
 
     def on_node_source_waiting(self, message: NodeSource.Waiting) -> None:
         """The first read waits for a slow source: say for what, in the status bar and where rows would be."""
@@ -183,7 +241,7 @@ class NodeScreen(Screen[None]):
 
     def on_node_source_failed(self, message: NodeSource.Failed) -> None:
         """A background task stopped: log why, and mark the status bar for as long as the app runs."""
-        self.query_one(EventsPane).add([message.line])
+        self._log([message.line])
         self.query_one(StatusBar).fail(message.line.detail)
 
     def _redraw(self, name: str) -> None:
@@ -201,7 +259,45 @@ class NodeScreen(Screen[None]):
             self.query_one(PodsPane).show(view, presented.pods)
         elif name == "numa":
             self.query_one(NumaPane).show(view)
+        elif name == "claims":
+            self.query_one(ClaimsPane).show(presented.claims)
         self._show_keys()
+
+    # --- doctor's findings on the first screen -------------------------------------------------
+
+    def _want_findings(self) -> None:
+        """Diagnose the newest view, when the first screen is shown and the pace allows."""
+        view = self.view
+        if view is None or view is self.findings_for or self._diagnosing or self.active != "resources":
+            return
+        wait = self._diagnose_after - time.monotonic()
+        if wait > 0:
+            if self._diagnose_timer is None:
+                self._diagnose_timer = self.set_timer(wait, self._diagnose_due)
+            return
+        self._diagnosing = True
+        self._diagnose(view)
+
+    def _diagnose_due(self) -> None:
+        self._diagnose_timer = None
+        self._want_findings()
+
+    @work(thread=True, group="findings", exit_on_error=False, description="diagnose the node (devctl doctor)")
+    def _diagnose(self, view: NodeView) -> None:
+        started = time.monotonic()
+        try:
+            found = diagnose(view.snapshot)
+        except Exception as e:  # a bug in a check must not stop the screen: say it where the findings go
+            found = (Finding("error", "diagnose-failed", "", f"{type(e).__name__}: {e}", "a bug in devctl doctor"),)
+        rows = row_set(overview.FINDING_COLUMNS, overview.finding_rows(found))
+        self.post_message(Diagnosed(view, found, rows, time.monotonic() - started))
+
+    def on_diagnosed(self, message: Diagnosed) -> None:
+        self._diagnosing = False
+        self._diagnose_after = time.monotonic() + max(self.FINDINGS_EVERY, self.FINDINGS_FACTOR * message.seconds)
+        self.findings_for = message.view
+        self.query_one(OverviewPane).show(message.findings, message.rows)
+        self._want_findings()
 
     def _show_keys(self) -> None:
         active = self.active
@@ -213,7 +309,9 @@ class NodeScreen(Screen[None]):
         if self._history[-1:] != [name]:
             self._history = [*self._history[-20:], name]
         self._redraw(name)
+        self._want_findings()
         self.query_one(EventsPane).shown(name == "events")
+        self.query_one(OverviewPane).shown(name == "resources")
         table = self.active_table()
         if table is not None:
             if not self.query_one("#command", Input).has_class("-shown"):  # a `:` typed since keeps its line
@@ -262,6 +360,31 @@ class NodeScreen(Screen[None]):
     def _container_selected(self, event: RowTable.Selected) -> None:
         if self.view is not None:
             self.app.push_screen(ContainerScreen(event.key, self.view))
+
+    @on(RowTable.Selected, "#claims-table")
+    def _claim_selected(self, event: RowTable.Selected) -> None:
+        claim = self.presented.claim_rows.get(event.key) if self.presented is not None else None
+        if claim is not None and self.presented is not None:
+            self.app.push_screen(TextScreen(claim_text(claim, self.presented.cdi), title="claim"))
+
+    @on(RowTable.Selected, "#findings-table")
+    def _finding_selected(self, event: RowTable.Selected) -> None:
+        findings = self.query_one(OverviewPane).findings
+        index = int(event.key)
+        if 0 <= index < len(findings):
+            self.app.push_screen(TextScreen(finding_text(findings[index]), title="finding"))
+
+    @on(RowTable.Selected, "#events-table")
+    def _event_selected(self, event: RowTable.Selected) -> None:
+        line = self.query_one(EventsPane).line(event.key)
+        if line is not None:
+            self.app.push_screen(TextScreen(event_text(line), title="event"))
+
+    @on(RowTable.Selected, "#recent-table")
+    def _recent_selected(self, event: RowTable.Selected) -> None:
+        line = self.query_one(OverviewPane).line(event.key)
+        if line is not None:
+            self.app.push_screen(TextScreen(event_text(line), title="event"))
 
     def action_step_resource(self, step: int) -> None:
         if self.view is None or not self.view.resources:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
@@ -36,7 +37,9 @@ class EventsPane(Vertical):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._count = 0
-        self._pending: list[Row] = []
+        self._pending: list[tuple[LogLine, Row]] = []
+        self._lines: dict[str, LogLine] = {}  # row key -> the whole line, the newest MAX_LINES
+        self._last: datetime | None = None  # the time of the newest line in the table
         self._timer: Timer | None = None
         self._shown = False
 
@@ -53,9 +56,9 @@ class EventsPane(Vertical):
         return self._count
 
     def add(self, lines: Iterable[LogLine]) -> None:
-        rows = [log_row(self._count + i, line) for i, line in enumerate(lines)]
-        self._count += len(rows)
-        self._pending.extend(rows)
+        batch = [(line, log_row(self._count + i, line)) for i, line in enumerate(lines)]
+        self._count += len(batch)
+        self._pending.extend(batch)
         del self._pending[:-MAX_LINES]
         if self._shown and self._timer is None:
             self._timer = self.set_timer(FLUSH_EVERY, self.flush)
@@ -66,8 +69,28 @@ class EventsPane(Vertical):
         if shown:
             self.flush()
 
+    def line(self, key: str) -> LogLine | None:
+        """The whole line behind a row (its cells are cut to the column width)."""
+        return self._lines.get(key)
+
     def flush(self) -> None:
-        """Put the lines that arrived since the last flush into the table, in one go."""
+        """Put the lines that arrived since the last flush into the table, in one go, in time order.
+
+        Live events and what a poll found arrive by different paths (a poll's
+        lines come when its rebuild is done), so a batch may hold lines older
+        than the last one shown: then the kept lines are laid out again in order.
+        """
         self._timer = None
-        rows, self._pending = self._pending, []
-        self.table.append_rows(rows, MAX_LINES)
+        pending, self._pending = sorted(self._pending, key=lambda p: p[0].time), []
+        if not pending:
+            return
+        for line, row in pending:
+            self._lines[row.key] = line
+        while len(self._lines) > MAX_LINES:
+            del self._lines[next(iter(self._lines))]
+        if self._last is None or pending[0][0].time >= self._last:
+            self.table.append_rows([row for _, row in pending], MAX_LINES)
+        else:
+            ordered = sorted(self._lines.items(), key=lambda kv: kv[1].time)
+            self.table.set_rows([log_row(int(key), line) for key, line in ordered])
+        self._last = max(self._last or pending[-1][0].time, pending[-1][0].time)

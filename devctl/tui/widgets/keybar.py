@@ -16,7 +16,8 @@ PER_VIEW = {
     "devices": (("Enter", "holder"), ("[ ]", "resource")),
     "pods": (("Enter", "detail"),),
     "numa": (),
-    "events": (),
+    "events": (("Enter", "full text"),),
+    "claims": (("Enter", "devices, CDI"),),
 }
 CONTROLS = (("h", "health"), ("a", "add"), ("x", "remove"))
 

@@ -10,7 +10,8 @@ from textual.widgets import Static
 
 from devctl.escape import escape
 from devctl.model import PluginStatus, SocketStatus
-from devctl.tui.state import DISCONNECTED_STATUS, NodeView
+from devctl.tui.state import NodeView
+from devctl.tui.widgets.edge import EdgeTable
 from devctl.tui.widgets.table import Column, Row, RowSet, RowTable
 from devctl.units import format_count
 
@@ -38,7 +39,7 @@ def resource_rows(view: NodeView) -> list[Row]:
     rows = []
     for r in view.resources:
         status = view.status_of(r)
-        if status in (DISCONNECTED_STATUS, *(s.value for s in PluginStatus if s is not PluginStatus.SERVING)):
+        if status != PluginStatus.SERVING.value:  # unreachable, stale, ..., a DRA driver-missing
             tone = "bad" if status != PluginStatus.NO_PLUGIN.value else "warn"
         else:
             tone = "warn" if r.unhealthy else ""
@@ -98,7 +99,7 @@ class ResourcesPane(Vertical):
     EMPTY = "no extended resources known on this node"
 
     def compose(self) -> ComposeResult:
-        yield RowTable(COLUMNS, empty=self.EMPTY, id="resources-table")
+        yield EdgeTable(COLUMNS, empty=self.EMPTY, id="resources-table", below="findings-table")
         yield Static("", id="errors", markup=False)
         yield Static("", id="sources", markup=False)
         yield Static(LEGEND, id="legend", markup=False)

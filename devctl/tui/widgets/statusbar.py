@@ -5,31 +5,63 @@ from __future__ import annotations
 from textual.widgets import Static
 
 from devctl.escape import escape
+from devctl.model import PluginStatus
 from devctl.tui.state import NodeView
 
 
-def status_text(view: NodeView | None, source: str, live: bool = True) -> str:
-    """The top line; on a snapshot file (``live`` false) it ends with when the snapshot was taken, not a clock."""
+def _counts(view: NodeView) -> list[tuple[str, str]]:
+    """What the top line counts, each in a long and a short form (the short ones fit 80 columns)."""
+    parts = [(f"{len(view.resources)} resources", f"{len(view.resources)} res")]
+    if view.snapshot.pods is not None:
+        parts.append((f"{len(view.pods)} pods", f"{len(view.pods)} pods"))
+    # Resources whose plugin is not serving, by the word `devctl ls` uses for them (no-plugin, unreachable...).
+    down: dict[str, int] = {}
+    for r in view.resources:
+        status = view.status_of(r)
+        if status != PluginStatus.SERVING.value:
+            down[status] = down.get(status, 0) + 1
+    parts += [(f"{n} {status}", f"{n} {status}") for status, n in sorted(down.items())]
+    unhealthy = sum(r.unhealthy or 0 for r in view.resources)  # the resources whose count is known
+    if unhealthy:
+        parts.append((f"{unhealthy} unhealthy", f"{unhealthy} bad"))
+    misaligned = sum(1 for a in view.topology.alignment if a.aligned is False)
+    if misaligned:
+        parts.append((f"{misaligned} misaligned", f"{misaligned} misal"))
+    if view.errors:
+        parts.append((f"{len(view.errors)} errors", f"{len(view.errors)} err"))
+    return parts
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
+
+
+def status_text(view: NodeView | None, source: str, live: bool = True, width: int | None = None) -> str:
+    """The top line; on a snapshot file (``live`` false) it ends with when the snapshot was taken, not a clock.
+
+    When the long form is wider than ``width``, the counts take their short
+    forms (``4 res · 6 pods · 2 bad``) and the source's label gives way, so
+    the counts and the clock stay on screen at 80 columns.
+    """
     source = escape(source)  # a path or a file name the user gave
     if view is None:
         return f" devctl · {source} · reading the node…"
-    parts = [f"{len(view.resources)} resources"]
-    if view.snapshot.pods is not None:
-        parts.append(f"{len(view.pods)} pods")
-    if view.disconnected:
-        parts.append(f"{len(view.disconnected)} disconnected")
-    unhealthy = sum(r.unhealthy or 0 for r in view.resources)  # the resources whose count is known
-    if unhealthy:
-        parts.append(f"{unhealthy} unhealthy")
-    misaligned = sum(1 for a in view.topology.alignment if a.aligned is False)
-    if misaligned:
-        parts.append(f"{misaligned} misaligned")
-    if view.errors:
-        parts.append(f"{len(view.errors)} errors")
+    counts = _counts(view)
+    long = " · ".join(c for c, _ in counts)
+    short = " · ".join(s for _, s in counts)
     if not live:  # when it was taken goes first: it says how old every number after it is
         taken = escape(view.snapshot.taken_at.replace("T", " ").split(".")[0].rstrip("Z")) + "Z"
-        return f" devctl · {source} taken at {taken} · {' · '.join(parts)}"
-    return f" devctl · {source} · {' · '.join(parts)} · {view.updated:%H:%M:%S}"
+        text = f" devctl · {source} taken at {taken} · {long}"
+        if width is None or len(text) <= width:
+            return text
+        tail = f" taken at {taken} · {short}"
+        return " " + _cut(source, max(width - len(tail) - 1, 8)) + tail
+    clock = f"{view.updated:%H:%M:%S}"
+    text = f" devctl · {source} · {long} · {clock}"
+    if width is None or len(text) <= width:
+        return text
+    tail = f" · {short} · {clock}"
+    return " " + _cut(source, max(width - len(tail) - 1, 8)) + tail
 
 
 class StatusBar(Static):
@@ -51,8 +83,13 @@ class StatusBar(Static):
         marks = [self.waiting] if self.waiting else []
         if self.failed:
             marks.append(f"{self.failed} task(s) failed, see events")
-        self.update(" · ".join([status_text(view, self.source, self.live), *marks]))
-        self.set_class(bool((view is not None and (view.disconnected or view.errors)) or self.failed), "-trouble")
+        room = self.size.width - sum(len(m) + 3 for m in marks) if self.size.width else None
+        self.update(" · ".join([status_text(view, self.source, self.live, room), *marks]))
+        down = view is not None and any(view.status_of(r) != PluginStatus.SERVING.value for r in view.resources)
+        self.set_class(bool((view is not None and (down or view.errors)) or self.failed), "-trouble")
+
+    def on_resize(self) -> None:
+        self.show(self.view)
 
     def fail(self, text: str) -> None:
         """A background task stopped: say so until the app ends (its message is in the event log)."""
