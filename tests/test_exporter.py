@@ -8,6 +8,7 @@ characters reach the exporter exactly as on a node.
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
@@ -336,6 +337,59 @@ def test_sigterm_ends_it_cleanly(sim_node) -> None:
         ex.proc.send_signal(signal.SIGTERM)
         assert ex.proc.wait(10) == 0
         assert "Traceback" not in (ex.proc.stderr.read() if ex.proc.stderr else "")
+
+
+def _http_process(exporter_pid: int) -> int:
+    """The exporter's HTTP child (``httpd.py``), found through /proc as ``ps`` would."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            command = (stat.parent / "cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == exporter_pid and b"httpd.py" in command:
+            return int(stat.parent.name)
+    raise AssertionError("the exporter has no HTTP process")
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def test_a_scrape_never_waits_on_the_exporters_interpreter(sim_node) -> None:
+    """GIVEN a live exporter WHEN its main process is stopped (SIGSTOP: busier than any page build) THEN /metrics and
+    /healthz still answer at once with the last page: a process of its own serves them, writing bytes only."""
+    with exporter(sim_node.root, "--interval", "3600") as ex:
+        ex.wait_for("GPU-0 healthy", lambda: _by(ex.samples("devctl_device_health"), device="GPU-0") == [1.0])
+        os.kill(ex.proc.pid, signal.SIGSTOP)
+        try:
+            assert _by(ex.samples("devctl_device_health"), device="GPU-0") == [1.0]  # urlopen's 5 s deadline
+            assert ex.get("/healthz") == (200, "ok\n")
+        finally:
+            os.kill(ex.proc.pid, signal.SIGCONT)
+
+
+def test_the_http_process_never_outlives_the_exporter(sim_node) -> None:
+    """GIVEN a live exporter WHEN it is killed outright (SIGKILL, no clean-up) THEN its HTTP process ends too, and
+    nothing answers on the port: no stale page is served by an orphan. SIGTERM ends both with exit 0."""
+    with exporter(sim_node.root, "--interval", "3600") as ex:
+        child = _http_process(ex.proc.pid)
+        ex.proc.kill()
+        ex.proc.wait()
+        deadline = time.monotonic() + WAIT
+        while not _gone(child):
+            assert time.monotonic() < deadline, "the HTTP process outlived the exporter"
+            time.sleep(0.05)
+        with pytest.raises(urllib.error.URLError):
+            ex.get("/metrics")
+    with exporter(sim_node.root, "--interval", "3600") as ex:
+        child = _http_process(ex.proc.pid)
+        ex.proc.send_signal(signal.SIGTERM)
+        assert ex.proc.wait(10) == 0
+        assert _gone(child)
 
 
 def test_a_node_without_a_kubelet_still_serves_and_says_what_is_down(short_root: Path) -> None:

@@ -1,12 +1,13 @@
-"""The exporter's latest state, filled by the event loop, rendered by a thread of its own, read by scrapes.
+"""The exporter's latest state, filled by the event loop, rendered by a thread of its own, served by another process.
 
 The loop replaces whole immutable values (a refresh, a new map of live
 sockets) and marks the state changed; the renderer thread builds the
-exposition page once per change, merging a burst of changes into one build;
-a scrape only hands out the newest page. So a scrape every 100 ms costs a
-reference read, never an RPC, and its answer time does not grow with the node:
-building the page of a 10,000-device node takes prometheus-client most of a
-second, which a scraper never waits for (docs/performance-exporter.md).
+exposition page once per change, merging a burst of changes into one build,
+and hands the bytes to ``publish`` (the HTTP process, ``httpd``). A scrape only
+writes the newest bytes: a scrape every 100 ms costs no RPC, and its answer
+time does not grow with the node nor wait for a build — building the page of
+a 10,000-device node takes prometheus-client most of a second
+(docs/performance-exporter.md).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import gzip
 import threading
 import time
+from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.exposition import generate_latest
@@ -27,11 +29,15 @@ RPC_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 
 # How long the renderer lets a burst of stream updates gather before it builds the page.
 SETTLE = 0.05
 
+# (ready, the page, its gzip form): where each built page goes.
+Publish = Callable[[bool, bytes, bytes], None]
+
 
 class ExporterState:
     """The last refresh, each plugin socket's live stream, and the newest rendered page."""
 
-    def __init__(self) -> None:
+    def __init__(self, publish: Publish = lambda ready, text, gzipped: None) -> None:
+        self._publish = publish
         self.registry = CollectorRegistry(auto_describe=False)
         self.rpc_duration = Histogram(
             "devctl_plugin_rpc_duration_seconds",
@@ -46,12 +52,10 @@ class ExporterState:
         self._refresh: Refresh | None = None
         self._live: dict[str, LiveSocket] = {}
         self._resources: dict[str, str] = {}
-        self._page: tuple[bytes, bytes] | None = None  # (text, gzip of it)
         self._changed = threading.Event()
         self._stopping = False
         self._renderer: threading.Thread | None = None
-        self._ready = False
-        self.renders = 0  # how many times the page was built
+        self._ready = False  # the first refresh is rendered: /healthz answers 200 from then on
 
     # --- written by the event loop ------------------------------------------------------
 
@@ -91,11 +95,6 @@ class ExporterState:
 
     # --- the page -------------------------------------------------------------------------
 
-    @property
-    def ready(self) -> bool:
-        """Whether the first refresh is done and rendered (``/healthz`` answers 200 from then on)."""
-        return self._ready
-
     def view(self) -> ExporterView:
         with self._lock:
             return ExporterView(self._refresh, self._live, self._resources)
@@ -107,15 +106,9 @@ class ExporterState:
         text = generate_latest(self.registry)
         # Level 1: a tenth of the size for a few milliseconds, once per change rather than per scrape.
         page = (text, gzip.compress(text, compresslevel=1, mtime=0))
-        self.renders += 1
-        self._page = page
         self._ready = self._ready or refreshed
+        self._publish(self._ready, *page)
         return page
-
-    def page(self, gzipped: bool = False) -> bytes:
-        """The newest page: what scrapes are answered with."""
-        page = self._page if self._page is not None else self.render()
-        return page[1] if gzipped else page[0]
 
     def start_renderer(self) -> None:
         """Build the page in a thread of its own after every change (a burst is one build)."""
