@@ -230,17 +230,21 @@ def test_a_dra_driver_and_its_claims(sim_node) -> None:
         assert up["dra-checkpoint"] == up["cdi"] == 1.0
 
 
-def test_a_dra_health_flip_shows_after_the_next_refresh(sim_node) -> None:
-    """GIVEN a live exporter WHEN `devctl plugin set-health` flips a DRA device THEN its series follows at the next
-    refresh, and the driver's allocatable count with it."""
-    with exporter(sim_node.root, "--interval", "0.5") as ex:
+def test_a_dra_health_flip_shows_without_waiting_for_a_refresh(sim_node) -> None:
+    """GIVEN an interval of an hour WHEN `devctl plugin set-health` flips a DRA device, and back THEN its series and
+    the driver's allocatable count follow the driver's live health stream, long before the next refresh."""
+    with exporter(sim_node.root, "--interval", "3600") as ex:
         ex.wait_for("gpu-1 healthy", lambda: _dra_health(ex).get("gpu-1") == 1.0)
+        refreshed = ex.samples("devctl_last_refresh_timestamp_seconds")
         pool = next(ls["device"] for ls, _ in ex.samples("devctl_device_health") if ls["kind"] == "dra")
         pool = pool.rpartition("/")[0]
-        flip = run_devctl("plugin", "set-health", DRIVER, f"{pool}/gpu-1", "unhealthy", root=sim_node.root)
-        assert flip.exit_code == 0, flip.stderr
-        ex.wait_for("gpu-1 unhealthy", lambda: _dra_health(ex).get("gpu-1") == 0.0)
-        assert _by(ex.samples("devctl_resource_allocatable"), kind="dra", resource=DRIVER) == [2.0]
+        for word, value, allocatable in (("unhealthy", 0.0, 2.0), ("healthy", 1.0, 3.0)):
+            flip = run_devctl("plugin", "set-health", DRIVER, f"{pool}/gpu-1", word, root=sim_node.root)
+            assert flip.exit_code == 0, flip.stderr
+            ex.wait_for(f"gpu-1 {word}", lambda v=value: _dra_health(ex).get("gpu-1") == v)
+            assert _by(ex.samples("devctl_resource_allocatable"), kind="dra", resource=DRIVER) == [allocatable]
+            assert _by(ex.samples("devctl_resource_capacity"), kind="dra", resource=DRIVER) == [4.0]
+        assert ex.samples("devctl_last_refresh_timestamp_seconds") == refreshed  # no refresh in between
 
 
 def _pod_resources_server(node) -> Any:

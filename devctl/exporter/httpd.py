@@ -13,17 +13,18 @@ with the listening socket it bound as file descriptor FD, and writes pages to
 its stdin: a header ``!BII`` (ready, length of the text, length of its gzip
 form) and the two bodies. When stdin ends — the exporter stopped or died —
 this process ends too: it never outlives the exporter. Standard library only,
-so it starts in milliseconds and stays a few MiB.
+one thread and a selector, so it starts in milliseconds and stays about 12 MiB.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
+import os
+import selectors
 import signal
 import socket
 import struct
 import sys
+import time
 
 FRAME = struct.Struct("!BII")
 # A request head larger than this is no scraper's; idle keep-alive connections close after IDLE seconds.
@@ -83,67 +84,144 @@ def _parse(head: bytes) -> tuple[str, str, str, dict[str, str]]:
     return method, path, version, headers
 
 
-async def _serve_connection(
-    page: Page, content_type: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-) -> None:
-    """Requests of one connection, kept alive as HTTP/1.1 allows (Prometheus reuses its connection)."""
-    try:
+class _Connection:
+    """One client: its unparsed input and the reply bytes not yet sent."""
+
+    def __init__(self, sock: socket.socket, now: float):
+        self.sock = sock
+        self.inbuf = bytearray()
+        self.out = memoryview(b"")
+        self.close_after = False
+        self.seen = now
+
+
+class Server:
+    """One thread, one selector: the listening socket, every connection, and the pipe the pages come on."""
+
+    def __init__(self, listener: socket.socket, pages: int, content_type: str):
+        self.page = Page()
+        self.content_type = content_type
+        self.listener = listener
+        self.pages = pages
+        self.frame = bytearray()
+        self.sel = selectors.DefaultSelector()
+        listener.setblocking(False)
+        os.set_blocking(pages, False)
+        self.sel.register(listener, selectors.EVENT_READ)
+        self.sel.register(pages, selectors.EVENT_READ)
+
+    def run(self) -> None:
+        """Serve until the pipe ends (the exporter is gone)."""
         while True:
-            try:
-                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), IDLE)
-            except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError):
-                return
-            try:
-                method, path, version, headers = _parse(head[:-4])
-            except ValueError:
-                writer.write(_head(400, "Bad Request", TEXT, 0, gzip=False, close=True))
-                return
+            now = time.monotonic()
+            for key, events in self.sel.select(IDLE / 4):
+                if key.fileobj is self.listener:
+                    self._accept(now)
+                elif key.fd == self.pages:
+                    if not self._read_pages():
+                        return
+                else:
+                    conn = key.data
+                    conn.seen = now
+                    if events & selectors.EVENT_READ:
+                        self._read(conn)
+                    if events & selectors.EVENT_WRITE and conn.sock.fileno() >= 0:
+                        self._write(conn)
+            for key in list(self.sel.get_map().values()):
+                if isinstance(key.data, _Connection) and now - key.data.seen > IDLE:
+                    self._close(key.data)
+
+    def _accept(self, now: float) -> None:
+        try:
+            sock, _ = self.listener.accept()
+        except OSError:  # the client gave up already, or too many open files: the next one may do
+            return
+        sock.setblocking(False)
+        conn = _Connection(sock, now)
+        self.sel.register(sock, selectors.EVENT_READ, conn)
+
+    def _read_pages(self) -> bool:
+        """Take what the pipe has; a whole frame replaces the page. False once the pipe ends."""
+        try:
+            chunk = os.read(self.pages, 1 << 20)
+        except BlockingIOError:
+            return True
+        if not chunk:
+            return False
+        self.frame += chunk
+        while len(self.frame) >= FRAME.size:
+            ready, text_len, gzip_len = FRAME.unpack_from(self.frame)
+            end = FRAME.size + text_len + gzip_len
+            if len(self.frame) < end:
+                break
+            text = bytes(self.frame[FRAME.size : FRAME.size + text_len])
+            self.page.bodies = (text, bytes(self.frame[FRAME.size + text_len : end]))
+            self.page.ready = bool(ready)
+            del self.frame[:end]
+        return True
+
+    def _read(self, conn: _Connection) -> None:
+        try:
+            data = conn.sock.recv(65536)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._close(conn)
+            return
+        conn.inbuf += data
+        self._next_request(conn)
+
+    def _next_request(self, conn: _Connection) -> None:
+        """Answer the next whole request in the input, unless a reply is still being sent."""
+        if conn.out or conn.close_after:
+            return
+        end = conn.inbuf.find(b"\r\n\r\n")
+        if end < 0:
+            if len(conn.inbuf) > MAX_HEAD:
+                self._close(conn)
+            return
+        head = bytes(conn.inbuf[:end])
+        del conn.inbuf[: end + 4]
+        try:
+            method, path, version, headers = _parse(head)
+        except ValueError:
+            conn.out, conn.close_after = memoryview(_head(400, "Bad Request", TEXT, 0, gzip=False, close=True)), True
+        else:
             if headers.get("content-length", "0") != "0" or "transfer-encoding" in headers:
                 method = "POST"  # a request with a body: refused, and the connection closed
-            close = (
-                version == "HTTP/1.0"
-                or headers.get("connection", "").lower() == "close"
-                or method not in ("GET", "HEAD")
-            )
-            writer.write(answer(page, content_type, method, path, headers, close))
-            await writer.drain()
-            if close:
-                return
-    except (ConnectionError, OSError):
-        return
-    finally:
-        writer.close()
-        with contextlib.suppress(Exception):
-            await writer.wait_closed()
+            asked_close = version == "HTTP/1.0" or headers.get("connection", "").lower() == "close"
+            conn.close_after = asked_close or method not in ("GET", "HEAD")
+            reply = answer(self.page, self.content_type, method, path, headers, conn.close_after)
+            conn.out = memoryview(reply)
+        self._write(conn)
 
-
-async def _pages(page: Page) -> None:
-    """Read pages from stdin until it ends (the exporter is gone)."""
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=2**31)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin.buffer)
-    while True:
+    def _write(self, conn: _Connection) -> None:
         try:
-            ready, text_len, gzip_len = FRAME.unpack(await reader.readexactly(FRAME.size))
-            text = await reader.readexactly(text_len)
-            gzipped = await reader.readexactly(gzip_len)
-        except asyncio.IncompleteReadError:
+            sent = conn.sock.send(conn.out)
+        except BlockingIOError:
+            sent = 0
+        except OSError:
+            self._close(conn)
             return
-        page.bodies = (text, gzipped)
-        page.ready = bool(ready)
+        conn.out = conn.out[sent:]
+        if conn.out:
+            self.sel.modify(conn.sock, selectors.EVENT_READ | selectors.EVENT_WRITE, conn)
+            return
+        if conn.close_after:
+            self._close(conn)
+            return
+        self.sel.modify(conn.sock, selectors.EVENT_READ, conn)
+        self._next_request(conn)
 
-
-async def main(fd: int, content_type: str) -> None:
-    page = Page()
-    listener = socket.socket(fileno=fd)
-    server = await asyncio.start_server(
-        lambda r, w: _serve_connection(page, content_type, r, w), sock=listener, limit=MAX_HEAD
-    )
-    async with server:
-        await _pages(page)
+    def _close(self, conn: _Connection) -> None:
+        if conn.sock.fileno() >= 0:
+            self.sel.unregister(conn.sock)
+            conn.sock.close()
 
 
 if __name__ == "__main__":
     # Ctrl-C reaches the whole process group: the exporter ends this process by closing its stdin.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    asyncio.run(main(int(sys.argv[1]), sys.argv[2]))
+    Server(socket.socket(fileno=int(sys.argv[1])), sys.stdin.fileno(), sys.argv[2]).run()

@@ -12,17 +12,20 @@ stream at once, at a cost linear in its devices.
 A source that failed is ``devctl_source_up{source}=0`` and the series that
 depend on it are absent — never zeros, which would read as "nothing held".
 
-DRA drivers are ``kind="dra"`` rows of the same families, from the refresh
-alone: their health is the health stream as read at the refresh (the exporter
-keeps no DRA stream open), and ``devctl_claim_state`` says what holds each
-claim in ``dra_manager_state``, as ``devctl claims`` does.
+DRA drivers are ``kind="dra"`` rows of the same families: the refresh reads
+each driver's list, claims and holders, and each driver's live health stream
+(``exporter.dra``) lays its later changes over that list at every render, so
+health, capacity and allocatable follow the stream at once (devctl's DRA view,
+``dra_inventory``, is run again then: a driver has few devices).
+``devctl_claim_state`` says what holds each claim in ``dra_manager_state``, as
+``devctl claims`` does.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -44,7 +47,9 @@ from devctl.analyze import (
     resources_view,
 )
 from devctl.analyze.claims import DRA_TYPE, claims_view
+from devctl.analyze.dra_inventory import dra_inventory
 from devctl.doctor import diagnose
+from devctl.exporter.dra import DriverLive, live_probes
 from devctl.exporter.live import LiveSocket
 from devctl.model import CDI, HEALTHY, Device, NodeSnapshot, PluginProbe, PluginStatus
 from devctl.watch import numa_text
@@ -85,6 +90,7 @@ class ExporterView:
     refresh: Refresh | None
     live: Mapping[str, LiveSocket]
     resources: Mapping[str, str]
+    dra: Mapping[str, DriverLive] = field(default_factory=dict)  # each followed DRA driver's health stream
 
 
 def merged_plugins(
@@ -195,8 +201,15 @@ def families(view: ExporterView) -> Iterator[Metric]:
     refresh = view.refresh
     if refresh is None:
         return
-    plugins = merged_plugins(refresh.snapshot, view.live, view.resources)
-    pods_known = refresh.snapshot.pods is not None
+    snapshot = refresh.snapshot
+    dra_resources = [r for r in refresh.resources if r.kind == DRA]
+    dra_devices = list(refresh.dra_devices)
+    probes = live_probes(snapshot.plugins, view.dra)
+    if probes is not snapshot.plugins:  # a DRA health stream said something since the refresh read it
+        snapshot = replace(snapshot, plugins=probes)
+        dra_resources, dra_devices = dra_inventory(snapshot)
+    plugins = merged_plugins(snapshot, view.live, view.resources)
+    pods_known = snapshot.pods is not None
 
     sources = GaugeMetricFamily(
         "devctl_source_up",
@@ -244,7 +257,7 @@ def families(view: ExporterView) -> Iterator[Metric]:
         "Devices of an extended resource that containers hold (pod-resources).",
         labels=["kind", "resource"],
     )
-    for r in refresh.resources:
+    for r in (*(r for r in refresh.resources if r.kind != DRA), *dra_resources):
         listed = lists.get(r.name) if r.kind == DEVICE_PLUGIN else None
         if listed is not None:
             # The live list counts as `devctl ls` counts a serving plugin's: listed, and healthy among them.
@@ -270,7 +283,7 @@ def families(view: ExporterView) -> Iterator[Metric]:
 
     health = GaugeMetricFamily(
         "devctl_device_health",
-        "Health of a device from its plugin's live stream (a DRA driver's: its health stream at the last refresh): "
+        "Health of a device from its plugin's live stream (a DRA driver's: its live health stream): "
         "1 healthy, 0 unhealthy, -1 unknown.",
         labels=["kind", "resource", "device", "numa"],
     )
@@ -283,7 +296,7 @@ def families(view: ExporterView) -> Iterator[Metric]:
         for dev_id, row in refresh.devices.get(name, {}).items():
             if dev_id not in ids and row.allocated_to:
                 health.add_metric([DEVICE_PLUGIN, name, dev_id, numa_text(row.numa_nodes)], -1.0)
-    for d in refresh.dra_devices:
+    for d in dra_devices:
         # Listed by its health stream, or held by a claim with no stream to vouch for it (-1).
         health.add_metric([DRA, d.resource, d.id, numa_text(d.numa_nodes)], health_value(d.health))
     yield health
@@ -298,7 +311,7 @@ def families(view: ExporterView) -> Iterator[Metric]:
             for dev_id, row in rows.items():
                 for h in row.allocated_to:
                     held.add_metric([DEVICE_PLUGIN, name, dev_id, h.namespace, h.pod, h.container], 1.0)
-        for d in refresh.dra_devices:
+        for d in dra_devices:
             for h in d.allocated_to or ():
                 # A claim's pod that no container uses it in yet, or a claim with no pod, is no container holding it.
                 if h.container:

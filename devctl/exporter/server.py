@@ -27,6 +27,7 @@ from collections.abc import Callable
 from prometheus_client import disable_created_metrics
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from devctl.exporter.dra import DraStreams, followable
 from devctl.exporter.httpd import FRAME
 from devctl.exporter.live import PluginStreams
 from devctl.exporter.metrics import SOURCES, prepare
@@ -100,13 +101,14 @@ class HttpProcess:
             self.proc.wait()
 
 
-async def _refresh(paths: NodePaths, timeout: float, interval: float, state: ExporterState) -> None:
+async def _refresh(paths: NodePaths, timeout: float, interval: float, state: ExporterState, dra: DraStreams) -> None:
     """Read every source once per ``interval``, never more often, and publish the snapshot."""
     from devctl.collect import collect
 
     while True:
         started = time.monotonic()
         snapshot = await collect(paths, timeout, want=frozenset(SOURCES))
+        dra.follow(followable(snapshot.plugins))
         live, resources = state.learn(snapshot)
         # The views and doctor's checks are pure CPU work: off the loop, so no stream waits on them.
         state.set_refresh(await asyncio.to_thread(prepare, snapshot, live, resources, time.time()))
@@ -134,9 +136,11 @@ async def serve(
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
         streams = PluginStreams(paths.plugins_dir, timeout, state.set_live, state.observe_rpc, root=paths.root)
+        dra = DraStreams(paths, timeout, state.set_dra)
         tasks = [
-            asyncio.ensure_future(_refresh(paths, timeout, interval, state)),
+            asyncio.ensure_future(_refresh(paths, timeout, interval, state, dra)),
             asyncio.ensure_future(streams.run()),
+            asyncio.ensure_future(dra.run()),
             asyncio.ensure_future(_watch_http(http)),
         ]
         stopper = asyncio.ensure_future(stop.wait())

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.exposition import generate_latest
 
+from devctl.exporter.dra import DriverLive
 from devctl.exporter.live import LiveSocket
 from devctl.exporter.metrics import ExporterView, NodeCollector, Refresh
 from devctl.model import NodeSnapshot
@@ -52,6 +53,7 @@ class ExporterState:
         self._refresh: Refresh | None = None
         self._live: dict[str, LiveSocket] = {}
         self._resources: dict[str, str] = {}
+        self._dra: dict[str, DriverLive] = {}
         self._changed = threading.Event()
         self._stopping = False
         self._renderer: threading.Thread | None = None
@@ -89,6 +91,12 @@ class ExporterState:
             self._live = current
         self._changed.set()
 
+    def set_dra(self, driver: str, live: DriverLive) -> None:
+        """A DRA driver's health stream said something."""
+        with self._lock:
+            self._dra = {**self._dra, driver: live}
+        self._changed.set()
+
     def observe_rpc(self, rpc: str, seconds: float) -> None:
         self.rpc_duration.labels(rpc).observe(seconds)
         self._changed.set()
@@ -97,7 +105,7 @@ class ExporterState:
 
     def view(self) -> ExporterView:
         with self._lock:
-            return ExporterView(self._refresh, self._live, self._resources)
+            return ExporterView(self._refresh, self._live, self._resources, self._dra)
 
     def render(self) -> tuple[bytes, bytes]:
         """Build the page of the current state now, and its gzip form (Prometheus asks for gzip)."""
