@@ -247,6 +247,34 @@ def test_a_dra_health_flip_shows_without_waiting_for_a_refresh(sim_node) -> None
         assert ex.samples("devctl_last_refresh_timestamp_seconds") == refreshed  # no refresh in between
 
 
+def test_a_dra_driver_that_stops_and_comes_back_without_a_refresh(sim_node) -> None:
+    """GIVEN an interval of an hour WHEN the DRA driver stops THEN its stream's break shows at once: plugin_up 0, no
+    capacity, its held devices unknown (-1), no device it no longer vouches for; all back when the driver is."""
+    with exporter(sim_node.root, "--interval", "3600") as ex:
+        ex.wait_for("the DRA driver's devices", lambda: len(_dra_health(ex)) == 4)
+
+        def dra_up() -> list[float]:
+            return _by(ex.samples("devctl_plugin_up"), kind="dra", resource=DRIVER)
+
+        async def stop(node) -> None:
+            await node.dra_drivers[DRIVER].stop()
+
+        sim_node.call(stop)
+        ex.wait_for("the DRA driver down", lambda: dra_up() == [0.0])
+        assert _by(ex.samples("devctl_resource_capacity"), kind="dra", resource=DRIVER) == []
+        health = _dra_health(ex)
+        assert set(health) == {"gpu-0", "gpu-2", "gpu-3"}  # the devices claims hold stay, unknown
+        assert set(health.values()) == {-1.0}
+
+        async def start(node) -> None:
+            await node.dra_drivers[DRIVER].start()
+
+        sim_node.call(start)
+        ex.wait_for("the DRA driver back", lambda: dra_up() == [1.0] and len(_dra_health(ex)) == 4)
+        assert _dra_health(ex) == {"gpu-0": 1.0, "gpu-1": 1.0, "gpu-2": 1.0, "gpu-3": 0.0}
+        assert _by(ex.samples("devctl_resource_capacity"), kind="dra", resource=DRIVER) == [4.0]
+
+
 def _pod_resources_server(node) -> Any:
     return node._kubelet.pod_resources
 
