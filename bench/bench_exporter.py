@@ -233,7 +233,7 @@ def latency(flips: int, interval: float) -> dict[str, Any]:
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
-    def pct(values: list[float], q: float) -> float:
+    def pct(values: list[float], q: int) -> float:
         return 1000 * statistics.quantiles(values, n=100)[q - 1] if len(values) > 1 else 1000 * values[0]
 
     return {

@@ -72,7 +72,7 @@ def openmetrics(nodes: int, at: float) -> str:
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        return int(s.getsockname()[1])
 
 
 def cpu_of(pid: int) -> float:

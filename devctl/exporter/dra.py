@@ -19,11 +19,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import cast
 
 from devctl.model import DraDeviceHealth, NodePaths, PluginProbe, PluginStatus
-from devctl.watch import ADDED, DISCONNECTED, HEALTH, RECONNECTED, REMOVED, SNAPSHOT, WatchError, WatchEvent, watch
+from devctl.watch import (
+    ADDED,
+    DISCONNECTED,
+    HEALTH,
+    RECONNECTED,
+    REMOVED,
+    SNAPSHOT,
+    WatchError,
+    WatchEvent,
+    WatchItem,
+    watch,
+)
 
 log = logging.getLogger(__name__)
 
@@ -163,7 +175,10 @@ class DraStreams:
 
     async def _watch(self, drivers: list[str]) -> None:
         try:
-            events = watch(self.paths, drivers, timeout=self.timeout, resolve=_no_sockets)
+            # watch() is an async generator (declared as an iterator): aclosing cancels its streams at once.
+            events = cast(
+                AsyncGenerator[WatchItem, None], watch(self.paths, drivers, timeout=self.timeout, resolve=_no_sockets)
+            )
             async with contextlib.aclosing(events):
                 async for item in events:
                     if isinstance(item, WatchEvent) and item.resource in drivers:

@@ -296,9 +296,11 @@ def families(view: ExporterView) -> Iterator[Metric]:
         for dev_id, row in refresh.devices.get(name, {}).items():
             if dev_id not in ids and row.allocated_to:
                 health.add_metric([DEVICE_PLUGIN, name, dev_id, numa_text(row.numa_nodes)], -1.0)
-    for d in dra_devices:
+    for dra_row in dra_devices:
         # Listed by its health stream, or held by a claim with no stream to vouch for it (-1).
-        health.add_metric([DRA, d.resource, d.id, numa_text(d.numa_nodes)], health_value(d.health))
+        health.add_metric(
+            [DRA, dra_row.resource, dra_row.id, numa_text(dra_row.numa_nodes)], health_value(dra_row.health)
+        )
     yield health
 
     held = GaugeMetricFamily(
@@ -309,13 +311,13 @@ def families(view: ExporterView) -> Iterator[Metric]:
     if pods_known:
         for name, rows in refresh.devices.items():
             for dev_id, row in rows.items():
-                for h in row.allocated_to:
+                for h in row.allocated_to or ():
                     held.add_metric([DEVICE_PLUGIN, name, dev_id, h.namespace, h.pod, h.container], 1.0)
-        for d in dra_devices:
-            for h in d.allocated_to or ():
+        for dra_row in dra_devices:
+            for h in dra_row.allocated_to or ():
                 # A claim's pod that no container uses it in yet, or a claim with no pod, is no container holding it.
                 if h.container:
-                    held.add_metric([DRA, d.resource, d.id, h.namespace, h.pod, h.container], 1.0)
+                    held.add_metric([DRA, dra_row.resource, dra_row.id, h.namespace, h.pod, h.container], 1.0)
     yield held
 
     claim_state = GaugeMetricFamily(

@@ -142,8 +142,8 @@ def fleet_devices(query_all: QueryAll, unhealthy_held: bool = False) -> tuple[Fl
         return node_of(labels), labels.get("kind", ""), labels.get("resource", ""), labels.get("device", "")
 
     if unhealthy_held:
-        (held,) = query_all([UNHEALTHY_HELD])
-        for s in held:
+        (unhealthy,) = query_all([UNHEALTHY_HELD])
+        for s in unhealthy:
             health[key(s.labels)] = ("Unhealthy", s.labels.get("numa"))
             holders.setdefault(key(s.labels), []).append(_holder(s.labels))
     else:
