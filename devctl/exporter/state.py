@@ -122,7 +122,9 @@ class ExporterState:
         """Build the page in a thread of its own after every change (a burst is one build)."""
 
         def run() -> None:
-            while True:
+            # ``_stopping`` is checked again after each build: a build clears ``_changed``, and with it a stop
+            # signalled while it ran (``stop_renderer`` sets ``_stopping`` before it sets ``_changed``).
+            while not self._stopping:
                 self._changed.wait()
                 if self._stopping:
                     return
