@@ -99,12 +99,13 @@ def _with_changes(probe: PluginProbe, live: DriverLive) -> PluginProbe:
         return probe
     listed = {f"{h.pool}/{h.device}": h for h in dra.health}
     for device, c in newer.items():
-        before = listed.pop(device, None)
+        before = listed.get(device)
         if c.health is None:
+            listed.pop(device, None)
             continue
         pool, _, name = device.partition("/")
         timeout = before.timeout_seconds if before is not None else DEFAULT_TIMEOUT_SECONDS
-        listed[device] = DraDeviceHealth(pool, name, c.health, int(c.at), timeout, c.message)
+        listed[device] = DraDeviceHealth(pool, name, c.health, int(c.at), timeout, c.message)  # in its place
     return replace(probe, dra=replace(dra, health=tuple(listed.values())))
 
 

@@ -5,8 +5,9 @@ sockets) and marks the state changed; the renderer thread builds the
 exposition page once per change, merging a burst of changes into one build,
 and hands the bytes to ``publish`` (the HTTP process, ``httpd``). A scrape only
 writes the newest bytes: a scrape every 100 ms costs no RPC, and its answer
-time does not grow with the node nor wait for a build — building the page of
-a 10,000-device node takes prometheus-client most of a second
+time does not grow with the node nor wait for a build. A build writes again
+only what changed of the family as large as the node, ``devctl_device_health``
+(``metrics.HealthLines``); prometheus-client writes the other families
 (docs/performance-exporter.md).
 """
 
@@ -22,7 +23,7 @@ from prometheus_client.exposition import generate_latest
 
 from devctl.exporter.dra import DriverLive
 from devctl.exporter.live import LiveSocket
-from devctl.exporter.metrics import ExporterView, NodeCollector, Refresh
+from devctl.exporter.metrics import ExporterView, HealthLines, Layout, NodeCollector, Refresh, layout
 from devctl.model import NodeSnapshot
 
 # Plugin RPCs on a unix socket take well under a millisecond; a hung one takes the deadline.
@@ -48,7 +49,9 @@ class ExporterState:
             buckets=RPC_BUCKETS,
             registry=self.registry,
         )
-        self.registry.register(NodeCollector(self.view))
+        self._layout: Layout | None = None  # what the render in progress shows
+        self.registry.register(NodeCollector(lambda: self._layout))
+        self._health = HealthLines()
         self._lock = threading.Lock()
         self._refresh: Refresh | None = None
         self._live: dict[str, LiveSocket] = {}
@@ -111,7 +114,9 @@ class ExporterState:
         """Build the page of the current state now, and its gzip form (Prometheus asks for gzip)."""
         self._changed.clear()
         refreshed = self._refresh is not None
-        text = generate_latest(self.registry)
+        # One reading of the state for the whole page: the families prometheus-client writes, and the health lines.
+        self._layout = layout(self.view())
+        text = generate_latest(self.registry) + self._health.render(self._layout)
         # Level 1: a tenth of the size for a few milliseconds, once per change rather than per scrape.
         page = (text, gzip.compress(text, compresslevel=1, mtime=0))
         self._ready = self._ready or refreshed
