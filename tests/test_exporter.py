@@ -8,6 +8,7 @@ characters reach the exporter exactly as on a node.
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
@@ -229,17 +230,49 @@ def test_a_dra_driver_and_its_claims(sim_node) -> None:
         assert up["dra-checkpoint"] == up["cdi"] == 1.0
 
 
-def test_a_dra_health_flip_shows_after_the_next_refresh(sim_node) -> None:
-    """GIVEN a live exporter WHEN `devctl plugin set-health` flips a DRA device THEN its series follows at the next
-    refresh, and the driver's allocatable count with it."""
-    with exporter(sim_node.root, "--interval", "0.5") as ex:
+def test_a_dra_health_flip_shows_without_waiting_for_a_refresh(sim_node) -> None:
+    """GIVEN an interval of an hour WHEN `devctl plugin set-health` flips a DRA device, and back THEN its series and
+    the driver's allocatable count follow the driver's live health stream, long before the next refresh."""
+    with exporter(sim_node.root, "--interval", "3600") as ex:
         ex.wait_for("gpu-1 healthy", lambda: _dra_health(ex).get("gpu-1") == 1.0)
+        refreshed = ex.samples("devctl_last_refresh_timestamp_seconds")
         pool = next(ls["device"] for ls, _ in ex.samples("devctl_device_health") if ls["kind"] == "dra")
         pool = pool.rpartition("/")[0]
-        flip = run_devctl("plugin", "set-health", DRIVER, f"{pool}/gpu-1", "unhealthy", root=sim_node.root)
-        assert flip.exit_code == 0, flip.stderr
-        ex.wait_for("gpu-1 unhealthy", lambda: _dra_health(ex).get("gpu-1") == 0.0)
-        assert _by(ex.samples("devctl_resource_allocatable"), kind="dra", resource=DRIVER) == [2.0]
+        for word, value, allocatable in (("unhealthy", 0.0, 2.0), ("healthy", 1.0, 3.0)):
+            flip = run_devctl("plugin", "set-health", DRIVER, f"{pool}/gpu-1", word, root=sim_node.root)
+            assert flip.exit_code == 0, flip.stderr
+            ex.wait_for(f"gpu-1 {word}", lambda v=value: _dra_health(ex).get("gpu-1") == v)
+            assert _by(ex.samples("devctl_resource_allocatable"), kind="dra", resource=DRIVER) == [allocatable]
+            assert _by(ex.samples("devctl_resource_capacity"), kind="dra", resource=DRIVER) == [4.0]
+        assert ex.samples("devctl_last_refresh_timestamp_seconds") == refreshed  # no refresh in between
+
+
+def test_a_dra_driver_that_stops_and_comes_back_without_a_refresh(sim_node) -> None:
+    """GIVEN an interval of an hour WHEN the DRA driver stops THEN its stream's break shows at once: plugin_up 0, no
+    capacity, its held devices unknown (-1), no device it no longer vouches for; all back when the driver is."""
+    with exporter(sim_node.root, "--interval", "3600") as ex:
+        ex.wait_for("the DRA driver's devices", lambda: len(_dra_health(ex)) == 4)
+
+        def dra_up() -> list[float]:
+            return _by(ex.samples("devctl_plugin_up"), kind="dra", resource=DRIVER)
+
+        async def stop(node) -> None:
+            await node.dra_drivers[DRIVER].stop()
+
+        sim_node.call(stop)
+        ex.wait_for("the DRA driver down", lambda: dra_up() == [0.0])
+        assert _by(ex.samples("devctl_resource_capacity"), kind="dra", resource=DRIVER) == []
+        health = _dra_health(ex)
+        assert set(health) == {"gpu-0", "gpu-2", "gpu-3"}  # the devices claims hold stay, unknown
+        assert set(health.values()) == {-1.0}
+
+        async def start(node) -> None:
+            await node.dra_drivers[DRIVER].start()
+
+        sim_node.call(start)
+        ex.wait_for("the DRA driver back", lambda: dra_up() == [1.0] and len(_dra_health(ex)) == 4)
+        assert _dra_health(ex) == {"gpu-0": 1.0, "gpu-1": 1.0, "gpu-2": 1.0, "gpu-3": 0.0}
+        assert _by(ex.samples("devctl_resource_capacity"), kind="dra", resource=DRIVER) == [4.0]
 
 
 def _pod_resources_server(node) -> Any:
@@ -336,6 +369,59 @@ def test_sigterm_ends_it_cleanly(sim_node) -> None:
         ex.proc.send_signal(signal.SIGTERM)
         assert ex.proc.wait(10) == 0
         assert "Traceback" not in (ex.proc.stderr.read() if ex.proc.stderr else "")
+
+
+def _http_process(exporter_pid: int) -> int:
+    """The exporter's HTTP child (``httpd.py``), found through /proc as ``ps`` would."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            command = (stat.parent / "cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == exporter_pid and b"httpd.py" in command:
+            return int(stat.parent.name)
+    raise AssertionError("the exporter has no HTTP process")
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def test_a_scrape_never_waits_on_the_exporters_interpreter(sim_node) -> None:
+    """GIVEN a live exporter WHEN its main process is stopped (SIGSTOP: busier than any page build) THEN /metrics and
+    /healthz still answer at once with the last page: a process of its own serves them, writing bytes only."""
+    with exporter(sim_node.root, "--interval", "3600") as ex:
+        ex.wait_for("GPU-0 healthy", lambda: _by(ex.samples("devctl_device_health"), device="GPU-0") == [1.0])
+        os.kill(ex.proc.pid, signal.SIGSTOP)
+        try:
+            assert _by(ex.samples("devctl_device_health"), device="GPU-0") == [1.0]  # urlopen's 5 s deadline
+            assert ex.get("/healthz") == (200, "ok\n")
+        finally:
+            os.kill(ex.proc.pid, signal.SIGCONT)
+
+
+def test_the_http_process_never_outlives_the_exporter(sim_node) -> None:
+    """GIVEN a live exporter WHEN it is killed outright (SIGKILL, no clean-up) THEN its HTTP process ends too, and
+    nothing answers on the port: no stale page is served by an orphan. SIGTERM ends both with exit 0."""
+    with exporter(sim_node.root, "--interval", "3600") as ex:
+        child = _http_process(ex.proc.pid)
+        ex.proc.kill()
+        ex.proc.wait()
+        deadline = time.monotonic() + WAIT
+        while not _gone(child):
+            assert time.monotonic() < deadline, "the HTTP process outlived the exporter"
+            time.sleep(0.05)
+        with pytest.raises(urllib.error.URLError):
+            ex.get("/metrics")
+    with exporter(sim_node.root, "--interval", "3600") as ex:
+        child = _http_process(ex.proc.pid)
+        ex.proc.send_signal(signal.SIGTERM)
+        assert ex.proc.wait(10) == 0
+        assert _gone(child)
 
 
 def test_a_node_without_a_kubelet_still_serves_and_says_what_is_down(short_root: Path) -> None:

@@ -39,7 +39,7 @@ def exporter(
     checkpoint and sysfs are read once per --interval, and every scrape is
     answered from that state. Read-only. SIGTERM or Ctrl-C ends it.
     """
-    from devctl.exporter.server import ListenError, parse_listen, serve
+    from devctl.exporter.server import HttpEnded, ListenError, parse_listen, serve
 
     opts = options(ctx)
     if opts.from_file:
@@ -59,6 +59,8 @@ def exporter(
         run(serve(opts.paths(), address, interval, opts.timeout, on_listening=listening))
     except OSError as e:
         fail(f"--listen {listen}: {e.strerror or e}", ExitCode.USAGE)
+    except HttpEnded as e:
+        fail(str(e), ExitCode.FINDINGS)
     except KeyboardInterrupt:
         pass  # Ctrl-C before the exporter set its own handler
     raise typer.Exit(int(ExitCode.OK))

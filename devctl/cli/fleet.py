@@ -15,11 +15,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from devctl.cli.common import ExitCode, Output, fail, options
-from devctl.cli.output import NoHeadersOpt, OutputOpt, table_style, write_structured
+from devctl.cli.output import NoHeadersOpt, OutputOpt, table_style
 
 if TYPE_CHECKING:
     from devctl.fleet.prometheus import Prometheus
-    from devctl.render.table import TableStyle
 
 fleet_app = typer.Typer(
     name="fleet",
@@ -61,10 +60,11 @@ def _show(
     ctx: typer.Context,
     fetch: Callable[[Prometheus], Sequence[Any]],
     key: str,
-    table: Callable[[Sequence[Any], TableStyle], str],
+    table: str,
     output: Output,
     no_headers: bool,
 ) -> Sequence[Any]:
+    """Fetch the rows and print them; ``table`` names the function of ``devctl.fleet.tables`` that lays them out."""
     from devctl.fleet.prometheus import PrometheusError
 
     if output == Output.name:
@@ -75,9 +75,15 @@ def _show(
     except PrometheusError as e:
         fail(str(e), ExitCode.NO_SOURCE)
     if output in (Output.json, Output.yaml):
-        write_structured(output, {key: rows}, ())
+        from devctl.render import structured
+
+        # The rows are flat dataclasses: their plain form is their fields, made here without reflection per value.
+        doc = {key: [_plain(r) for r in rows], "errors": []}
+        sys.stdout.write(structured.to_json(doc) if output == Output.json else structured.to_yaml(doc))
     else:
-        text = table(rows, table_style(output, no_headers))
+        from devctl.fleet import tables  # only tables pay for the table renderer's import
+
+        text = getattr(tables, table)(rows, table_style(output, no_headers))
         if text:
             sys.stdout.write(text)
         else:
@@ -95,14 +101,13 @@ def ls(
     no_headers: NoHeadersOpt = False,
 ) -> None:
     """Per node and resource: capacity, allocatable, allocated, free, unhealthy (? where a node could not know)."""
-    from devctl.fleet import tables
     from devctl.fleet.views import fleet_resources, only
 
     _show(
         ctx,
-        lambda p: only(fleet_resources(p.query), node or (), resources or ()),
+        lambda p: only(fleet_resources(p.query_all), node or (), resources or ()),
         "resources",
-        tables.resources_table,
+        "resources_table",
         output,
         no_headers,
     )
@@ -120,14 +125,13 @@ def devices(
     no_headers: NoHeadersOpt = False,
 ) -> None:
     """One row per device of every node: health, state, NUMA, holders."""
-    from devctl.fleet import tables
     from devctl.fleet.views import fleet_devices, only
 
     _show(
         ctx,
-        lambda p: only(fleet_devices(p.query, unhealthy_held), node or (), resources or ()),
+        lambda p: only(fleet_devices(p.query_all, unhealthy_held), node or (), resources or ()),
         "devices",
-        tables.devices_table,
+        "devices_table",
         output,
         no_headers,
     )
@@ -141,19 +145,26 @@ def doctor(
     no_headers: NoHeadersOpt = False,
 ) -> None:
     """Doctor's findings of every node by code. Exit 1 when any node has an error finding."""
-    from devctl.fleet import tables
     from devctl.fleet.views import fleet_findings, only
 
     rows = _show(
         ctx,
-        lambda p: only(fleet_findings(p.query), node or (), ()),
+        lambda p: only(fleet_findings(p.query_all), node or (), ()),
         "findings",
-        tables.findings_table,
+        "findings_table",
         output,
         no_headers,
     )
     if any(r.severity == "error" for r in rows):
         raise typer.Exit(int(ExitCode.FINDINGS))
+
+
+def _plain(row: Any) -> dict[str, Any]:
+    """A fleet row as JSON has it (``serial.to_plain``'s shape): its fields, holders as objects."""
+    plain = dict(vars(row))
+    if "allocated_to" in plain:
+        plain["allocated_to"] = [dict(vars(h)) for h in plain["allocated_to"]]
+    return plain
 
 
 def register(app: typer.Typer) -> None:

@@ -12,17 +12,21 @@ stream at once, at a cost linear in its devices.
 A source that failed is ``devctl_source_up{source}=0`` and the series that
 depend on it are absent — never zeros, which would read as "nothing held".
 
-DRA drivers are ``kind="dra"`` rows of the same families, from the refresh
-alone: their health is the health stream as read at the refresh (the exporter
-keeps no DRA stream open), and ``devctl_claim_state`` says what holds each
-claim in ``dra_manager_state``, as ``devctl claims`` does.
+DRA drivers are ``kind="dra"`` rows of the same families: the refresh reads
+each driver's list, claims and holders, and each driver's live health stream
+(``exporter.dra``) lays its later changes over that list at every render, so
+health, capacity and allocatable follow the stream at once (devctl's DRA view,
+``dra_inventory``, is run again then: a driver has few devices).
+``devctl_claim_state`` says what holds each claim in ``dra_manager_state``, as
+``devctl claims`` does.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -44,7 +48,9 @@ from devctl.analyze import (
     resources_view,
 )
 from devctl.analyze.claims import DRA_TYPE, claims_view
+from devctl.analyze.dra_inventory import dra_inventory
 from devctl.doctor import diagnose
+from devctl.exporter.dra import DriverLive, live_probes
 from devctl.exporter.live import LiveSocket
 from devctl.model import CDI, HEALTHY, Device, NodeSnapshot, PluginProbe, PluginStatus
 from devctl.watch import numa_text
@@ -85,6 +91,7 @@ class ExporterView:
     refresh: Refresh | None
     live: Mapping[str, LiveSocket]
     resources: Mapping[str, str]
+    dra: Mapping[str, DriverLive] = field(default_factory=dict)  # each followed DRA driver's health stream
 
 
 def merged_plugins(
@@ -190,13 +197,41 @@ def _live_lists(plugins: tuple[PluginProbe, ...], live: Mapping[str, LiveSocket]
     return lists
 
 
-def families(view: ExporterView) -> Iterator[Metric]:
-    """Every family of the contract that the state can fill; none before the first refresh."""
+@dataclass(frozen=True)
+class Layout:
+    """One render's reading of the state: the refresh with the live streams laid over it."""
+
+    refresh: Refresh
+    plugins: tuple[PluginProbe, ...]
+    lists: Mapping[str, tuple[Device, ...]]  # resource -> its live stream's device list
+    dra_resources: list[ResourceRow]
+    dra_devices: list[DeviceRow]
+    pods_known: bool
+
+
+def layout(view: ExporterView) -> Layout | None:
+    """The state as one render shows it; None before the first refresh."""
     refresh = view.refresh
     if refresh is None:
+        return None
+    snapshot = refresh.snapshot
+    dra_resources = [r for r in refresh.resources if r.kind == DRA]
+    dra_devices = list(refresh.dra_devices)
+    probes = live_probes(snapshot.plugins, view.dra)
+    if probes is not snapshot.plugins:  # a DRA health stream said something since the refresh read it
+        snapshot = replace(snapshot, plugins=probes)
+        dra_resources, dra_devices = dra_inventory(snapshot)
+    plugins = merged_plugins(snapshot, view.live, view.resources)
+    lists = _live_lists(plugins, view.live)
+    return Layout(refresh, plugins, lists, dra_resources, dra_devices, snapshot.pods is not None)
+
+
+def families(lay: Layout | None) -> Iterator[Metric]:
+    """Every family of the contract that the state can fill but ``devctl_device_health`` (``HealthLines``)."""
+    if lay is None:
         return
-    plugins = merged_plugins(refresh.snapshot, view.live, view.resources)
-    pods_known = refresh.snapshot.pods is not None
+    refresh, plugins, lists = lay.refresh, lay.plugins, lay.lists
+    dra_resources, dra_devices, pods_known = lay.dra_resources, lay.dra_devices, lay.pods_known
 
     sources = GaugeMetricFamily(
         "devctl_source_up",
@@ -230,7 +265,6 @@ def families(view: ExporterView) -> Iterator[Metric]:
             )
     yield plugin_up
 
-    lists = _live_lists(plugins, view.live)
     capacity = GaugeMetricFamily(
         "devctl_resource_capacity",
         "Devices of an extended resource, as its plugin lists them.",
@@ -244,7 +278,7 @@ def families(view: ExporterView) -> Iterator[Metric]:
         "Devices of an extended resource that containers hold (pod-resources).",
         labels=["kind", "resource"],
     )
-    for r in refresh.resources:
+    for r in (*(r for r in refresh.resources if r.kind != DRA), *dra_resources):
         listed = lists.get(r.name) if r.kind == DEVICE_PLUGIN else None
         if listed is not None:
             # The live list counts as `devctl ls` counts a serving plugin's: listed, and healthy among them.
@@ -268,26 +302,6 @@ def families(view: ExporterView) -> Iterator[Metric]:
     yield allocatable
     yield allocated
 
-    health = GaugeMetricFamily(
-        "devctl_device_health",
-        "Health of a device from its plugin's live stream (a DRA driver's: its health stream at the last refresh): "
-        "1 healthy, 0 unhealthy, -1 unknown.",
-        labels=["kind", "resource", "device", "numa"],
-    )
-    for name, listed in sorted(lists.items()):
-        ids = set()
-        for d in listed:
-            ids.add(d.id)
-            health.add_metric([DEVICE_PLUGIN, name, d.id, numa_text(d.numa_nodes)], health_value(d.health))
-        # Held, but the live plugin no longer lists it (removed or renamed since Allocate): unknown.
-        for dev_id, row in refresh.devices.get(name, {}).items():
-            if dev_id not in ids and row.allocated_to:
-                health.add_metric([DEVICE_PLUGIN, name, dev_id, numa_text(row.numa_nodes)], -1.0)
-    for d in refresh.dra_devices:
-        # Listed by its health stream, or held by a claim with no stream to vouch for it (-1).
-        health.add_metric([DRA, d.resource, d.id, numa_text(d.numa_nodes)], health_value(d.health))
-    yield health
-
     held = GaugeMetricFamily(
         "devctl_device_allocated",
         "1 for each container that holds the device (pod-resources; a DRA device: through a claim).",
@@ -296,13 +310,13 @@ def families(view: ExporterView) -> Iterator[Metric]:
     if pods_known:
         for name, rows in refresh.devices.items():
             for dev_id, row in rows.items():
-                for h in row.allocated_to:
+                for h in row.allocated_to or ():
                     held.add_metric([DEVICE_PLUGIN, name, dev_id, h.namespace, h.pod, h.container], 1.0)
-        for d in refresh.dra_devices:
-            for h in d.allocated_to or ():
+        for dra_row in dra_devices:
+            for h in dra_row.allocated_to or ():
                 # A claim's pod that no container uses it in yet, or a claim with no pod, is no container holding it.
                 if h.container:
-                    held.add_metric([DRA, d.resource, d.id, h.namespace, h.pod, h.container], 1.0)
+                    held.add_metric([DRA, dra_row.resource, dra_row.id, h.namespace, h.pod, h.container], 1.0)
     yield held
 
     claim_state = GaugeMetricFamily(
@@ -325,10 +339,87 @@ def families(view: ExporterView) -> Iterator[Metric]:
     yield findings
 
 
-class NodeCollector(Collector):
-    """A prometheus-client collector over the exporter's latest state; every scrape reads, none fetches."""
+HEALTH_HELP = (
+    "Health of a device from its plugin's live stream (a DRA driver's: its live health stream): "
+    "1 healthy, 0 unhealthy, -1 unknown."
+)
+_HEALTH_HEAD = f"# HELP devctl_device_health {HEALTH_HELP}\n# TYPE devctl_device_health gauge\n".encode()
 
-    def __init__(self, current: Callable[[], ExporterView]):
+
+def _escape(value: str) -> str:
+    """A label value as the text exposition format writes it (backslash, line feed and double quote escaped)."""
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _health_line(kind: str, resource: str, device: str, numa: str, value: float) -> str:
+    # Labels in name order and the value as prometheus-client writes them: the parser reads both back exactly.
+    return (
+        f'devctl_device_health{{device="{_escape(device)}",kind="{kind}",numa="{_escape(numa)}",'
+        f'resource="{_escape(resource)}"}} {value!r}\n'
+    )
+
+
+_NO_ROWS: Mapping[str, DeviceRow] = MappingProxyType({})  # one object: a resource the refresh did not see stays kept
+
+
+class HealthLines:
+    """``devctl_device_health``, the family as large as the node, written here with each resource's lines kept.
+
+    prometheus-client formats every sample in Python (about 50 µs each): the
+    10,000 health samples of a large node cost half a second per build, most of
+    it for resources that did not change. A resource's lines are written again
+    only when its live list or its refresh changed (a new tuple, a new dict);
+    a health flip costs one resource's lines. ``tests/test_exporter_lines.py``
+    checks them against prometheus-client's own output.
+    """
+
+    def __init__(self) -> None:
+        # resource -> (the live list and the refresh's rows its lines were written from, the lines)
+        self._kept: dict[str, tuple[tuple[Device, ...], Mapping[str, DeviceRow], bytes]] = {}
+
+    def render(self, lay: Layout | None) -> bytes:
+        if lay is None:
+            return b""
+        parts = [_HEALTH_HEAD]
+        kept = {}
+        for name, listed in sorted(lay.lists.items()):
+            rows = lay.refresh.devices.get(name, _NO_ROWS)
+            hit = self._kept.get(name)
+            if hit is not None and hit[0] is listed and hit[1] is rows:
+                chunk = hit[2]
+            else:
+                chunk = self._resource(name, listed, rows)
+            kept[name] = (listed, rows, chunk)
+            parts.append(chunk)
+        self._kept = kept
+        # Listed by its health stream, or held by a claim with no stream to vouch for it (-1).
+        parts.append(
+            "".join(
+                _health_line(DRA, d.resource, d.id, numa_text(d.numa_nodes), health_value(d.health))
+                for d in lay.dra_devices
+            ).encode()
+        )
+        return b"".join(parts)
+
+    @staticmethod
+    def _resource(name: str, listed: tuple[Device, ...], rows: Mapping[str, DeviceRow]) -> bytes:
+        lines = [
+            _health_line(DEVICE_PLUGIN, name, d.id, numa_text(d.numa_nodes), health_value(d.health)) for d in listed
+        ]
+        ids = {d.id for d in listed}
+        # Held, but the live plugin no longer lists it (removed or renamed since Allocate): unknown.
+        lines += [
+            _health_line(DEVICE_PLUGIN, name, dev_id, numa_text(row.numa_nodes), -1.0)
+            for dev_id, row in rows.items()
+            if dev_id not in ids and row.allocated_to
+        ]
+        return "".join(lines).encode()
+
+
+class NodeCollector(Collector):
+    """A prometheus-client collector over the layout being rendered; every scrape reads, none fetches."""
+
+    def __init__(self, current: Callable[[], Layout | None]):
         self._current = current
 
     def collect(self) -> Iterator[Metric]:

@@ -3,9 +3,11 @@
 The event loop does all node I/O: ``collect`` once per interval (pod-resources,
 the checkpoint, sysfs, a probe of each plugin and DRA driver, dra_manager_state,
 the CDI specs — a few RPCs, far inside the kubelet's pod-resources rate limit of
-100/s shared by every client) and the live streams. The HTTP server runs in threads of its own and only reads the
-state, so a slow scraper never holds up a stream and a scrape never waits on
-the node. SIGTERM or SIGINT ends both cleanly.
+100/s shared by every client) and the live streams. A thread renders the page
+after each change; the HTTP server is a process of its own (``httpd``) that is
+sent every page and only writes bytes, so a slow scraper never holds up a
+stream, and a scrape never waits on the node nor on this interpreter's lock.
+SIGTERM or SIGINT ends both cleanly.
 """
 
 from __future__ import annotations
@@ -13,15 +15,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
+import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import disable_created_metrics
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from devctl.exporter.dra import DraStreams, followable
+from devctl.exporter.httpd import FRAME
 from devctl.exporter.live import PluginStreams
 from devctl.exporter.metrics import SOURCES, prepare
 from devctl.exporter.state import ExporterState
@@ -31,6 +38,10 @@ log = logging.getLogger(__name__)
 
 DEFAULT_LISTEN = ":9477"
 DEFAULT_INTERVAL = 15.0
+
+
+class HttpEnded(Exception):
+    """The HTTP process died under the exporter; the message is one line."""
 
 
 class ListenError(ValueError):
@@ -46,56 +57,58 @@ def parse_listen(text: str) -> tuple[str, int]:
     return host or "0.0.0.0", int(port)
 
 
-def _handler(state: ExporterState) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        """GET /metrics (the exposition text) and /healthz (200 once the first refresh is done)."""
+class HttpProcess:
+    """The HTTP side (``httpd``) as a child process, serving the listening socket bound here.
 
-        def do_GET(self) -> None:
-            path = self.path.split("?", 1)[0]
-            if path == "/metrics":
-                gzipped = "gzip" in self.headers.get("Accept-Encoding", "")
-                self._send(200, CONTENT_TYPE_LATEST, state.page(gzipped), "gzip" if gzipped else None)
-            elif path == "/healthz":
-                if state.ready:
-                    self._send(200, "text/plain; charset=utf-8", b"ok\n")
-                else:
-                    self._send(503, "text/plain; charset=utf-8", b"waiting for the first refresh\n")
-            else:
-                self._send(404, "text/plain; charset=utf-8", b"devctl exporter: see /metrics and /healthz\n")
+    Binding here makes an address in use this process' usage error; the child
+    gets the socket and the pages, and ends when its stdin closes.
+    """
 
-        def _send(self, code: int, content_type: str, body: bytes, encoding: str | None = None) -> None:
-            self.send_response(code)
-            self.send_header("Content-Type", content_type)
-            if encoding:
-                self.send_header("Content-Encoding", encoding)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def __init__(self, listen: tuple[str, int]):
+        family = socket.AF_INET6 if ":" in listen[0] else socket.AF_INET
+        self.socket = socket.create_server(listen, family=family, backlog=128)
+        self.address = self.socket.getsockname()[:2]
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "httpd.py")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-I", script, str(self.socket.fileno()), CONTENT_TYPE_LATEST],
+            stdin=subprocess.PIPE,
+            pass_fds=(self.socket.fileno(),),
+        )
+        self.socket.close()  # the child's now; this process only feeds it
+        self._lock = threading.Lock()
 
-        def log_message(self, format: str, *args: object) -> None:
-            log.debug("%s " + format, self.address_string(), *args)
+    def publish(self, ready: bool, text: bytes, gzipped: bytes) -> None:
+        """Send a page (from the renderer thread); a child that is gone is _watch_http's to report."""
+        assert self.proc.stdin is not None
+        try:
+            with self._lock:
+                self.proc.stdin.write(FRAME.pack(ready, len(text), len(gzipped)))
+                self.proc.stdin.write(text)
+                self.proc.stdin.write(gzipped)
+                self.proc.stdin.flush()
+        except (OSError, ValueError):  # a broken pipe, or stdin closed at shutdown
+            pass
 
-    return Handler
+    def close(self) -> None:
+        """End the child: its stdin closes, it stops serving and exits."""
+        with self._lock, contextlib.suppress(OSError):
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]):
-        if ":" in address[0]:
-            import socket
-
-            self.address_family = socket.AF_INET6
-        super().__init__(address, handler)
-
-
-async def _refresh(paths: NodePaths, timeout: float, interval: float, state: ExporterState) -> None:
+async def _refresh(paths: NodePaths, timeout: float, interval: float, state: ExporterState, dra: DraStreams) -> None:
     """Read every source once per ``interval``, never more often, and publish the snapshot."""
     from devctl.collect import collect
 
     while True:
         started = time.monotonic()
         snapshot = await collect(paths, timeout, want=frozenset(SOURCES))
+        dra.follow(followable(snapshot.plugins))
         live, resources = state.learn(snapshot)
         # The views and doctor's checks are pure CPU work: off the loop, so no stream waits on them.
         state.set_refresh(await asyncio.to_thread(prepare, snapshot, live, resources, time.time()))
@@ -112,36 +125,43 @@ async def serve(
     """Run the exporter until SIGTERM or SIGINT; raises OSError when the address cannot be bound."""
     # Prometheus computes rates itself; the `_created` series only double the histogram's size.
     disable_created_metrics()  # type: ignore[no-untyped-call]  # prometheus-client leaves it unannotated
-    state = ExporterState()
-    server = _Server(listen, _handler(state))
-    state.start_renderer()
-    host, port = server.server_address[:2]
-    thread = threading.Thread(target=server.serve_forever, name="devctl-exporter-http", daemon=True)
-    thread.start()
-    on_listening(str(host), int(port))
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    streams = PluginStreams(paths.plugins_dir, timeout, state.set_live, state.observe_rpc, root=paths.root)
-    tasks = [
-        asyncio.ensure_future(_refresh(paths, timeout, interval, state)),
-        asyncio.ensure_future(streams.run()),
-    ]
-    stopper = asyncio.ensure_future(stop.wait())
+    http = HttpProcess(listen)
+    state = ExporterState(http.publish)
     try:
-        done, _ = await asyncio.wait({*tasks, stopper}, return_when=asyncio.FIRST_COMPLETED)
-        for task in done:
-            if task is not stopper:
-                task.result()  # a bug in a loop of ours ends the exporter loudly, not silently
-    finally:
+        state.render()  # the page before the first refresh: /healthz says 503 until that one is done
+        state.start_renderer()
+        on_listening(str(http.address[0]), int(http.address[1]))
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
-        for task in (*tasks, stopper):
-            task.cancel()
-        await asyncio.gather(*tasks, stopper, return_exceptions=True)
-        with contextlib.suppress(Exception):
-            server.shutdown()
-        server.server_close()
-        thread.join(5)
+            loop.add_signal_handler(sig, stop.set)
+        streams = PluginStreams(paths.plugins_dir, timeout, state.set_live, state.observe_rpc, root=paths.root)
+        dra = DraStreams(paths, timeout, state.set_dra)
+        tasks = [
+            asyncio.ensure_future(_refresh(paths, timeout, interval, state, dra)),
+            asyncio.ensure_future(streams.run()),
+            asyncio.ensure_future(dra.run()),
+            asyncio.ensure_future(_watch_http(http)),
+        ]
+        stopper = asyncio.ensure_future(stop.wait())
+        try:
+            done, _ = await asyncio.wait({*tasks, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                if task is not stopper:
+                    task.result()  # a bug in a loop of ours ends the exporter loudly, not silently
+        finally:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
+            for task in (*tasks, stopper):
+                task.cancel()
+            await asyncio.gather(*tasks, stopper, return_exceptions=True)
+    finally:
         state.stop_renderer()
+        http.close()
+
+
+async def _watch_http(http: HttpProcess) -> None:
+    """Raise HttpEnded once the HTTP process is gone: an exporter that cannot be scraped must not look alive."""
+    # A thread waits for the child; it returns at the latest when close() ends the child.
+    status = await asyncio.to_thread(http.proc.wait)
+    raise HttpEnded(f"the HTTP server process ended (exit status {status})")

@@ -1,7 +1,10 @@
 """The fleet's answers, from the series every node's ``devctl exporter`` gives Prometheus.
 
-Each view is a few instant PromQL queries joined by node; devctl keeps no data
-of its own. A node is named by the ``node`` label the scrape config sets (the
+Each view is a few instant PromQL queries, asked at once and joined by node;
+devctl keeps no data of its own. Each query names its metric exactly (a regex
+over ``__name__`` makes Prometheus scan every metric name's postings) and keeps
+only the labels the view needs (``max by``: a smaller reply to decode; two jobs
+scraping the same exporter give the same value). A node is named by the ``node`` label the scrape config sets (the
 PodMonitor and scrape job in deploy/ copy the pod's node name into it), else by
 the target's ``instance``. A number a node could not know (its pod-resources
 was down, so it sent no allocation series) is ``None`` here: ``?`` in tables,
@@ -10,17 +13,20 @@ was down, so it sent no allocation series) is ``None`` here: ``?`` in tables,
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from devctl.fleet.prometheus import Sample
 
-Query = Callable[[str], list[Sample]]
+# Instant queries asked together -> each one's vector, in order.
+QueryAll = Callable[[Sequence[str]], list[list[Sample]]]
 
 HEALTH = {1.0: "Healthy", 0.0: "Unhealthy", -1.0: "Unknown"}
 SEVERITIES = ("error", "warning", "info")
 
-RESOURCE_SERIES = '{__name__=~"devctl_resource_(capacity|allocatable|allocated)"}'
+RESOURCE_NUMBERS = ("capacity", "allocatable", "allocated")
+RESOURCE_SERIES = tuple(f"max by (node, instance, kind, resource) (devctl_resource_{n})" for n in RESOURCE_NUMBERS)
+NODES = "max by (node, instance) (devctl_last_refresh_timestamp_seconds)"
 
 # Devices a node reports unhealthy that a container still holds, with the NUMA label of the health series.
 UNHEALTHY_HELD = (
@@ -81,14 +87,20 @@ def _count(value: float) -> int:
     return round(value)
 
 
-def fleet_resources(query: Query) -> tuple[FleetResourceRow, ...]:
+def fleet_resources(query_all: QueryAll) -> tuple[FleetResourceRow, ...]:
     """Per node and resource: capacity, allocatable, allocated, free, unhealthy; every reporting node at least once."""
     numbers: dict[tuple[str, str, str], dict[str, int]] = {}
-    # One query for the three series: one round trip, one pass over the fleet's index.
-    for s in query(RESOURCE_SERIES):
-        key = (node_of(s.labels), s.labels.get("kind", ""), s.labels.get("resource", ""))
-        numbers.setdefault(key, {})[s.labels.get("__name__", "").removeprefix("devctl_resource_")] = _count(s.value)
-    nodes = {node_of(s.labels) for s in query("devctl_last_refresh_timestamp_seconds")}
+    *vectors, reporting = query_all([*RESOURCE_SERIES, NODES])
+    for number, vector in zip(RESOURCE_NUMBERS, vectors, strict=True):
+        for s in vector:
+            labels = s.labels
+            key = (
+                labels.get("node") or labels.get("instance") or "?",
+                labels.get("kind", ""),
+                labels.get("resource", ""),
+            )
+            numbers.setdefault(key, {})[number] = _count(s.value)
+    nodes = {node_of(s.labels) for s in reporting}
     rows = []
     for (node, kind, resource), n in numbers.items():
         capacity, allocatable, allocated = n.get("capacity"), n.get("allocatable"), n.get("allocated")
@@ -121,7 +133,7 @@ def _holder(labels: dict[str, str]) -> FleetHolder:
     return FleetHolder(labels.get("namespace", ""), labels.get("pod", ""), labels.get("container", ""))
 
 
-def fleet_devices(query: Query, unhealthy_held: bool = False) -> tuple[FleetDeviceRow, ...]:
+def fleet_devices(query_all: QueryAll, unhealthy_held: bool = False) -> tuple[FleetDeviceRow, ...]:
     """Every device of every node; with ``unhealthy_held`` only the unhealthy ones a container still holds."""
     health: dict[tuple[str, str, str, str], tuple[str, str | None]] = {}
     holders: dict[tuple[str, str, str, str], list[FleetHolder]] = {}
@@ -130,13 +142,15 @@ def fleet_devices(query: Query, unhealthy_held: bool = False) -> tuple[FleetDevi
         return node_of(labels), labels.get("kind", ""), labels.get("resource", ""), labels.get("device", "")
 
     if unhealthy_held:
-        for s in query(UNHEALTHY_HELD):
+        (unhealthy,) = query_all([UNHEALTHY_HELD])
+        for s in unhealthy:
             health[key(s.labels)] = ("Unhealthy", s.labels.get("numa"))
             holders.setdefault(key(s.labels), []).append(_holder(s.labels))
     else:
-        for s in query("devctl_device_health"):
+        every, allocated = query_all(["devctl_device_health", "devctl_device_allocated"])
+        for s in every:
             health[key(s.labels)] = (HEALTH.get(s.value, "Unknown"), s.labels.get("numa"))
-        for s in query("devctl_device_allocated"):
+        for s in allocated:
             holders.setdefault(key(s.labels), []).append(_holder(s.labels))
     rows = []
     for k in sorted(set(health) | set(holders)):
@@ -147,11 +161,12 @@ def fleet_devices(query: Query, unhealthy_held: bool = False) -> tuple[FleetDevi
     return tuple(rows)
 
 
-def fleet_findings(query: Query) -> tuple[FleetFindingRow, ...]:
+def fleet_findings(query_all: QueryAll) -> tuple[FleetFindingRow, ...]:
     """Doctor's findings of every node, by severity and code; most severe first, then by node."""
+    (findings,) = query_all(["sum by (node, instance, severity, code) (devctl_doctor_findings)"])
     rows = [
         FleetFindingRow(node_of(s.labels), s.labels.get("severity", ""), s.labels.get("code", ""), _count(s.value))
-        for s in query("sum by (node, instance, severity, code) (devctl_doctor_findings)")
+        for s in findings
     ]
     rank = {severity: i for i, severity in enumerate(SEVERITIES)}
     return tuple(sorted(rows, key=lambda r: (rank.get(r.severity, len(rank)), r.node, r.code)))
