@@ -8,13 +8,20 @@ answers at all (an HTTP/2 handshake: a gRPC server is there) and, when it
 offers ``DRAResourceHealth``, the first message of ``NodeWatchResources`` —
 the driver's complete device list with health — after which the stream is
 cancelled. ``v1.DRAResourceHealth`` is asked first, then ``v1alpha1``.
+
+Drivers are found as the kubelet finds them (``find_drivers``): a
+``plugins_registry/`` socket whose GetInfo says ``DRAPlugin``, never a guess
+from a file name. ``prepare`` and ``unprepare`` are here for ``devctl call``
+alone, which makes them only behind ``--yes``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
@@ -23,9 +30,20 @@ from devctl.api.drahealth.v1 import api_pb2 as health_v1
 from devctl.api.drahealth.v1 import api_pb2_grpc as health_v1_grpc
 from devctl.api.drahealth.v1alpha1 import api_pb2 as health_v1alpha1
 from devctl.api.drahealth.v1alpha1 import api_pb2_grpc as health_v1alpha1_grpc
-from devctl.model import DraDeviceHealth, DraEndpoint, ErrorKind, PluginStatus
+from devctl.model import (
+    DraCheckpointDevice,
+    DraDeviceHealth,
+    DraEndpoint,
+    ErrorKind,
+    NodePaths,
+    PluginStatus,
+    RegistryInfo,
+)
 from devctl.node.rpc import RpcFailure, channel, check_socket, failure, parsed
 from devctl.node.rpclog import logged
+from devctl.node.sockets import OutsideRoot, registry_endpoint, registry_sockets
+
+log = logging.getLogger(__name__)
 
 # The type a DRA driver gives in PluginInfo.
 DRA_PLUGIN_TYPE = "DRAPlugin"
@@ -137,3 +155,130 @@ async def probe_endpoint(path: str, supported: Sequence[str], timeout: float) ->
     except RpcFailure as e:
         return DraEndpoint(path=path, status=e.status, error=e.message, error_kind=e.kind, health_stream=bool(versions))
     return DraEndpoint(path=path, status=PluginStatus.SERVING, health_stream=bool(versions), health_error=health_error)
+
+
+# --- finding drivers ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Driver:
+    """A DRA driver as its registration names it: its registration socket, its endpoint, what it offers."""
+
+    name: str
+    registration: str  # the plugins_registry/ socket, as listed
+    endpoint: str  # the endpoint socket, resolved under the root
+    info: RegistryInfo
+
+    @property
+    def versions(self) -> tuple[str, ...]:
+        """The health API versions it offers, in the order devctl asks them."""
+        return tuple(health_versions(self.info.supported_versions))
+
+
+async def find_drivers(paths: NodePaths, timeout: float, names: Collection[str] | None = None) -> dict[str, Driver]:
+    """The DRA drivers registered on the node (only ``names`` when given), every registry socket asked at once.
+
+    A registry that cannot be listed, or a socket that does not answer, or an
+    endpoint outside the root, names no driver (``devctl plugins`` says why).
+    When two registration sockets name one driver (a rolling update), the
+    first by path is taken.
+    """
+    from devctl.node.deviceplugin import registry_info
+
+    try:
+        found = registry_sockets(paths.plugins_registry, paths.root)
+    except OSError:
+        return {}
+
+    async def ask(real: str, listed: str) -> Driver | None:
+        try:
+            await check_socket(real, timeout)
+            info = await registry_info(real, timeout)
+            if info.type != DRA_PLUGIN_TYPE or (names is not None and info.name not in names):
+                return None
+            endpoint = registry_endpoint(paths, listed, info)
+        except (RpcFailure, OutsideRoot, AttributeError, TypeError) as e:
+            log.debug("registry socket %s: %s", listed, e)
+            return None
+        return Driver(info.name, listed, endpoint, info)
+
+    answers = await asyncio.gather(*(ask(s.real, s.path) for s in found))
+    drivers: dict[str, Driver] = {}
+    for d in answers:
+        if d is not None:
+            drivers.setdefault(d.name, d)
+    return drivers
+
+
+# --- prepare and unprepare (devctl call, behind --yes) -----------------------------------------
+
+# The DRA service labels devctl can call, and their generated modules (imported when used).
+DRA_APIS = {"v1.DRAPlugin": "v1", "v1beta1.DRAPlugin": "v1beta1"}
+
+
+def dra_api(supported: Sequence[str]) -> str | None:
+    """The DRA service label to call: the first of the driver's own list that devctl speaks, as kubelets 1.34+ pick."""
+    return next((label for label in supported if label in DRA_APIS), None)
+
+
+@dataclass(frozen=True)
+class ClaimRef:
+    """A ResourceClaim as the kubelet names it to a driver."""
+
+    namespace: str
+    name: str
+    uid: str
+
+
+@dataclass(frozen=True)
+class ClaimAnswer:
+    """A driver's answer for one claim: the devices prepared (prepare only) and its error ("" when none)."""
+
+    uid: str
+    devices: tuple[DraCheckpointDevice, ...] = ()
+    error: str = ""
+
+
+def _dra_modules(label: str) -> tuple[Any, Any]:
+    if DRA_APIS[label] == "v1":
+        from devctl.api.dra.v1 import api_pb2, api_pb2_grpc
+    else:
+        from devctl.api.dra.v1beta1 import api_pb2, api_pb2_grpc
+    return api_pb2, api_pb2_grpc
+
+
+async def change_claim(path: str, driver: str, label: str, method: str, claim: ClaimRef, timeout: float) -> ClaimAnswer:
+    """``NodePrepareResources`` or ``NodeUnprepareResources`` (``method``) of one claim; raises RpcFailure.
+
+    These change the node (a driver sets devices up and writes CDI specs, or
+    tears them down): only ``devctl call … --yes`` makes them.
+    """
+    pb, pb_grpc = _dra_modules(label)
+    what = f"{path} {DRA_APIS[label]} {method}"
+    wire = pb.Claim(namespace=claim.namespace, name=claim.name, uid=claim.uid)
+    make = pb.NodePrepareResourcesRequest if method == "NodePrepareResources" else pb.NodeUnprepareResourcesRequest
+    request = make(claims=[wire])
+    async with channel(path) as ch:
+        stub = pb_grpc.DRAPluginStub(ch)
+        try:
+            with logged(path, f"{DRA_APIS[label]} {method}"):
+                reply = await getattr(stub, method)(request, timeout=timeout)
+        except grpc.aio.AioRpcError as e:
+            raise failure(e, what, timeout) from None
+    reply = parsed(reply, what, f"{method}Response")
+    if claim.uid not in reply.claims:
+        return ClaimAnswer(claim.uid, error=f"{what}: the reply has no entry for claim {claim.uid}")
+    answer = reply.claims[claim.uid]
+    shares = label == "v1.DRAPlugin"  # share_id is a v1 field (1.35+)
+    devices = tuple(
+        DraCheckpointDevice(
+            driver=driver,
+            pool=d.pool_name,
+            device=d.device_name,
+            requests=tuple(d.request_names),
+            cdi_devices=tuple(d.cdi_device_ids),
+            share_id=d.share_id if shares and d.HasField("share_id") else None,
+        )
+        for d in getattr(answer, "devices", ())
+    )
+    return ClaimAnswer(claim.uid, devices, answer.error)
