@@ -453,7 +453,7 @@ def test_edge_topo_without_sysfs(edge_node):
     r = devctl(edge_node.root, "--sysfs", "/nonexistent/sys", "topo", "-o", "json")
     assert r.exit_code == 0, r.stderr  # pod-resources still answers
     message = "cannot read sysfs at /nonexistent/sys: No such file or directory"
-    assert r.json["errors"] == [{"source": "sysfs", "message": message, "kind": "missing"}]
+    assert r.json["errors"] == [{"source": "sysfs", "message": message, "kind": "missing", "subject": None}]
     nodes = by(r.json["numa_nodes"], "id")
     # The nodes that devices and memory name; no CPU map, so no CPUs and no verdict on CPU alignment.
     assert sorted(nodes) == [-1, 0, 1] and all(n["cpus"] == [] for n in nodes.values())
