@@ -119,7 +119,9 @@ def ls(
             lambda: (r.name for r in rows),
             no_headers=no_headers,
             quiet=quiet,
-            not_found=_unknown_resources(resources, {r.name for r in analyze.resources_view(snap)}),
+            not_found=_unknown_resources(resources, {r.name for r in analyze.resources_view(snap)})
+            if resources
+            else [],
         )
 
     rewatch(watch, once)
@@ -155,7 +157,9 @@ def devices(
             lambda: (d.id for d in rows),
             no_headers=no_headers,
             quiet=quiet,
-            not_found=_unknown_resources(resources, {r.name for r in analyze.resources_view(snap)}),
+            not_found=_unknown_resources(resources, {r.name for r in analyze.resources_view(snap)})
+            if resources
+            else [],
         )
 
     rewatch(watch, once)
