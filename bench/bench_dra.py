@@ -35,7 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
@@ -116,50 +116,69 @@ def run_child(argv: list[str], env: dict[str, str]) -> float:
     return wall
 
 
-@contextlib.contextmanager
-def _stopped_in_time(node: contextlib.AbstractContextManager) -> Iterator[None]:
-    """A simulated node that may take longer to stop than its thread waits (1,000 claims' CDI files): let it go."""
-    with contextlib.suppress(TimeoutError), node:
-        yield
+def serve_node(root: str, dra: bool) -> None:
+    """Run one simulated node in this process until SIGTERM (``--serve-node``): each node in its own process.
 
-
-def bench_reads(runs: int) -> dict[str, float]:
-    """Median ms of each command, interleaved run by run so a load spike hits all three alike.
-
-    Both nodes run in this process (``devctl sim``'s own start-up limit is too
-    short for a kubelet that prepares 1,000 claims on a loaded machine); each
-    command runs as its own process, as a person runs it.
+    ``devctl sim``'s own start-up limit is too short for a kubelet that prepares
+    1,000 claims on a loaded machine, hence this entry point.
     """
     from devctl.sim.scenario import parse_scenario
     from devctl.sim.thread import running_sim
 
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+    with contextlib.suppress(TimeoutError), running_sim(Path(root), parse_scenario(scenario(dra)), ready_timeout=600):
+        print("ready", flush=True)
+        signal.sigwait({signal.SIGTERM, signal.SIGINT})
+
+
+def start_node(root: Path, dra: bool, env: dict[str, str]) -> subprocess.Popen:
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--serve-node", str(root), "dra" if dra else "plain"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    if (proc.stdout.readline() if proc.stdout else "") != "ready\n":
+        proc.kill()
+        raise SystemExit(f"the simulated node under {root} did not start")
+    return proc
+
+
+def bench_reads(runs: int) -> dict[str, float]:
+    """Median ms of each command, interleaved run by run so a load spike hits all three alike."""
     base = Path(tempfile.mkdtemp(prefix="dcbd", dir="/tmp"))
     env = {**os.environ, "NO_COLOR": "1", "PYTHONPATH": str(HERE.parent)}
+    nodes = []
     try:
-        with contextlib.ExitStack() as stack:
-            roots = {}
-            for name, dra in (("plain", False), ("dra", True)):
-                root = base / name
-                root.mkdir()
-                t0 = time.perf_counter()
-                stack.enter_context(
-                    _stopped_in_time(running_sim(root, parse_scenario(scenario(dra)), ready_timeout=600))
-                )
-                roots[name] = str(root)
-                print(f"{name} node ready in {time.perf_counter() - t0:.1f}s", flush=True)
-            commands = {
-                "ls (no DRA)": ["--root", roots["plain"], "ls"],
-                "ls (DRA)": ["--root", roots["dra"], "ls"],
-                "claims (DRA)": ["--root", roots["dra"], "claims"],
-            }
-            walls: dict[str, list[float]] = {k: [] for k in commands}
-            for argv in commands.values():  # warm the page cache
-                run_child([*DEVCTL, *argv], env)
-            for _ in range(runs):
-                for name, argv in commands.items():
-                    time.sleep(0.25)  # let pod-resources' token bucket refill
-                    walls[name].append(run_child([*DEVCTL, *argv], env))
+        roots = {}
+        for name, dra in (("plain", False), ("dra", True)):
+            root = base / name
+            root.mkdir()
+            t0 = time.perf_counter()
+            nodes.append(start_node(root, dra, env))
+            roots[name] = str(root)
+            print(f"{name} node ready in {time.perf_counter() - t0:.1f}s", flush=True)
+        commands = {
+            "ls (no DRA)": ["--root", roots["plain"], "ls"],
+            "ls (DRA)": ["--root", roots["dra"], "ls"],
+            "claims (DRA)": ["--root", roots["dra"], "claims"],
+        }
+        walls: dict[str, list[float]] = {k: [] for k in commands}
+        for argv in commands.values():  # warm the page cache
+            run_child([*DEVCTL, *argv], env)
+        for _ in range(runs):
+            for name, argv in commands.items():
+                time.sleep(0.25)  # let pod-resources' token bucket refill
+                walls[name].append(run_child([*DEVCTL, *argv], env))
     finally:
+        for node in nodes:
+            node.terminate()
+        for node in nodes:
+            try:
+                node.wait(60)
+            except subprocess.TimeoutExpired:
+                node.kill()
         shutil.rmtree(base, ignore_errors=True)
     return {k: statistics.median(v) * 1000 for k, v in walls.items()}
 
@@ -335,7 +354,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5, help="runs of each read command [5]")
     parser.add_argument("--seconds", type=float, default=10.0, help="how long the drivers send [10]")
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON to FILE")
+    parser.add_argument("--serve-node", nargs=2, metavar=("ROOT", "KIND"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.serve_node:
+        serve_node(args.serve_node[0], args.serve_node[1] == "dra")
+        return
     load = os.getloadavg()
     reads = bench_reads(args.runs)
     watch = asyncio.run(bench_watch(4, 1000, 20, args.seconds))
