@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import string
+from pathlib import Path
 
 import pytest
 import yaml
@@ -85,7 +86,7 @@ def test_every_text_loads_as_the_safe_loader_loads_it(text: str) -> None:
 def test_a_claim_spec_the_driver_writes(tmp_path) -> None:
     devices = [CdiDevice(f"uid-gpu-{i}", f"/dev/dra/d/gpu-{i}", 240, i, (f"E{i}=p/gpu-{i}",)) for i in range(3)]
     path = write_claim_spec(str(tmp_path), "gpu.example.com", "0f3c-uid", devices)
-    text = open(path).read()
+    text = Path(path).read_text()
     assert yamlsubset.load(text) == yaml.safe_load(text)
     assert yamlsubset._Lines(text).document() == yaml.safe_load(text)  # the fast path itself, no fallback
 
@@ -95,7 +96,8 @@ def _random_value(rng: random.Random, depth: int):
     if kind == 0:
         return rng.randrange(-5, 400)
     if kind == 1:
-        return "".join(rng.choice(string.ascii_letters + string.digits + "/=._-:, ") for _ in range(rng.randrange(0, 12)))
+        alphabet = string.ascii_letters + string.digits + "/=._-:, "
+        return "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 12)))
     if kind == 2:
         return rng.choice([True, False, None, 1.5, "0.6.0", "010", "yes", "~", ""])
     if kind == 3:
