@@ -115,7 +115,9 @@ def call(
     ] = False,
     output: Annotated[CallOutput, typer.Option("--output", "-o", help="table, json or yaml.")] = CallOutput.table,
 ) -> None:
-    """Make one DevicePlugin RPC against a plugin and print the reply: options, list, preferred, allocate, prestart.
+    """Make one RPC against a device plugin or a DRA driver (--dra) and print the reply.
+
+    A plugin: options, list, preferred, allocate, prestart.
 
     list is the first ListAndWatch list. preferred asks GetPreferredAllocation
     with --available, --must-include and --size. allocate and prestart take
