@@ -369,11 +369,11 @@ class ClaimAnswer:
 
 
 def _dra_modules(label: str) -> tuple[Any, Any]:
-    if DRA_APIS[label] == "v1":
-        from devctl.api.dra.v1 import api_pb2, api_pb2_grpc
-    else:
-        from devctl.api.dra.v1beta1 import api_pb2, api_pb2_grpc
-    return api_pb2, api_pb2_grpc
+    """The generated modules of a DRA service label (imported when a call needs them)."""
+    import importlib
+
+    package = f"devctl.api.dra.{DRA_APIS[label]}"
+    return importlib.import_module(f"{package}.api_pb2"), importlib.import_module(f"{package}.api_pb2_grpc")
 
 
 async def change_claim(path: str, driver: str, label: str, method: str, claim: ClaimRef, timeout: float) -> ClaimAnswer:
