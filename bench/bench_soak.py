@@ -55,12 +55,25 @@ SERVING = re.compile(r"devctl: serving (?P<res>\S+) \(")
 
 @dataclass
 class Sample:
-    """One reading of a process: resident memory, open fds and threads."""
+    """One reading of a process: resident memory, open fds (and what they are) and threads."""
 
     at: float
     rss_kib: int
     fds: int
     threads: int
+    fd_kinds: dict[str, int] = field(default_factory=dict)
+
+
+def fd_kinds(pid: int) -> dict[str, int]:
+    """How many fds of each kind a process holds: socket, pipe, anon_inode:[eventpoll], or a file's dir."""
+    kinds: dict[str, int] = {}
+    with contextlib.suppress(OSError):
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                kind = target.split(":[")[0] if ":[" in target else os.path.dirname(target) or target
+                kinds[kind] = kinds.get(kind, 0) + 1
+    return kinds
 
 
 def sample(pid: int) -> Sample | None:
@@ -72,7 +85,7 @@ def sample(pid: int) -> Sample | None:
         return None
     rss = int(re.search(r"VmRSS:\s+(\d+)", status).group(1))  # type: ignore[union-attr]
     threads = int(re.search(r"Threads:\s+(\d+)", status).group(1))  # type: ignore[union-attr]
-    return Sample(time.monotonic(), rss, fds, threads)
+    return Sample(time.monotonic(), rss, fds, threads, fd_kinds(pid))
 
 
 @dataclass
@@ -131,6 +144,11 @@ def drain(fd: int) -> threading.Thread:
     t = threading.Thread(target=run, daemon=True)
     t.start()
     return t
+
+
+def sockets_in(directory: Path) -> list[str]:
+    """The plugins dir's entries, without the kubelet's dot-named temporaries (its checkpoint's atomic write)."""
+    return sorted(name for name in os.listdir(directory) if not name.startswith("."))
 
 
 def wait_for(check, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
@@ -232,7 +250,7 @@ def main() -> int:
             p.start()
             plugins.append(p)
         wait_for(lambda: all("registered" in p.log.read_text() for p in plugins), 60, "the plugins to register")
-        sockets_at_start = sorted(os.listdir(plugins_dir))
+        sockets_at_start = sockets_in(plugins_dir)
 
         watch = subprocess.Popen([*DEVCTL, "watch", "--root", str(root), "-o", "json"],
                                  stdout=subprocess.PIPE, stderr=(tmp / "watch.log").open("wb"), env=env)
@@ -257,6 +275,8 @@ def main() -> int:
         next_restart = start + args.restart_every
         restarts = flips = refused = 0
         reconnect_s: list[float] = []
+        trace: dict[str, list[int]] = {}  # each process' open fds every 30 s: a leak grows, a warm-up levels off
+        next_trace = start
         first: dict[str, Sample | None] = {}
         last: dict[str, Sample | None] = {}
         pids = {"watch": watch.pid, **({"tui": tui_pid} if tui_pid else {})}
@@ -265,6 +285,11 @@ def main() -> int:
         while (now := time.monotonic()) - start < duration:
             if not first and now - start >= warmup:
                 first = {name: sample(pid) for name, pid in pids.items()}
+            if now >= next_trace:
+                next_trace += 30
+                for name, pid in pids.items():
+                    if (reading := sample(pid)) is not None:
+                        trace.setdefault(name, []).append(reading.fds)
             if now >= next_restart:
                 victim = plugins[restarts % len(plugins)]
                 registrations = victim.log.read_text().count("registered")
@@ -304,7 +329,7 @@ def main() -> int:
         seen = seen_changes(watched.lines)
         lost = sum(max(0, len(v) - len(seen.get(k, []))) for k, v in expected.items())
         wrong = sorted(k for k in set(expected) | set(seen) if expected.get(k, []) != seen.get(k, []))
-        sockets_at_end = sorted(os.listdir(plugins_dir))
+        sockets_at_end = sockets_in(plugins_dir)
     finally:
         for p in plugins:
             with contextlib.suppress(Exception):
@@ -331,6 +356,11 @@ def main() -> int:
             continue
         print(f"  {name}: RSS {first[name].rss_kib / 1024:.1f} → {last[name].rss_kib / 1024:.1f} MiB "  # type: ignore[union-attr]
               f"({rss:+.1f} %), fds {fds:+d}, threads {threads:+d}")
+        print(f"    open fds every 30 s: {trace.get(name, [])}")
+        if fds:
+            a, b = first[name].fd_kinds, last[name].fd_kinds  # type: ignore[union-attr]
+            grown = {k: b.get(k, 0) - a.get(k, 0) for k in set(a) | set(b) if b.get(k, 0) != a.get(k, 0)}
+            print(f"    fds that changed: {grown}")
         figures[f"{name}_rss_growth_pct"] = {"value": round(rss, 2), "unit": "%", "target": 10, "better": "lower"}
         figures[f"{name}_fd_growth"] = {"value": fds, "unit": "fds", "target": 0, "better": "lower"}
         figures[f"{name}_thread_growth"] = {"value": threads, "unit": "threads", "target": 0, "better": "lower"}

@@ -312,7 +312,8 @@ async def _plugins(paths: NodePaths, timeout: float, out: _Result, pending: _Pen
             source = "registry" if p.socket in registered else "plugin"
             out.errors.append(SourceError(source, p.error, p.error_kind or ErrorKind.OTHER))
         if p.dra is not None and p.dra.error:
-            out.errors.append(SourceError("dra", p.dra.error, p.dra.error_kind or ErrorKind.OTHER))
+            driver = p.registry.name if p.registry is not None else None
+            out.errors.append(SourceError("dra", p.dra.error, p.dra.error_kind or ErrorKind.OTHER, driver))
     out.plugins.extend(probes)
 
 

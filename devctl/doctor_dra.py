@@ -57,7 +57,7 @@ def _driver_missing(c: _Checkup, claims: Sequence[ClaimRow]) -> None:
     for driver, names in sorted(by_driver.items()):
         # The endpoint's own failure, if it was dialled, is this finding's evidence.
         def about(e: SourceError, d: str = driver) -> bool:
-            return e.source == "dra" and f"/{d}/" in e.message  # the endpoint path names the driver's plugins dir
+            return e.source == "dra" and e.subject == d
 
         told = c.explain(about)
         why = f" ({told[0].message})" if told else " (no registration socket answers for it)"

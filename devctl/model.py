@@ -107,6 +107,9 @@ class SourceError:
     source: str
     message: str
     kind: ErrorKind = ErrorKind.OTHER
+    # What within the source failed, when the source holds many (a DRA driver's name for a ``dra``
+    # endpoint error): checks tie an error to its object by this, never by the words of ``message``.
+    subject: str | None = None
 
 
 @dataclass(frozen=True)

@@ -92,6 +92,48 @@ def test_each_planted_dra_and_cdi_problem_is_found(sim_node) -> None:
     }
 
 
+async def test_a_dead_endpoint_is_the_evidence_of_its_driver_s_finding(short_root: Path) -> None:
+    """The endpoint's error is tied to its driver by the driver's name, whatever its path says."""
+    import grpc
+    from helpers import run_devctl_async
+
+    from devctl.api.pluginregistration.v1 import api_pb2 as reg
+    from devctl.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
+
+    kubelet = short_root / "var" / "lib" / "kubelet"
+    (kubelet / "device-plugins").mkdir(parents=True)
+    (kubelet / "plugins_registry").mkdir()
+    data = json.dumps(
+        {"kind": "DRACheckpoint", "apiVersion": "checkpoint.dra.kubelet.k8s.io/v1", "ClaimInfoStateList": None}
+    )
+    (kubelet / "dra_manager_state").write_text(json.dumps({"Data": data, "Checksum": zlib.crc32(data.encode())}))
+    _add_claims(kubelet / "dra_manager_state", [_claim("u-1", "held", "dead.example.com", "d0")])
+
+    class Info(reg_grpc.RegistrationServicer):
+        async def GetInfo(self, request, context):
+            # GIVEN a registered driver whose endpoint (in a dir not named after it) is gone
+            return reg.PluginInfo(
+                type="DRAPlugin",
+                name="dead.example.com",
+                endpoint="/var/lib/kubelet/plugins/vendor-x/dra.sock",
+                supported_versions=["v1.DRAPlugin"],
+            )
+
+    server = grpc.aio.server()
+    reg_grpc.add_RegistrationServicer_to_server(Info(), server)
+    server.add_insecure_port(f"unix:{kubelet / 'plugins_registry' / 'x-reg.sock'}")
+    await server.start()
+    try:
+        r = await run_devctl_async("--timeout", "2", "doctor", "-o", "json", root=short_root)
+    finally:
+        await server.stop(None)
+    # THEN the driver's finding carries the endpoint's own failure, and that error is not reported again
+    found = {(f["code"], f["subject"]): f for f in r.json["findings"]}
+    missing = found[("dra-driver-missing", "dead.example.com")]
+    assert "vendor-x/dra.sock: no such socket" in missing["message"] and "ml/held" in missing["message"]
+    assert not [f for f in r.json["findings"] if f["code"] == "source-unreadable" and "vendor-x" in f["message"]]
+
+
 def test_the_default_node_has_no_other_dra_or_cdi_finding(sim_node) -> None:
     r = devctl(sim_node.root, "doctor", "-o", "json")
     dra = [(f["code"], f["subject"]) for f in r.json["findings"] if f["code"].startswith(("dra-", "cdi-", "registry-"))]

@@ -138,7 +138,7 @@ def test_a_checkpoint_that_is_not_a_file_is_one_warning_and_the_rest_shows(defau
     assert GPU in ls.stdout  # pod-resources still answers
     doc = run_devctl(*args, "ls", "-o", "json", root=default_node.root, timeout=BOUND).json
     assert doc["errors"] == [
-        {"source": "checkpoint", "message": warning.split(": ", 2)[2], "kind": "other"},
+        {"source": "checkpoint", "message": warning.split(": ", 2)[2], "kind": "other", "subject": None},
     ]
     # devctl checkpoint shows the DRA checkpoint too: it still reads, so the broken one is a warning, not exit 3
     shown = run_devctl(*args, "checkpoint", root=default_node.root, timeout=BOUND)

@@ -122,7 +122,7 @@ def test_json_is_the_contract_shape_with_errors():
     node = gpu_node(errors=(SourceError("checkpoint", "/cp: gone"),))
     doc = json.loads(structured.to_json(structured.document({"resources": analyze.resources_view(node)}, node.errors)))
     assert list(doc) == ["resources", "errors"]
-    assert doc["errors"] == [{"source": "checkpoint", "message": "/cp: gone", "kind": "other"}]
+    assert doc["errors"] == [{"source": "checkpoint", "message": "/cp: gone", "kind": "other", "subject": None}]
     assert doc["resources"][0]["capacity"] == 8
     topo = structured.document(analyze.topology_view(node), ())
     assert list(topo) == ["numa_nodes", "shared_pool", "alignment", "errors"]

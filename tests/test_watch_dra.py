@@ -130,3 +130,73 @@ async def test_a_driver_without_health_says_so_once(short_root: Path) -> None:
     assert r.exit_code == 0, r.stderr
     assert r.stdout == ""
     assert r.stderr.count("offers no health service") == 1, r.stderr
+
+
+# --- a whole-node watch (no argument): device plugins and DRA drivers on one timeline ----------------------
+
+
+async def whole_node(root: Path, *args: str) -> Watch:
+    proc = await asyncio.create_subprocess_exec(
+        *DEVCTL,
+        "watch",
+        "-o",
+        "json",
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=devctl_env(root),
+    )
+    return Watch(proc)
+
+
+async def until(w: Watch, wanted, within: float = 20) -> dict:
+    """The first event that ``wanted`` accepts, skipping the others."""
+    deadline = time.monotonic() + within
+    while True:
+        event = await w.event(max(0.1, deadline - time.monotonic()))
+        if wanted(event):
+            return event
+
+
+def test_once_on_the_whole_node_shows_the_drivers_beside_the_plugins(sim_node) -> None:
+    from helpers import run_devctl
+
+    # WHEN the whole simulated node is watched once, no target named
+    r = run_devctl("watch", "--once", "-o", "json", root=sim_node.root)
+    # THEN every device plugin and the DRA driver have a snapshot line
+    assert r.exit_code == 0, r.stderr
+    snapshots = {e["resource"]: (e["devices"], e["healthy"]) for e in map(json.loads, r.stdout.splitlines())}
+    assert snapshots == {
+        "nvidia.com/gpu": (8, 7),
+        "intel.com/sriov_netdevice": (8, 8),
+        "hardware-vendor.example/foo": (2, 2),
+        DRIVER: (4, 3),
+    }
+
+
+async def test_a_whole_node_watch_follows_a_driver_that_registers_later(short_root: Path) -> None:
+    (short_root / "var" / "lib" / "kubelet" / "device-plugins").mkdir(parents=True)
+    w = await whole_node(short_root)
+    d = driver_at(short_root)
+    try:
+        # WHEN a DRA driver registers after the watch started, then one of its devices goes bad
+        await asyncio.sleep(0.2)  # not required: the watch looks again; this only makes "later" likely
+        await d.start()
+        snapshot = await until(w, lambda e: e["event"] == "snapshot")
+        d.set_health("gpu-0", "Unhealthy", "XID 48")
+        health = await until(w, lambda e: e["event"] == "health")
+        # AND it stops
+        await d.stop()
+        gone = await until(w, lambda e: e["event"] == "disconnected")
+    finally:
+        await d.stop()
+        await w.stop()
+    # THEN its health stream is on the node's timeline: snapshot, health with the message, disconnected
+    assert (snapshot["resource"], snapshot["devices"]) == (DRIVER, 2)
+    assert (health["resource"], health["device"], health["to"], health["message"]) == (
+        DRIVER,
+        "node-a/gpu-0",
+        "Unhealthy",
+        "XID 48",
+    )
+    assert gone["resource"] == DRIVER

@@ -93,7 +93,8 @@ def dra_inventory(
     for driver, probe in drivers.items():
         stream = probe.dra.health if probe is not None and probe.dra is not None else None
         listed = [(h.pool, h.device) for h in stream] if stream is not None else []
-        held = [(pool, dev) for (dv, pool, dev) in holders if dv == driver and (pool, dev) not in set(listed)]
+        in_stream = set(listed)
+        held = [(pool, dev) for (dv, pool, dev) in holders if dv == driver and (pool, dev) not in in_stream]
         keys = list(dict.fromkeys([*listed, *sorted(held)]))
         rows = []
         for pool, dev in keys:

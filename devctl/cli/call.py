@@ -4,6 +4,7 @@
 plugins`` names sockets; ``devctl call --socket PATH RPC ...`` skips that. The
 command parses, refuses what it must (``allocate`` and ``prestart`` without
 ``--yes``), makes the call through ``DevicePluginClient`` and prints the reply.
+``devctl call --dra DRIVER RPC ...`` calls a DRA driver instead (``call_dra``).
 Only typer and the standard library are imported at module level.
 """
 
@@ -14,7 +15,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
@@ -22,6 +23,7 @@ from devctl.cli.common import ExitCode, fail, options, run, socket_path
 from devctl.cli.complete import call_words
 
 if TYPE_CHECKING:
+    from devctl.cli.common import GlobalOptions
     from devctl.model import NodePaths, PluginProbe
     from devctl.node.deviceplugin import DevicePluginClient
     from devctl.node.rpc import RpcFailure
@@ -71,8 +73,9 @@ def call(
         list[str],
         typer.Argument(
             metavar="[RESOURCE] RPC [ID...]",
-            help="The resource (unless --socket), then options, list, preferred, allocate or prestart, "
-            "then device IDs (allocate, prestart; candidates for preferred).",
+            help="The resource (unless --socket or --dra), then options, list, preferred, allocate or prestart, "
+            "then device IDs (allocate, prestart; candidates for preferred). "
+            "With --dra: info, health, prepare or unprepare, then the claim as NAMESPACE/NAME.",
             show_default=False,
             autocompletion=call_words,
         ),
@@ -92,22 +95,49 @@ def call(
     size: Annotated[
         int | None, typer.Option("--size", min=1, metavar="N", help="preferred: how many devices the container needs.")
     ] = None,
+    dra: Annotated[
+        str | None,
+        typer.Option("--dra", metavar="DRIVER", help="Call this DRA driver (its GetInfo name), not a device plugin."),
+    ] = None,
+    claim: Annotated[
+        str | None,
+        typer.Option("--claim", metavar="NAMESPACE/NAME", help="--dra prepare/unprepare: the claim."),
+    ] = None,
+    uid: Annotated[
+        str | None,
+        typer.Option(
+            "--uid", metavar="UID", help="--dra prepare/unprepare: the claim's UID [default: from dra_manager_state]."
+        ),
+    ] = None,
     yes: Annotated[
-        bool, typer.Option("--yes", "-y", help="Really call allocate or prestart: they may change device state.")
+        bool,
+        typer.Option(
+            "--yes", "-y", help="Really call allocate, prestart, or a DRA prepare/unprepare: they change device state."
+        ),
     ] = False,
     output: Annotated[CallOutput, typer.Option("--output", "-o", help="table, json or yaml.")] = CallOutput.table,
 ) -> None:
-    """Make one DevicePlugin RPC against a plugin and print the reply: options, list, preferred, allocate, prestart.
+    """Make one RPC against a device plugin or a DRA driver (--dra) and print the reply.
+
+    A plugin: options, list, preferred, allocate, prestart.
 
     list is the first ListAndWatch list. preferred asks GetPreferredAllocation
     with --available, --must-include and --size. allocate and prestart take
     device IDs and need --yes, because a plugin may change a device's state
-    for them. Exit 3 when the plugin cannot be reached or does not answer in
-    --timeout; exit 1 when it answers with an error.
+    for them. With --dra DRIVER: info (GetInfo on its registration socket),
+    health (one NodeWatchResources message), prepare and unprepare (one claim,
+    NAMESPACE/NAME; they need --yes). Exit 3 when the plugin cannot be reached
+    or does not answer in --timeout; exit 1 when it answers with an error.
     """
     opts = options(ctx)
     if opts.from_file:
         fail("--from: call talks to a live plugin; a snapshot file has none")
+    if dra is not None:
+        if socket is not None or available or must_include or size is not None:
+            fail("--dra calls a DRA driver: --socket, --available, --must-include and --size belong to device plugins")
+        _call_dra(opts, dra, args, claim, uid, yes, output)
+    if claim is not None or uid is not None:
+        fail("--claim and --uid belong to --dra prepare and unprepare")
     resource, request = parse(args, socket, available or [], must_include or [], size)
     if request.rpc in CHANGES_STATE and not yes:
         fail(
@@ -125,6 +155,39 @@ def call(
     except UnknownResource as e:
         fail(str(e), ExitCode.FINDINGS)
     _print(result, output)
+
+
+def _call_dra(
+    opts: GlobalOptions,
+    driver: str,
+    args: Sequence[str],
+    claim: str | None,
+    uid: str | None,
+    yes: bool,
+    output: CallOutput,
+) -> NoReturn:
+    """``call --dra``: parse, refuse a state change without --yes (before any socket), call, print, exit."""
+    from devctl.cli.call_dra import (
+        NotOffered,
+        UnknownClaim,
+        UnknownDriver,
+        call_dra,
+        parse_dra,
+        print_dra,
+        refuse_without_yes,
+    )
+    from devctl.node.rpc import RpcFailure
+
+    request = parse_dra(args, claim, uid)
+    if not yes:
+        refuse_without_yes(request)
+    try:
+        result = run(call_dra(opts.paths(), opts.timeout, driver, request))
+    except RpcFailure as e:
+        fail(e.message, _exit_code(e))
+    except (UnknownDriver, UnknownClaim, NotOffered) as e:
+        fail(str(e), ExitCode.FINDINGS)
+    raise typer.Exit(int(print_dra(result, output.value)))
 
 
 def _split(values: Sequence[str]) -> tuple[str, ...]:

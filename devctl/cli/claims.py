@@ -43,7 +43,7 @@ def claims(
     shown = {analyze.DRA_CHECKPOINT, analyze.POD_RESOURCES}
     snap = node_snapshot(ctx, {*shown, analyze.PLUGINS, analyze.CDI, analyze.IDENTITIES})
     rows = claims_view(snap, namespace=namespace, names=names)
-    everything = claims_view(snap, namespace=namespace)
+    everything = claims_view(snap, namespace=namespace) if names else rows  # the view once when nothing is named
     found = {n for r in rows for n in (r.name, f"{r.namespace}/{r.name}")}
     emit(
         snap,

@@ -52,9 +52,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "devctl call nvidia.com/gpu list          # the plugin's first ListAndWatch list",
         "devctl call nvidia.com/gpu options       # GetDevicePluginOptions",
         "devctl call --socket x.sock list         # a socket the kubelet may not know",
+        "devctl call --dra gpu.example.com health # one message of a DRA driver's health stream",
     ),
     "watch": (
-        "devctl watch                   # every plugin of the node, until Ctrl-C",
+        "devctl watch                   # every plugin and DRA driver of the node, until Ctrl-C",
         "devctl watch nvidia.com/gpu    # one resource",
         "devctl watch -o json --count 5 # five events as JSON lines",
     ),

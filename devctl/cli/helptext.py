@@ -38,8 +38,8 @@ TOP_HELP = (
     '  -h, --help               Show this message and exit.\n'
     '\n'
     'Commands:\n'
-    '  call        Make one DevicePlugin RPC against a plugin and print the reply:\n'
-    '              options, list, preferred, allocate, prestart.\n'
+    '  call        Make one RPC against a device plugin or a DRA driver (--dra) and\n'
+    '              print the reply.\n'
     '  cdi         CDI spec dirs and files, and every CDI name in use resolved to\n'
     '              device nodes, PCI address and NUMA node.\n'
     '  checkpoint  The device manager and DRA checkpoints decoded: checksum,\n'
@@ -77,8 +77,8 @@ TOP_HELP = (
     "  tui         The node's devices at a glance, live: resources, devices, pods,\n"
     '              NUMA map, events.\n'
     '  version     Print the version (as --version does).\n'
-    '  watch       Follow device plugins live: a snapshot, then one line per\n'
-    '              change, until Ctrl-C.\n'
+    '  watch       Follow device plugins and DRA drivers live: a snapshot, then one\n'
+    '              line per change, until Ctrl-C.\n'
     '  who         Which processes hold each device open, in which container and\n'
     '              pod, and whether that container was given it.\n'
 )

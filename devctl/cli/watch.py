@@ -53,9 +53,10 @@ def watch(
         WatchOutput, typer.Option("--output", "-o", help="table, or json: one object per line.")
     ] = WatchOutput.table,
 ) -> None:
-    """Follow device plugins live: a snapshot, then one line per change, until Ctrl-C.
+    """Follow device plugins and DRA drivers live: a snapshot, then one line per change, until Ctrl-C.
 
-    Events: snapshot, added, removed, health, topology, disconnected and
+    Without arguments, every plugin and every registered DRA driver (its health
+    stream). Events: snapshot, added, removed, health, topology, disconnected and
     reconnected; with --udev also udev-add, udev-remove, udev-change,
     udev-bind, udev-unbind. Status notes (waiting, why a stream ended) go to
     stderr.

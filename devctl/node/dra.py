@@ -8,24 +8,43 @@ answers at all (an HTTP/2 handshake: a gRPC server is there) and, when it
 offers ``DRAResourceHealth``, the first message of ``NodeWatchResources`` —
 the driver's complete device list with health — after which the stream is
 cancelled. ``v1.DRAResourceHealth`` is asked first, then ``v1alpha1``.
+
+Drivers are found as the kubelet finds them (``find_drivers``): a
+``plugins_registry/`` socket whose GetInfo says ``DRAPlugin``, never a guess
+from a file name. ``prepare`` and ``unprepare`` are here for ``devctl call``
+alone, which makes them only behind ``--yes``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from devctl.api.drahealth.v1 import api_pb2 as health_v1
 from devctl.api.drahealth.v1 import api_pb2_grpc as health_v1_grpc
 from devctl.api.drahealth.v1alpha1 import api_pb2 as health_v1alpha1
 from devctl.api.drahealth.v1alpha1 import api_pb2_grpc as health_v1alpha1_grpc
-from devctl.model import DraDeviceHealth, DraEndpoint, ErrorKind, PluginStatus
+from devctl.model import (
+    DraCheckpointDevice,
+    DraDeviceHealth,
+    DraEndpoint,
+    ErrorKind,
+    NodePaths,
+    PluginStatus,
+    RegistryInfo,
+)
 from devctl.node.rpc import RpcFailure, channel, check_socket, failure, parsed
 from devctl.node.rpclog import logged
+from devctl.node.sockets import OutsideRoot, SocketFile, registry_endpoint, registry_sockets
+
+log = logging.getLogger(__name__)
 
 # The type a DRA driver gives in PluginInfo.
 DRA_PLUGIN_TYPE = "DRAPlugin"
@@ -137,3 +156,258 @@ async def probe_endpoint(path: str, supported: Sequence[str], timeout: float) ->
     except RpcFailure as e:
         return DraEndpoint(path=path, status=e.status, error=e.message, error_kind=e.kind, health_stream=bool(versions))
     return DraEndpoint(path=path, status=PluginStatus.SERVING, health_stream=bool(versions), health_error=health_error)
+
+
+class HealthStream:
+    """A live NodeWatchResources stream of one API version, for ``devctl watch``: every list, or the newest when behind.
+
+    Messages are taken as bytes and parsed only when taken (``deviceplugin._Backlog``,
+    as ListAndWatch is): when the oldest list not yet taken waited more than
+    ``behind`` seconds, the lists before the newest are skipped (each is the
+    driver's complete list, so the newest holds everything they did) and
+    ``skipped`` counts them. Each message usually changes one device of
+    thousands: a message is split into its devices' bytes, and only devices
+    whose bytes differ from the previous message are parsed; the others keep
+    their ``DraDeviceHealth`` object (bench/bench_dra.py).
+    """
+
+    def __init__(self, path: str, version: str):
+        self.path = path
+        self.version = version
+        self.skipped = 0
+
+    async def lists(
+        self, first_within: float, behind: float | None = None
+    ) -> AsyncIterator[tuple[DraDeviceHealth, ...]]:
+        """Yield each list; raises RpcFailure when the stream fails (code UNIMPLEMENTED: this version is not served)."""
+        from devctl.node.deviceplugin import _Backlog
+
+        pb, _ = _API[self.version]
+        what = f"{self.path} {self.version} NodeWatchResources"
+        async with channel(self.path) as ch:
+            call = ch.unary_stream(
+                f"/{self.version}.DRAResourceHealth/NodeWatchResources",
+                request_serializer=pb.NodeWatchResourcesRequest.SerializeToString,
+                response_deserializer=None,
+            )(pb.NodeWatchResourcesRequest())
+            backlog = _Backlog(call)
+            known: dict[bytes, DraDeviceHealth] = {}
+            within: float | None = first_within
+            try:
+                while True:
+                    try:
+                        wire = await asyncio.wait_for(backlog.take(behind), within)
+                    except asyncio.TimeoutError:
+                        raise RpcFailure(
+                            PluginStatus.TIMEOUT, f"{what}: no device list within {within:g}s", kind=ErrorKind.TIMEOUT
+                        ) from None
+                    except grpc.aio.AioRpcError as e:
+                        raise failure(e, what) from None
+                    if wire is None:
+                        return
+                    within = None
+                    self.skipped = backlog.skipped
+                    devices, known = _devices(pb, wire, known, what)
+                    yield tuple(devices)
+            finally:
+                await backlog.close()
+
+
+def _devices(
+    pb: Any, wire: bytes, known: dict[bytes, DraDeviceHealth], what: str
+) -> tuple[list[DraDeviceHealth], dict[bytes, DraDeviceHealth]]:
+    """A message's devices, each device whose bytes ``known`` holds reused; and the map for the next message."""
+    entries = _entries(wire)
+    if entries is None:  # another field than the device list (a newer API): parse it whole
+        msg = parsed(_decoded(pb.NodeWatchResourcesResponse, wire), what, "NodeWatchResourcesResponse")
+        return [device_health(d) for d in msg.devices], {}
+    current: dict[bytes, DraDeviceHealth] = {}
+    devices = []
+    for raw in entries:
+        health = current.get(raw) or known.get(raw)
+        if health is None:
+            health = device_health(parsed(_decoded(pb.DeviceHealth, raw), what, "NodeWatchResourcesResponse"))
+        current[raw] = health
+        devices.append(health)
+    return devices, current
+
+
+# The wire tag of NodeWatchResourcesResponse.devices: field 1, length-delimited.
+_DEVICES_TAG = 0x0A
+
+
+def _entries(wire: bytes) -> list[bytes] | None:
+    """The bytes of each DeviceHealth of a message, split without parsing them; None for any other field.
+
+    Splitting costs a fraction of converting a thousand devices, and lets a
+    device whose bytes did not change keep its object.
+    """
+    out = []
+    i, end = 0, len(wire)
+    while i < end:
+        if wire[i] != _DEVICES_TAG:
+            return None
+        i += 1
+        length = shift = 0
+        while True:
+            if i >= end or shift > 28:
+                return None
+            byte = wire[i]
+            i += 1
+            length |= (byte & 0x7F) << shift
+            if byte < 0x80:
+                break
+            shift += 7
+        if i + length > end:
+            return None
+        out.append(wire[i : i + length])
+        i += length
+    return out
+
+
+def _decoded(message: Any, wire: bytes) -> Any:
+    """``message`` parsed from its bytes; None when they are not one (``parsed`` then says so)."""
+    try:
+        return message.FromString(wire)
+    except DecodeError:
+        return None
+
+
+# --- finding drivers ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Driver:
+    """A DRA driver as its registration names it: its registration socket, its endpoint, what it offers."""
+
+    name: str
+    registration: str  # the plugins_registry/ socket, as listed
+    endpoint: str  # the endpoint socket, resolved under the root
+    info: RegistryInfo
+
+    @property
+    def versions(self) -> tuple[str, ...]:
+        """The health API versions it offers, in the order devctl asks them."""
+        return tuple(health_versions(self.info.supported_versions))
+
+
+async def driver_at(paths: NodePaths, socket: SocketFile, timeout: float) -> Driver | None:
+    """The DRA driver a registry socket registers, None for another kind of plugin (GetInfo under ``timeout``).
+
+    Raises RpcFailure when the socket does not answer, OutsideRoot when its
+    endpoint lies outside the root.
+    """
+    from devctl.node.deviceplugin import registry_info
+
+    await check_socket(socket.real, timeout)
+    try:
+        info = await registry_info(socket.real, timeout)
+    except (AttributeError, TypeError):  # grpc.aio's None for an undecodable reply
+        raise RpcFailure(
+            PluginStatus.UNREACHABLE, f"{socket.path} GetInfo: not a PluginInfo", kind=ErrorKind.WRONG_API
+        ) from None
+    if info.type != DRA_PLUGIN_TYPE:
+        return None
+    return Driver(info.name, socket.path, registry_endpoint(paths, socket.path, info), info)
+
+
+async def find_drivers(paths: NodePaths, timeout: float, names: Collection[str] | None = None) -> dict[str, Driver]:
+    """The DRA drivers registered on the node (only ``names`` when given), every registry socket asked at once.
+
+    A registry that cannot be listed, or a socket that does not answer, or an
+    endpoint outside the root, names no driver (``devctl plugins`` says why).
+    When two registration sockets name one driver (a rolling update), the
+    first by path is taken.
+    """
+    try:
+        found = registry_sockets(paths.plugins_registry, paths.root)
+    except OSError:
+        return {}
+
+    async def ask(socket: SocketFile) -> Driver | None:
+        try:
+            driver = await driver_at(paths, socket, timeout)
+        except (RpcFailure, OutsideRoot) as e:
+            log.debug("registry socket %s: %s", socket.path, e)
+            return None
+        return driver if driver is not None and (names is None or driver.name in names) else None
+
+    drivers: dict[str, Driver] = {}
+    for d in await asyncio.gather(*(ask(s) for s in found)):
+        if d is not None:
+            drivers.setdefault(d.name, d)
+    return drivers
+
+
+# --- prepare and unprepare (devctl call, behind --yes) -----------------------------------------
+
+# The DRA service labels devctl can call, and their generated modules (imported when used).
+DRA_APIS = {"v1.DRAPlugin": "v1", "v1beta1.DRAPlugin": "v1beta1"}
+
+
+def dra_api(supported: Sequence[str]) -> str | None:
+    """The DRA service label to call: the first of the driver's own list that devctl speaks, as kubelets 1.34+ pick."""
+    return next((label for label in supported if label in DRA_APIS), None)
+
+
+@dataclass(frozen=True)
+class ClaimRef:
+    """A ResourceClaim as the kubelet names it to a driver."""
+
+    namespace: str
+    name: str
+    uid: str
+
+
+@dataclass(frozen=True)
+class ClaimAnswer:
+    """A driver's answer for one claim: the devices prepared (prepare only) and its error ("" when none)."""
+
+    uid: str
+    devices: tuple[DraCheckpointDevice, ...] = ()
+    error: str = ""
+
+
+def _dra_modules(label: str) -> tuple[Any, Any]:
+    """The generated modules of a DRA service label (imported when a call needs them)."""
+    import importlib
+
+    package = f"devctl.api.dra.{DRA_APIS[label]}"
+    return importlib.import_module(f"{package}.api_pb2"), importlib.import_module(f"{package}.api_pb2_grpc")
+
+
+async def change_claim(path: str, driver: str, label: str, method: str, claim: ClaimRef, timeout: float) -> ClaimAnswer:
+    """``NodePrepareResources`` or ``NodeUnprepareResources`` (``method``) of one claim; raises RpcFailure.
+
+    These change the node (a driver sets devices up and writes CDI specs, or
+    tears them down): only ``devctl call … --yes`` makes them.
+    """
+    pb, pb_grpc = _dra_modules(label)
+    what = f"{path} {DRA_APIS[label]} {method}"
+    wire = pb.Claim(namespace=claim.namespace, name=claim.name, uid=claim.uid)
+    make = pb.NodePrepareResourcesRequest if method == "NodePrepareResources" else pb.NodeUnprepareResourcesRequest
+    request = make(claims=[wire])
+    async with channel(path) as ch:
+        stub = pb_grpc.DRAPluginStub(ch)
+        try:
+            with logged(path, f"{DRA_APIS[label]} {method}"):
+                reply = await getattr(stub, method)(request, timeout=timeout)
+        except grpc.aio.AioRpcError as e:
+            raise failure(e, what, timeout) from None
+    reply = parsed(reply, what, f"{method}Response")
+    if claim.uid not in reply.claims:
+        return ClaimAnswer(claim.uid, error=f"{what}: the reply has no entry for claim {claim.uid}")
+    answer = reply.claims[claim.uid]
+    shares = label == "v1.DRAPlugin"  # share_id is a v1 field (1.35+)
+    devices = tuple(
+        DraCheckpointDevice(
+            driver=driver,
+            pool=d.pool_name,
+            device=d.device_name,
+            requests=tuple(d.request_names),
+            cdi_devices=tuple(d.cdi_device_ids),
+            share_id=d.share_id if shares and d.HasField("share_id") else None,
+        )
+        for d in getattr(answer, "devices", ())
+    )
+    return ClaimAnswer(claim.uid, devices, answer.error)

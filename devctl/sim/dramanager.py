@@ -359,16 +359,22 @@ class DraManager:
 
     def dynamic_resources(self, pod_uid: str, container: str) -> tuple[DynamicResource, ...]:
         """The prepared claims a container uses, with each device's CDI IDs, as List/Get report them."""
-        out = []
+        return self.dynamic_resources_by_user().get((pod_uid, container), ())
+
+    def dynamic_resources_by_user(self) -> dict[tuple[str, str], tuple[DynamicResource, ...]]:
+        """(pod UID, container) -> its prepared claims, in one pass: a List of every pod asks for all of them."""
+        out: dict[tuple[str, str], list[DynamicResource]] = {}
         for info in self.claims.values():
-            if (pod_uid, container) not in info.users or info.devices is None:
+            if info.devices is None or not info.users:
                 continue
             devices = tuple(
                 ClaimDevice(driver=info.driver, pool=d.pool, device=d.device, cdi_devices=d.cdi_ids or ())
                 for d in info.devices
             )
-            out.append(DynamicResource(claim_name=info.name, claim_namespace=info.namespace, devices=devices))
-        return tuple(out)
+            resource = DynamicResource(claim_name=info.name, claim_namespace=info.namespace, devices=devices)
+            for user in info.users:
+                out.setdefault(user, []).append(resource)
+        return {user: tuple(resources) for user, resources in out.items()}
 
     # --- the checkpoint ---------------------------------------------------------------
 

@@ -104,6 +104,7 @@ class PodResourcesWithClaims:
 
     def pods(self) -> tuple[PodResources, ...]:
         uids = {(p.namespace, p.name): p.uid for p in self.devices.running_pods()}
+        claims = self.dra.dynamic_resources_by_user()
         out = []
         for pod in self.devices.pods():
             uid = uids.get((pod.namespace, pod.name))
@@ -111,7 +112,7 @@ class PodResourcesWithClaims:
                 out.append(pod)
                 continue
             containers = tuple(
-                replace(c, dynamic_resources=c.dynamic_resources + self.dra.dynamic_resources(uid, c.name))
+                replace(c, dynamic_resources=c.dynamic_resources + claims.get((uid, c.name), ()))
                 for c in pod.containers
             )
             out.append(replace(pod, containers=containers))

@@ -6,9 +6,11 @@ stream: every message is the full device list
 device go bad wants the *changes*, so each list is diffed against the one
 before it (``diff``). We open our own stream on each plugin socket and follow
 plugin and kubelet restarts with backoff (``follow``), find the sockets of
-named resources by dialling them all at once (``follow.Scouts``), and
-optionally merge kernel device events (``node/udev.py``). The items
-themselves are in ``devctl.events``.
+named resources by dialling them all at once (``follow.Scouts``), follow DRA
+drivers' health streams on the same timeline (``dra``: named ones, or every
+driver of the registry in a whole-node watch), and optionally merge kernel
+device events (``node/udev.py``). The items themselves are in
+``devctl.events``.
 
 This is core code: no UI imports, no printing. The CLI (``devctl watch``) and
 the TUI's event log consume the same async generator, :func:`watch`.
@@ -35,11 +37,14 @@ from devctl.events import (
     numa_text,
 )
 from devctl.model import NodePaths
+from devctl.node.dra import Driver, driver_at, find_drivers
+from devctl.node.rpc import RpcFailure
+from devctl.node.sockets import OutsideRoot, SocketFile, registry_sockets
 from devctl.node.udev import UdevUnavailable, kernel_events
 from devctl.watch.backoff import Backoff
 from devctl.watch.diff import counts, diff
-from devctl.watch.dra import DraFollower, find_drivers
-from devctl.watch.follow import Follower, Scouts, WatchItem, now
+from devctl.watch.dra import DraFollower
+from devctl.watch.follow import Follower, Reconnecting, Scouts, WatchItem, _inode, now
 from devctl.watch.sockets import (
     FromKnownIds,
     Namer,
@@ -109,6 +114,38 @@ async def _discover(
         await asyncio.sleep(DISCOVERY_POLL)
 
 
+async def _discover_drivers(paths: NodePaths, timeout: float, start: Callable[[Driver], None]) -> None:
+    """Follow every DRA driver that registers in ``plugins_registry/``, now or later (whole-node watch).
+
+    Each registration socket is asked GetInfo once per file (a new inode is a
+    restarted driver: asked again); one that does not answer yet is asked at
+    the next look. A driver already followed is not started twice: its own
+    follower reconnects across restarts.
+    """
+    asked: dict[str, int | None] = {}  # listed path -> inode of the file that answered
+    following: set[str] = set()
+
+    async def ask(socket: SocketFile) -> Driver | None:
+        try:
+            driver = await driver_at(paths, socket, timeout)
+        except (RpcFailure, OutsideRoot):
+            return None  # not answering (yet), or an endpoint outside the root: `devctl plugins` says which
+        asked[socket.path] = _inode(socket.real)
+        return driver
+
+    while True:
+        try:
+            found = registry_sockets(paths.plugins_registry, paths.root)
+        except OSError:
+            found = []  # no registry (yet): most nodes without DRA or CSI drivers
+        new = [s for s in found if s.path not in asked or asked[s.path] != _inode(s.real)]
+        for driver in await asyncio.gather(*(ask(s) for s in new)):
+            if driver is not None and driver.name not in following:
+                following.add(driver.name)
+                start(driver)
+        await asyncio.sleep(DISCOVERY_POLL)
+
+
 async def _forward_udev(out: asyncio.Queue[WatchItem]) -> None:
     try:
         async for event in kernel_events(on_notice=lambda m: out.put_nowait(Notice(now(), m))):
@@ -173,8 +210,9 @@ async def watch(
 ) -> AsyncIterator[WatchItem]:
     """Yield events of every target on one timeline, until the caller stops (or ``once`` is done).
 
-    Targets are ``resources`` and ``sockets``; with neither, every socket in
-    the plugins dir, including ones that appear later. A socket is named from
+    Targets are ``resources`` (device-plugin resources or DRA driver names)
+    and ``sockets``; with neither, every socket in the plugins dir and every
+    DRA driver in ``plugins_registry/``, including ones that appear later. A socket is named from
     its own first list (the device IDs the kubelet knows, or ``resolve``'s
     mapping when given), so a resource's stream starts as soon as its socket
     answers, whatever other sockets do. Raises :class:`UnknownTarget` (or
@@ -185,14 +223,18 @@ async def watch(
     """
     name: Namer = by_resolver(_CachedResolver(resolve)) if resolve is not None else FromKnownIds(paths, timeout)
     out: asyncio.Queue[WatchItem] = asyncio.Queue()
-    followers: list[Follower | DraFollower] = []
+    followers: list[Reconnecting] = []
     tasks: list[asyncio.Future[None]] = []
     wanted = list(dict.fromkeys(resources))
     # A name a DRA driver registered is that driver's health stream, not a device-plugin resource.
     # Driver names are DNS names, never with the "/" every extended resource has: a watch of
     # resources only asks no registry socket anything, and waits for none.
     maybe_drivers = [r for r in wanted if "/" not in r]
-    drivers = await find_drivers(paths, maybe_drivers, timeout) if maybe_drivers else {}
+    whole_node = not resources and not sockets
+    if whole_node and once:
+        drivers = await find_drivers(paths, timeout)
+    else:
+        drivers = await find_drivers(paths, timeout, maybe_drivers) if maybe_drivers else {}
     wanted = [r for r in wanted if r not in drivers]
     scouts = Scouts(paths.plugins_dir, set(wanted), name, timeout, paths.root) if wanted else None
 
@@ -211,7 +253,11 @@ async def watch(
         followers.append(f)
         tasks.append(asyncio.ensure_future(f.run()))
 
-    whole_node = not resources and not sockets
+    def start_driver(driver: Driver) -> None:
+        dra = DraFollower(out, driver, wait=wait, once=once, timeout=timeout, backoff=backoff())
+        followers.append(dra)
+        tasks.append(asyncio.ensure_future(dra.run()))
+
     socket_paths = [_absolute(s) for s in sockets]
     if not wait:
         _check_targets(paths, socket_paths, whole_node)
@@ -227,9 +273,7 @@ async def watch(
         for r in wanted:
             start(r, None)
         for driver in drivers.values():
-            dra = DraFollower(out, driver, wait=wait, once=once, timeout=timeout, backoff=backoff())
-            followers.append(dra)
-            tasks.append(asyncio.ensure_future(dra.run()))
+            start_driver(driver)
         for s in dict.fromkeys(socket_paths):
             start(None, s)
         if whole_node:
@@ -240,6 +284,7 @@ async def watch(
             else:
                 discover = _discover(paths.plugins_dir, lambda s: start(None, s), known, out, paths.root)
                 tasks.append(asyncio.ensure_future(discover))
+                tasks.append(asyncio.ensure_future(_discover_drivers(paths, timeout, start_driver)))
         if udev and not once:
             tasks.append(asyncio.ensure_future(_forward_udev(out)))
         if once:

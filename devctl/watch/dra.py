@@ -7,113 +7,62 @@ says ``DRAPlugin``. Its ``DRAResourceHealth`` stream (``v1``, else
 ListAndWatch does, so the same events come out of it: a ``snapshot``, then
 ``added``/``removed``/``health`` per device (ID ``<pool>/<device>``), and
 ``disconnected``/``reconnected`` across driver restarts, with the same
-backoff. A driver that offers no health service has no stream to follow: it
-says so once and is done. Device-plugin watching is untouched
-(``follow.py``); ``watch()`` only hands named drivers here.
+backoff: the session loop is ``follow.Reconnecting``, shared with the device
+plugins' ``Follower``. A driver that offers no health service has no stream
+to follow: it says so once and is done. ``watch()`` hands named drivers
+here, and in a whole-node watch every driver that registers.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 import grpc
 
 from devctl.events import ADDED, DISCONNECTED, HEALTH, RECONNECTED, REMOVED, SNAPSHOT, Notice, WatchEvent
-from devctl.model import HEALTHY, NodePaths
-from devctl.node.dra import _API, DRA_PLUGIN_TYPE, device_health, health_versions
-from devctl.node.rpc import RpcFailure, channel, check_socket, failure, parsed
-from devctl.node.sockets import OutsideRoot, registry_endpoint, registry_sockets
+from devctl.model import HEALTHY, DraDeviceHealth
+from devctl.node.dra import Driver, HealthStream
+from devctl.node.rpc import RpcFailure, check_socket
 from devctl.watch.backoff import Backoff
-from devctl.watch.follow import STABLE_AFTER, WatchItem, now
+from devctl.watch.follow import BEHIND, SKIP_NOTICE_EVERY, Reconnecting, WatchItem, _Ended, now
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Driver:
-    """A DRA driver as its registration names it: where its endpoint is and which health APIs it offers."""
-
-    name: str
-    endpoint: str
-    versions: tuple[str, ...]  # health API versions, in the order devctl asks them
-
-
-async def find_drivers(paths: NodePaths, names: Sequence[str], timeout: float) -> dict[str, Driver]:
-    """The named drivers that a registry socket serves (GetInfo of type DRAPlugin), asked all at once.
-
-    A registry that cannot be listed, or a socket that does not answer, names
-    no driver: the names stay for the device-plugin watch to judge.
-    """
-    from devctl.node.deviceplugin import registry_info
-
-    try:
-        found = registry_sockets(paths.plugins_registry, paths.root)
-    except OSError:
-        return {}
-
-    async def ask(real: str, listed: str) -> Driver | None:
-        try:
-            await check_socket(real, timeout)
-            info = await registry_info(real, timeout)
-            if info.type != DRA_PLUGIN_TYPE or info.name not in names:
-                return None
-            endpoint = registry_endpoint(paths, listed, info)
-        except (RpcFailure, OutsideRoot, AttributeError, TypeError) as e:
-            log.debug("registry socket %s: %s", listed, e)
-            return None
-        return Driver(info.name, endpoint, tuple(health_versions(info.supported_versions)))
-
-    answers = await asyncio.gather(*(ask(s.real, s.path) for s in found))
-    return {d.name: d for d in answers if d is not None}
-
 
 # One device's state in a health list: (health, message).
 _State = tuple[str, str]
 
 
-def _states(message: object) -> dict[str, _State]:
-    """A NodeWatchResourcesResponse as ``<pool>/<device>`` -> (health, message); the timestamps are not changes."""
-    out = {}
-    for d in message.devices:  # type: ignore[attr-defined]
-        h = device_health(d)
-        out[f"{h.pool}/{h.device}"] = (h.health, h.message)
-    return out
+def _tally(devices: tuple[DraDeviceHealth, ...]) -> tuple[int, int]:
+    """(devices, healthy); a device listed twice counts once, as the kubelet's cache keyed <pool>/<device> does."""
+    health = {(h.pool, h.device): h.health for h in devices}
+    return len(health), sum(h == HEALTHY for h in health.values())
 
 
-def _tally(states: Mapping[str, _State]) -> tuple[int, int]:
-    return len(states), sum(health == HEALTHY for health, _ in states.values())
-
-
-class _Ended(Exception):
-    """The stream ended; the message says why, in one line."""
-
-
-class DraFollower:
+class DraFollower(Reconnecting):
     """One watched DRA driver and the last device list known for it."""
+
+    ENDED = "NodeWatchResources stream ended"
 
     def __init__(
         self, out: asyncio.Queue[WatchItem], driver: Driver, *, wait: bool, once: bool, timeout: float, backoff: Backoff
     ):
-        self.out = out
+        super().__init__(out, wait=wait, once=once, timeout=timeout, backoff=backoff)
         self.driver = driver
-        self.wait = wait
-        self.retries = wait or not once
-        self.timeout = timeout
-        self.backoff = backoff
         self.last: dict[str, _State] | None = None
-        self.connected = False
-        self.settled = asyncio.Event()  # first list, or (without wait) the first failure: ``--once`` waits on it
+        self.tally = (0, 0)  # (devices, healthy) of the last list
+        self.previous: tuple[DraDeviceHealth, ...] = ()  # the last list as the stream gave it
+
+    @property
+    def name(self) -> str:
+        return self.driver.name
 
     def _notice(self, message: str) -> None:
         self.out.put_nowait(Notice(now(), message, self.driver.name, self.driver.endpoint))
 
-    def _event(self, event: str, states: Mapping[str, _State], device: str | None = None, **change: str | None) -> None:
-        devices, healthy = _tally(states)
+    def _event(self, event: str, device: str | None = None, **change: str | None) -> None:
+        devices, healthy = self.tally
         self.out.put_nowait(
             WatchEvent(
                 time=now(),
@@ -129,94 +78,91 @@ class DraFollower:
             )
         )
 
-    def _changes(self, new: dict[str, _State]) -> None:
+    def _disconnected(self) -> None:
+        self._event(DISCONNECTED)
+
+    def _take(self, devices: tuple[DraDeviceHealth, ...]) -> None:
+        """Emit what a new list changed; a list of the same devices in the same order costs only what changed.
+
+        The stream hands back the very object of every device whose bytes did
+        not change, so the devices changed are those whose object differs.
+        """
+        old, last = self.previous, self.last
+        self.previous = devices
+        if last is not None and len(old) == len(devices):
+            changed = [(a, b) for a, b in zip(old, devices, strict=True) if a is not b]
+            if all((a.pool, a.device) == (b.pool, b.device) for a, b in changed):
+                if any(a.health != b.health for a, b in changed):
+                    self.tally = _tally(devices)
+                for a, b in changed:
+                    key = f"{b.pool}/{b.device}"
+                    last[key] = (b.health, b.message)
+                    if a.health != b.health:
+                        self._event(HEALTH, key, from_=a.health, to=b.health, message=b.message or None)
+                return
+        self._changes({f"{h.pool}/{h.device}": (h.health, h.message) for h in devices}, devices)
+
+    def _changes(self, new: dict[str, _State], devices: tuple[DraDeviceHealth, ...]) -> None:
         """Removals (old order), then additions and health changes (new order), as ``diff`` orders them."""
         old = self.last or {}
+        self.tally = _tally(devices)
         for device, (health, _) in old.items():
             if device not in new:
-                self._event(REMOVED, new, device, from_=health)
+                self._event(REMOVED, device, from_=health)
         for device, (health, message) in new.items():
             before = old.get(device)
             if before is None:
-                self._event(ADDED, new, device, to=health)
+                self._event(ADDED, device, to=health)
             elif before[0] != health:
-                self._event(HEALTH, new, device, from_=before[0], to=health, message=message or None)
+                self._event(HEALTH, device, from_=before[0], to=health, message=message or None)
         self.last = new
 
-    def _first(self, states: dict[str, _State]) -> None:
+    def _first(self, devices: tuple[DraDeviceHealth, ...]) -> None:
         self.connected = True
+        states = {f"{h.pool}/{h.device}": (h.health, h.message) for h in devices}
         if self.last is None:
-            self._event(SNAPSHOT, states)
+            self.tally = _tally(devices)
+            self._event(SNAPSHOT)
             self.last = states
         else:
-            self._event(RECONNECTED, states)
-            self._changes(states)
+            self.tally = _tally(devices)
+            self._event(RECONNECTED)
+            self._changes(states, devices)
+        self.previous = devices
         self.settled.set()
 
     async def run(self) -> None:
-        """Follow the driver's health stream for ever: connect, stream, and after a failure try again with backoff."""
+        """Follow the driver's health stream for ever; a driver without a health service is said once."""
         if not self.driver.versions:
             self._notice(f"{self.driver.name}: the driver offers no health service (DRAResourceHealth)")
             self.settled.set()
             return
-        said: str | None = None
-        while True:
-            started = time.monotonic()
-            try:
-                await self._stream()
-                reason = "NodeWatchResources stream ended"
-            except (_Ended, RpcFailure) as e:
-                reason = e.args[0]
-            except Exception as e:  # a misbehaving driver must never end the watch of the others
-                log.debug("watching %s failed", self.driver.name, exc_info=True)
-                reason = f"{type(e).__name__}: {e}"
-            why = reason if reason.startswith(self.driver.endpoint) else f"{self.driver.name}: {reason}"
-            if self.connected:
-                self.connected = False
-                self._event(DISCONNECTED, self.last or {})
-                said = f"{why}; reconnecting"
-                self._notice(said)
-                if time.monotonic() - started >= STABLE_AFTER:
-                    self.backoff.reset()
-            elif said != (message := f"{why}; retrying" if self.retries else why):
-                self._notice(message)
-                said = message
-            if not self.wait:
-                self.settled.set()
-            await asyncio.sleep(self.backoff.next())
+        await super().run()
 
-    async def _stream(self) -> None:
+    async def _session(self) -> bool:
         """One session: the first health API version that is served, its first list, then every change."""
         path = self.driver.endpoint
         await check_socket(path, self.timeout)
         unserved = None
         for version in self.driver.versions:
-            pb, pb_grpc = _API[version]
-            what = f"{path} {version} NodeWatchResources"
-            async with channel(path) as ch:
-                call = pb_grpc.DRAResourceHealthStub(ch).NodeWatchResources(pb.NodeWatchResourcesRequest())
-                try:
-                    try:
-                        reply = await asyncio.wait_for(call.read(), self.timeout)
-                    except asyncio.TimeoutError:
-                        raise _Ended(f"{what}: no device list within {self.timeout:g}s") from None
-                    except grpc.aio.AioRpcError as e:
-                        if e.code() == grpc.StatusCode.UNIMPLEMENTED:
-                            unserved = f"{path}: {version}.DRAResourceHealth offered but not served"
-                            continue
-                        raise failure(e, what, self.timeout) from None
-                    while reply is not grpc.aio.EOF:
-                        states = _states(parsed(reply, what, "NodeWatchResourcesResponse"))
-                        if self.connected:
-                            self._changes(states)
-                        else:
-                            self._first(states)
-                        try:
-                            reply = await call.read()
-                        except grpc.aio.AioRpcError as e:
-                            raise failure(e, what, self.timeout) from None
-                    return
-                finally:
-                    with contextlib.suppress(Exception):
-                        call.cancel()
+            stream = HealthStream(path, version)
+            told, told_at = 0, -SKIP_NOTICE_EVERY
+            try:
+                async for devices in stream.lists(self.timeout, behind=BEHIND):
+                    if self.connected:
+                        self._take(devices)
+                    else:
+                        self._first(devices)
+                    if stream.skipped != told and time.monotonic() - told_at >= SKIP_NOTICE_EVERY:
+                        self._notice(
+                            f"{self.name}: behind the driver; skipped {stream.skipped - told} list(s) to show the"
+                            " newest (their changes are folded into one diff)"
+                        )
+                        told, told_at = stream.skipped, time.monotonic()
+            except RpcFailure as e:
+                if e.code == grpc.StatusCode.UNIMPLEMENTED and not self.connected:
+                    unserved = f"{path}: {version}.DRAResourceHealth offered but not served"
+                    continue
+                raise
+            return True
         raise _Ended(unserved or f"{path}: no health service answered")

@@ -248,8 +248,88 @@ class Scouts:
         self._notify()
 
 
-class Follower:
-    """One watched target (a resource, or a socket) and the last device list known for it."""
+class Reconnecting:
+    """What every followed stream shares: connect, follow, and after each end say why and try again with backoff.
+
+    A device plugin's ListAndWatch (``Follower``) and a DRA driver's health
+    stream (``watch.dra.DraFollower``) differ in how they connect and what
+    they read; the bookkeeping around a session is this one loop: a
+    ``disconnected`` event and a "reconnecting" notice when a live stream
+    ends, a notice only when the reason changes while it stays down, the
+    backoff reset after a stable connection, and ``settled`` for ``--once``.
+    """
+
+    ENDED = "stream ended"  # the reason when a stream ends without an error
+
+    def __init__(self, out: asyncio.Queue[WatchItem], *, wait: bool, once: bool, timeout: float, backoff: Backoff):
+        self.out = out
+        self.wait = wait
+        # ``--once`` without ``wait`` gives up after the first failure: no "retrying" then.
+        self.retries = wait or not once
+        self.timeout = timeout
+        self.backoff = backoff
+        self.connected = False
+        self.said: str | None = None  # the last notice given while not connected, not to repeat it
+        # Set once the first list arrived, or (without wait) the first attempt failed: ``--once`` waits on it.
+        self.settled = asyncio.Event()
+
+    @property
+    def name(self) -> str:
+        raise NotImplementedError
+
+    def _notice(self, message: str) -> None:
+        raise NotImplementedError
+
+    def _disconnected(self) -> None:
+        """Emit the ``disconnected`` event, with the counts of the last list."""
+        raise NotImplementedError
+
+    async def _session(self) -> bool:
+        """Connect and follow until the stream ends (True, or raise why); False: nothing to connect to yet."""
+        raise NotImplementedError
+
+    async def _ended(self) -> None:
+        """Called after a session ended, before it is reported."""
+
+    async def _idle(self) -> None:
+        await asyncio.sleep(self.backoff.next())
+
+    async def run(self) -> None:
+        """Follow the target for ever: connect, stream, and after a failure try again with backoff."""
+        while True:
+            started = time.monotonic()
+            try:
+                if not await self._session():
+                    await self._idle()
+                    continue
+                reason = self.ENDED
+            except (_Ended, RpcFailure) as e:
+                reason = e.args[0]
+            except Exception as e:  # one misbehaving plugin or driver must never end the watch of the others
+                log.debug("watching %s failed", self.name, exc_info=True)
+                reason = f"{type(e).__name__}: {e}"
+            await self._ended()
+            # Most reasons start with the target's name already: name it once.
+            why = reason if reason.startswith(f"{self.name}:") else f"{self.name}: {reason}"
+            if self.connected:
+                self.connected = False
+                self._disconnected()
+                self.said = f"{why}; reconnecting"
+                self._notice(self.said)
+                if time.monotonic() - started >= STABLE_AFTER:
+                    self.backoff.reset()
+            elif self.said != (message := f"{why}; retrying" if self.retries else why):
+                self._notice(message)
+                self.said = message
+            if not self.wait:
+                self.settled.set()
+            await self._idle()
+
+
+class Follower(Reconnecting):
+    """One watched device-plugin target (a resource, or a socket) and the last device list known for it."""
+
+    ENDED = "ListAndWatch stream ended"
 
     def __init__(
         self,
@@ -264,21 +344,13 @@ class Follower:
         timeout: float,
         backoff: Backoff,
     ):
-        self.out = out
+        super().__init__(out, wait=wait, once=once, timeout=timeout, backoff=backoff)
         self.namer = name
         self.resource = resource
         self.socket = socket
         self.scouts = scouts  # a resource's; a socket target (None) is dialled directly
-        self.wait = wait
-        # ``--once`` without ``wait`` gives up after the first failure: no "retrying" then.
-        self.retries = wait or not once
-        self.timeout = timeout
-        self.backoff = backoff
         self.last: tuple[Device, ...] | None = None
         self.tally = (0, 0)  # (devices, healthy) of the last list
-        self.connected = False
-        # Set once the first list arrived, or (without wait) the first attempt failed: ``--once`` waits on it.
-        self.settled = asyncio.Event()
 
     @property
     def name(self) -> str:
@@ -301,6 +373,9 @@ class Follower:
                 healthy=tally[1],
             )
         )
+
+    def _disconnected(self) -> None:
+        self._event(DISCONNECTED, self.tally)
 
     def _changes(self, devices: tuple[Device, ...]) -> None:
         """Emit what changed since the last list; counts are taken once per list, not per event."""
@@ -333,54 +408,28 @@ class Follower:
         else:
             await self.scouts.changed(self.backoff.next())
 
-    async def run(self) -> None:
-        """Follow the target for ever: connect, stream, and after a failure try again with backoff."""
-        said: str | None = None  # the last notice given while not connected, not to repeat it
-        while True:
-            started = time.monotonic()
-            try:
-                opened = await self._connect()
-                if opened is None:
-                    # A resource is "not served" only once every socket has answered or timed out.
-                    if self.scouts is None or self.scouts.settled():
-                        message = (
-                            f"waiting for {self.name} to be served" if self.resource else f"waiting for {self.name}"
-                        )
-                        if said is None:
-                            self._notice(message)
-                            said = message
-                        if not self.wait:
-                            self.settled.set()
-                    await self._idle()
-                    continue
-                await self._session(opened)
-                reason = "ListAndWatch stream ended"
-            except (_Ended, RpcFailure) as e:
-                reason = e.args[0]
-            except Exception as e:  # one misbehaving plugin must never end the watch of the others
-                log.debug("watching %s failed", self.socket, exc_info=True)
-                reason = f"{type(e).__name__}: {e}"
-            if self.resource is None and self.socket is not None and self.last is not None:
-                self.resource = await self.namer(self.socket, self.last)  # as late as possible: see _consume
-            if self.scouts is not None and self.resource is not None:
-                self.scouts.release(self.resource)
-            # Most reasons start with the socket's path already: name the target once.
-            why = reason if reason.startswith(f"{self.name}:") else f"{self.name}: {reason}"
-            if self.connected:
-                self.connected = False
-                self._event(DISCONNECTED, self.tally)
-                said = f"{why}; reconnecting"
-                self._notice(said)
-                if time.monotonic() - started >= STABLE_AFTER:
-                    self.backoff.reset()
-            elif said != (message := f"{why}; retrying" if self.retries else why):
-                self._notice(message)
-                said = message
-            if not self.wait:
-                self.settled.set()
-            await self._idle()
+    async def _session(self) -> bool:
+        opened = await self._connect()
+        if opened is None:
+            # A resource is "not served" only once every socket has answered or timed out.
+            if self.scouts is None or self.scouts.settled():
+                message = f"waiting for {self.name} to be served" if self.resource else f"waiting for {self.name}"
+                if self.said is None:
+                    self._notice(message)
+                    self.said = message
+                if not self.wait:
+                    self.settled.set()
+            return False
+        await self._follow(opened)
+        return True
 
-    async def _session(self, opened: _Open) -> None:
+    async def _ended(self) -> None:
+        if self.resource is None and self.socket is not None and self.last is not None:
+            self.resource = await self.namer(self.socket, self.last)  # as late as possible: see _consume
+        if self.scouts is not None and self.resource is not None:
+            self.scouts.release(self.resource)
+
+    async def _follow(self, opened: _Open) -> None:
         """Emit the stream's first list and every change; return or raise when the stream ends."""
         try:
             if self.resource is None:
