@@ -68,7 +68,7 @@ def test_topo_shows_the_simulated_state_and_doctor_is_quiet(sim_node):
     assert state["cpu_policy"] == "static" and state["cpu_checksum_ok"] is True
     assert state["topology_manager_policy"] == "best-effort"
     assert all(a["agrees"] for a in state["cpu_assignments"]) and len(state["cpu_assignments"]) == 4
-    assert "CPU manager: policy static" in devctl(sim_node.root, "topo").stdout
+    assert "CPU manager:      policy static" in devctl(sim_node.root, "topo").stdout
     codes = {f["code"] for f in devctl(sim_node.root, "doctor", "-o", "json").json["findings"]}
     assert not {c for c in codes if c.startswith(("cpu-", "topology-policy"))}
 

@@ -143,8 +143,15 @@ def devices(
         sources = {analyze.POD_RESOURCES, analyze.PLUGINS, analyze.CHECKPOINT}
         # -o wide adds PROCS, the processes holding each device open: only it pays for a /proc scan.
         wide = {analyze.PROCS, analyze.RUNTIME, analyze.IDENTITIES} if output == Output.wide else set()
-        snap = node_snapshot(ctx, sources | DRA_SOURCES | wide)
-        rows = sort_rows(analyze.devices_view(snap, resources), sort_by)
+        # The PCI function behind each device (-o wide and the structured forms): sysfs names it.
+        hardware = output in (Output.wide, Output.json, Output.yaml)
+        snap = node_snapshot(ctx, sources | DRA_SOURCES | wide | ({analyze.TOPOLOGY} if hardware else set()))
+        rows = analyze.devices_view(snap, resources)
+        if hardware:
+            from devctl.analyze.hardware import with_hardware
+
+            rows = with_hardware(rows, snap)
+        rows = sort_rows(rows, sort_by)
         procs = holder_counts(snap) if output == Output.wide else None
         emit(
             snap,

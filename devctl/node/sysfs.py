@@ -17,6 +17,7 @@ from dataclasses import replace
 
 from devctl.model import ErrorKind, HostTopology, Hugepages, NumaNode, PciDevice
 from devctl.node.files import FileReadError, read_file
+from devctl.node.pciids import database, hex_id, pci_names
 from devctl.units import parse_cpulist
 
 # Layout as the kernel writes it: drivers/base/node.c (node<N>/cpulist, meminfo,
@@ -51,7 +52,9 @@ def read_topology(sysfs: str, use_udev: bool = True) -> HostTopology:
 
     A kernel without NUMA has no ``devices/system/node``; it is shown as one
     node 0 holding every online CPU. Names of vendors and devices come from the
-    udev database, which only describes the real ``/sys`` of this host.
+    udev database, which only describes the real ``/sys`` of this host; the
+    devices it leaves unnamed are named from the PCI IDs database when the
+    machine has one (devctl.node.pciids).
     """
     try:
         os.listdir(sysfs)
@@ -60,6 +63,7 @@ def read_topology(sysfs: str, use_udev: bool = True) -> HostTopology:
     pci = _read_pci_devices(sysfs)
     if use_udev and os.path.realpath(sysfs) == "/sys":
         pci = _with_udev_names(pci)
+    pci = _with_database_names(pci)
     return HostTopology(numa_nodes=_read_numa_nodes(sysfs), pci_devices=pci)
 
 
@@ -192,6 +196,20 @@ def _with_udev_names(devices: tuple[PciDevice, ...]) -> tuple[PciDevice, ...]:
     if not names:
         return devices
     return tuple(_named(d, names.get(d.address)) for d in devices)
+
+
+def _with_database_names(devices: tuple[PciDevice, ...]) -> tuple[PciDevice, ...]:
+    """Names from ``pci.ids`` for the devices udev did not name; the devices unchanged without the file."""
+    unnamed = [d for d in devices if d.vendor_name is None and d.vendor_id and d.device_id]
+    if not unnamed:
+        return devices
+    names = pci_names(((d.vendor_id, d.device_id) for d in unnamed), database())
+    if not names:
+        return devices
+    return tuple(
+        _named(d, names.get((hex_id(d.vendor_id), hex_id(d.device_id)))) if d.vendor_name is None else d
+        for d in devices
+    )
 
 
 def _named(device: PciDevice, names: tuple[str | None, str | None] | None) -> PciDevice:
