@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-
 from typing import TYPE_CHECKING
 
 from devctl.model import HEALTHY, NodeSnapshot, PluginOptions, PluginProbe, PluginStatus

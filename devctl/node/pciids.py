@@ -41,7 +41,7 @@ def pci_names(wanted: Iterable[tuple[str, str]], path: str | None) -> Names:
         return {}
     vendors = {v for v, _ in want}
     found: Names = {}
-    vendor: str | None = None
+    vendor = ""
     vendor_name: str | None = None
     try:
         with open(path, encoding="utf-8", errors="replace") as f:

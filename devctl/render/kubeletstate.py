@@ -27,8 +27,8 @@ def kubelet_state_table(view: KubeletStateView | None, style: TableStyle) -> str
         ),
         escape(f"CPU shared pool:  {format_cpulist(view.default_cpus or ()) or '-'}"),
         escape(
-            f"Memory manager:   policy {view.memory_policy or '-'} (configured {view.configured_memory_policy or '-'}), "
-            f"{view.memory_assignments} container(s) assigned"
+            f"Memory manager:   policy {view.memory_policy or '-'} "
+            f"(configured {view.configured_memory_policy or '-'}), {view.memory_assignments} container(s) assigned"
         ),
         escape(
             f"Topology manager: policy {view.topology_manager_policy or '-'}, "

@@ -399,7 +399,12 @@ def _wrap(text: str, width: int, first: str, rest: str) -> list[str]:
     import textwrap
 
     return textwrap.wrap(
-        text, max(width, 40), initial_indent=first, subsequent_indent=rest, break_long_words=False, break_on_hyphens=False
+        text,
+        max(width, 40),
+        initial_indent=first,
+        subsequent_indent=rest,
+        break_long_words=False,
+        break_on_hyphens=False,
     ) or [first.rstrip()]
 
 
