@@ -57,6 +57,7 @@ def _unknown_resources(asked: list[str] | None, known: set[str]) -> list[str]:
 # A command's name where a pod's goes (`devctl get pods`, kubectl's habit): the command a person meant.
 _COMMANDS_AS_POD = {"pod": "pods", "pods": "pods", "po": "pods", "devices": "devices", "device": "devices"}
 _COMMANDS_AS_POD |= {"resources": "ls", "ls": "ls", "topo": "topo", "plugins": "plugins", "checkpoint": "checkpoint"}
+_COMMANDS_AS_POD |= {"claims": "claims", "claim": "claims", "resourceclaims": "claims", "cdi": "cdi", "who": "who"}
 
 
 def _pod_not_found(pod: str, namespace: str, snapshot: NodeSnapshot) -> str:
@@ -73,6 +74,12 @@ def _pod_not_found(pod: str, namespace: str, snapshot: NodeSnapshot) -> str:
     if elsewhere:
         return f"{message} (pods of that name run in namespaces {', '.join(elsewhere)})"
     guess = likely(pod, {p.name for p in snapshot.pods or () if p.namespace == namespace})
+    if guess is None:  # a likely name in another namespace, as devctl prints holders: NAMESPACE/NAME
+        guess = likely(pod, {f"{p.namespace}/{p.name}" for p in snapshot.pods or ()})
+        if guess is None:
+            by_name = {p.name: f"{p.namespace}/{p.name}" for p in snapshot.pods or ()}
+            near = likely(pod, set(by_name))
+            guess = by_name[near] if near else None
     return f"{message} (did you mean {guess}?)" if guess else message
 
 
@@ -304,7 +311,7 @@ def topo(
         output,
         {**to_plain(view), "kubelet_state": to_plain(state)},
         lambda style: topology_table(view, style) + kubelet_state_table(state, style),
-        lambda: (str(n.id) for n in view.numa_nodes),
+        lambda: (str(n.id) for n in view.numa_nodes if n.id is not None),
         no_headers=no_headers,
         quiet=quiet,
     )
