@@ -52,9 +52,8 @@ def read_topology(sysfs: str, use_udev: bool = True) -> HostTopology:
 
     A kernel without NUMA has no ``devices/system/node``; it is shown as one
     node 0 holding every online CPU. Names of vendors and devices come from the
-    udev database, which only describes the real ``/sys`` of this host; the
-    devices it leaves unnamed are named from the PCI IDs database when the
-    machine has one (devctl.node.pciids).
+    udev database, which only describes the real ``/sys`` of this host
+    (``with_database_names`` names the others from their IDs).
     """
     try:
         os.listdir(sysfs)
@@ -63,7 +62,6 @@ def read_topology(sysfs: str, use_udev: bool = True) -> HostTopology:
     pci = _read_pci_devices(sysfs)
     if use_udev and os.path.realpath(sysfs) == "/sys":
         pci = _with_udev_names(pci)
-    pci = _with_database_names(pci)
     return HostTopology(numa_nodes=_read_numa_nodes(sysfs), pci_devices=pci)
 
 
@@ -198,18 +196,24 @@ def _with_udev_names(devices: tuple[PciDevice, ...]) -> tuple[PciDevice, ...]:
     return tuple(_named(d, names.get(d.address)) for d in devices)
 
 
-def _with_database_names(devices: tuple[PciDevice, ...]) -> tuple[PciDevice, ...]:
-    """Names from ``pci.ids`` for the devices udev did not name; the devices unchanged without the file."""
+def with_database_names(topology: HostTopology) -> HostTopology:
+    """``topology`` with names from the PCI IDs database (devctl.node.pciids) for the devices udev did not name.
+
+    Unchanged when the machine has no database. The names come from the
+    devices' IDs, not from the host, so a simulated tree is named as well.
+    """
+    devices = topology.pci_devices
     unnamed = [d for d in devices if d.vendor_name is None and d.vendor_id and d.device_id]
     if not unnamed:
-        return devices
+        return topology
     names = pci_names(((d.vendor_id, d.device_id) for d in unnamed), database())
     if not names:
-        return devices
-    return tuple(
+        return topology
+    named = tuple(
         _named(d, names.get((hex_id(d.vendor_id), hex_id(d.device_id)))) if d.vendor_name is None else d
         for d in devices
     )
+    return replace(topology, pci_devices=named)
 
 
 def _named(device: PciDevice, names: tuple[str | None, str | None] | None) -> PciDevice:
