@@ -376,10 +376,11 @@ async def _cdi(paths: NodePaths, out: _Result) -> None:
 
 
 async def _topology(paths: NodePaths, out: _Result) -> None:
-    from devctl.node.sysfs import TopologyError, read_topology
+    from devctl.node.sysfs import TopologyError, read_topology, with_database_names
 
     try:
-        out.topology = await asyncio.to_thread(read_topology, paths.sysfs)
+        topology = await asyncio.to_thread(read_topology, paths.sysfs)
+        out.topology = await asyncio.to_thread(with_database_names, topology)  # vendor and model names
     except TopologyError as e:
         out.errors.append(SourceError("sysfs", str(e), e.kind))
 

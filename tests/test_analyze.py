@@ -271,7 +271,7 @@ def test_without_sysfs_nodes_come_from_devices_and_alignment_of_cpus_is_unknown(
 def test_devices_without_topology_count_under_node_minus_one():
     node = snap(plugins=(PluginProbe("/t.sock", PluginStatus.SERVING, GPU, OPTS, (Device("tegra"),)),))
     (n,) = analyze.topology_view(node).numa_nodes
-    assert n.id == -1 and n.devices[GPU].total == 1
+    assert n.id is None and n.devices[GPU].total == 1
 
 
 # --- checkpoint ----------------------------------------------------------------------------------

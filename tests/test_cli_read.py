@@ -143,6 +143,7 @@ def test_devices_json(default_node):
         "state": "unhealthy",
         "allocated_to": [],
         "kind": "device-plugin",
+        "pci": None,  # no CDI name or PCI address leads from it to hardware
     }
     assert rows["GPU-0"]["state"] == "allocated"
     assert rows["GPU-0"]["allocated_to"] == [{"namespace": "ml", "pod": "train-0", "container": "trainer"}]
@@ -233,7 +234,7 @@ def test_get_is_one_element_of_pods(default_node):
 def test_topo_json(default_node):
     r = devctl(default_node.root, "topo", "-o", "json")
     assert r.exit_code == 0 and r.json["errors"] == []
-    n0, n1 = (n for n in r.json["numa_nodes"] if n["id"] >= 0)
+    n0, n1 = (n for n in r.json["numa_nodes"] if n["id"] is not None)
     assert n0["cpus"] == list(range(16)) and n0["allocatable_cpus"] == list(range(2, 16))
     assert n0["exclusive_cpus"] == list(range(2, 10)) and n0["shared_cpus"] == list(range(10, 16))
     assert n0["memory_bytes"] == 64 * GIB
@@ -242,7 +243,7 @@ def test_topo_json(default_node):
     assert n1["exclusive_cpus"] == [*range(16, 22), *range(24, 30)]
     assert {"size_kb": 2048, "total": 1024, "free": 768} in n1["hugepages"]
     assert r.json["shared_pool"] == [*range(10, 16), 22, 23, 30, 31]
-    (minus_one,) = (n for n in r.json["numa_nodes"] if n["id"] == -1)
+    (minus_one,) = (n for n in r.json["numa_nodes"] if n["id"] is None)  # NUMA unknown: null, never -1
     assert minus_one["devices"] == {
         FOO: {"total": 2, "allocated": 1, "free": 1, "total_min": None},
         # the DRA driver's gpu-1: in no claim, so no CDI device node says its NUMA node
@@ -447,7 +448,7 @@ def test_edge_topo(edge_node):
     nodes = by(doc["numa_nodes"], "id")
     assert nodes[0]["devices"][FPGA] == {"total": 1, "allocated": 1, "free": 0, "total_min": None}
     assert nodes[1]["devices"][FPGA] == {"total": 1, "allocated": 1, "free": 0, "total_min": None}
-    assert nodes[-1]["devices"][NPU] == {"total": 3, "allocated": 1, "free": 1, "total_min": None}
+    assert nodes[None]["devices"][NPU] == {"total": 3, "allocated": 1, "free": 1, "total_min": None}
     assert {"size_kb": 1048576, "total": 2, "free": 1} in nodes[0]["hugepages"]
     align = by(doc["alignment"], "pod")
     assert align["vision-0"]["aligned"] is True and align["vision-0"]["device_numa"] == [0, 1]
@@ -462,7 +463,7 @@ def test_edge_topo_without_sysfs(edge_node):
     assert r.json["errors"] == [{"source": "sysfs", "message": message, "kind": "missing", "subject": None}]
     nodes = by(r.json["numa_nodes"], "id")
     # The nodes that devices and memory name; no CPU map, so no CPUs and no verdict on CPU alignment.
-    assert sorted(nodes) == [-1, 0, 1] and all(n["cpus"] == [] for n in nodes.values())
+    assert list(nodes) == [None, 0, 1] and all(n["cpus"] == [] for n in nodes.values())
     assert nodes[0]["memory_bytes"] == 32 * GIB  # from GetAllocatableResources
     align = by(r.json["alignment"], "pod")
     assert align["vision-0"]["aligned"] is None and align["vision-0"]["cpu_numa"] == []
@@ -500,7 +501,9 @@ def test_edge_checkpoint(edge_node):
     assert entries[NPU]["allocation"]["cdi_devices"] == ["acme.io/npu=npu-0"]
     assert sorted(entries[FPGA]["device_ids"]) == ["0", "1"]  # one device, filed under both nodes
     rows = devctl(edge_node.root, "checkpoint", "--no-headers").stdout.splitlines()
-    assert ["edge/vision-0", "infer", FPGA, "fpga-0", "0,1", "no"] in [r.split() for r in rows]
+    assert ["edge/vision-0", "infer", FPGA, "fpga-0", "no"] in [r.split() for r in rows]
+    wide = devctl(edge_node.root, "checkpoint", "--no-headers", "-o", "wide").stdout.splitlines()
+    assert ["edge/vision-0", "infer", FPGA, "fpga-0", "no", "0,1"] in [r.split()[1:7] for r in wide]
 
 
 # --- bad input ---------------------------------------------------------------------------------------
@@ -786,11 +789,11 @@ def test_with_pod_resources_rate_limited_who_holds_what_is_unknown_not_zero(sim_
     devices = by(devctl(sim_node.root, *args, "devices", "-o", "json").json["devices"], "id")
     assert (devices["GPU-0"]["state"], devices["GPU-0"]["allocated_to"]) == (None, None)
     held = next(r.split() for r in devctl(sim_node.root, *args, "devices").stdout.splitlines() if " GPU-0 " in r)
-    assert held[3] == "?" and held[-1] == "?"
+    assert held[-1] == "?"  # ALLOCATED-TO
     topo = devctl(sim_node.root, *args, "topo", "-o", "json").json
     (n0,) = [n for n in topo["numa_nodes"] if n["id"] == 0]
     assert n0["devices"][GPU] == {"total": 4, "allocated": None, "free": None, "total_min": None}
-    assert f"{GPU}=?/4" in devctl(sim_node.root, *args, "topo").stdout
+    assert ["0", GPU, "4", "?", "?"] in [r.split() for r in devctl(sim_node.root, *args, "topo").stdout.splitlines()]
 
 
 def test_a_stopped_plugins_capacity_is_at_least_what_the_checkpoint_names(sim_node):
@@ -829,9 +832,11 @@ def test_kubectl_habits_sort_by_o_name_and_all_namespaces(default_node):
 def test_numa_unknown_is_none_in_tables_and_topo_without_headers_has_no_blank_line(default_node):
     root = default_node.root
     topo = devctl(root, "topo").stdout.splitlines()
-    assert topo[1].split()[:2] == ["<none>", "<none>"]  # the devices no NUMA node is known for
+    # the devices no NUMA node is known for, in the table of devices per node
+    assert ["<none>", FOO, "2", "1", "1"] in [line.split() for line in topo]
     assert not any(line.split()[0] == "-1" for line in topo if line.strip())
     bare = devctl(root, "topo", "--no-headers").stdout.splitlines()
     assert bare and "" not in bare
-    foo = [line.split() for line in devctl(root, "checkpoint").stdout.splitlines() if FOO in line.split()]
-    assert foo and foo[-1][-2] == "<none>"
+    wide = devctl(root, "checkpoint", "-o", "wide").stdout.splitlines()
+    foo = [line.split() for line in wide if FOO in line.split()]
+    assert foo and foo[-1][6] == "<none>"  # NUMA, after STALE

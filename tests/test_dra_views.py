@@ -42,7 +42,8 @@ def test_claims_lists_each_claim_with_state_devices_health_and_numa(sim_node) ->
 def test_claims_filters_and_says_did_you_mean(sim_node) -> None:
     r = devctl(sim_node.root, "claims", "-n", "ml")
     assert r.exit_code == 0 and "train-1-gpus" in r.stdout and "embed-gpu" not in r.stdout
-    assert "prepared" in r.stdout and "Unhealthy" in r.stdout
+    assert "prepared" in r.stdout and " 1/2 " in r.stdout  # one of its two devices healthy
+    assert "Unhealthy" in devctl(sim_node.root, "claims", "-n", "ml", "-o", "wide").stdout
     r = devctl(sim_node.root, "claims", "-q", "embed-gpu")
     assert r.stdout == "inference/embed-gpu\n"
     r = devctl(sim_node.root, "claims", "train-1-gpu")
@@ -151,7 +152,7 @@ def test_topo_places_dra_devices_and_checks_their_alignment(sim_node) -> None:
     # gpu-0 on node 0 and gpu-2, gpu-3 on node 1 (their claims' CDI device nodes); gpu-1, in no claim, unknown
     assert (per_node[0]["total"], per_node[0]["allocated"]) == (1, 1)
     assert (per_node[1]["total"], per_node[1]["allocated"]) == (2, 2)
-    assert (per_node[-1]["total"], per_node[-1]["free"]) == (1, 1)
+    assert (per_node[None]["total"], per_node[None]["free"]) == (1, 1)  # NUMA unknown: null
     rows = {(a["pod"], a["container"]): a for a in view["alignment"]}
     embed = rows[("embed-0", "embedder")]
     assert (embed["aligned"], embed["device_numa"], embed["cpu_numa"]) == (False, [0], [1])

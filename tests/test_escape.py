@@ -135,7 +135,7 @@ def test_warnings_and_watch_lines_are_one_line_each() -> None:
     err = SourceError("plugin", "/p/evil\x1b]0;pwned\x07.sock: connection refused\nforged", ErrorKind.STALE)
     out = warnings([err])
     assert out == "warning: plugin: /p/evil\\x1b]0;pwned\\x07.sock: connection refused\\nforged\n"
-    table = EventTable(["evil\nres"])
+    table = EventTable()
     t = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=timezone.utc)
     for device in HOSTILE:
         event = WatchEvent(t, "evil\nres", "/p/x.sock", "health", device, "Healthy", EVIL_HEALTH, 3, 2)
@@ -203,7 +203,7 @@ def test_watch_lines_carry_hostile_ids_escaped(sim_node: SimHandle, watches) -> 
     _, added = w.line()
     _, health = w.line()
     assert "added" in added and "title\\x1b]0;pwned\\x07\\nforged" in added
-    assert "health" in health and "\\x1b[31mHealthy\\x1b]0;pwned\\x07" in health
+    assert "health" in health and "Healthy→\\x1b[31m" in health  # escaped, then cut to the CHANGE column
     assert not raw_controls(added + health)
 
 

@@ -119,7 +119,7 @@ def test_topo_shows_a_tampered_memory_state_as_one_warning_and_the_rest(sim_node
         line for line in r.stderr.splitlines() if "checksum" in line
     ]
     assert len([line for line in r.stderr.splitlines() if "memory_manager_state: checksum" in line]) == 1
-    assert "Memory manager: policy None" in r.stdout and "checksum MISMATCH" in r.stdout
+    assert "Memory manager:   policy None" in r.stdout and "checksum MISMATCH" in r.stdout
     assert "CPU manager: policy static" in r.stdout
 
 
@@ -149,7 +149,7 @@ def test_topo_shows_the_simulated_state_and_doctor_is_quiet(sim_node):
     assert state["cpu_policy"] == "static" and state["cpu_checksum_ok"] is True
     assert state["topology_manager_policy"] == "best-effort"
     assert all(a["agrees"] for a in state["cpu_assignments"]) and len(state["cpu_assignments"]) == 4
-    assert "CPU manager: policy static" in devctl(sim_node.root, "topo").stdout
+    assert "CPU manager:      policy static" in devctl(sim_node.root, "topo").stdout
     codes = {f["code"] for f in devctl(sim_node.root, "doctor", "-o", "json").json["findings"]}
     assert not {c for c in codes if c.startswith(("cpu-", "topology-policy"))}
 

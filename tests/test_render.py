@@ -67,27 +67,30 @@ def test_an_empty_view_renders_nothing():
 def test_devices_table_shows_holders():
     node = gpu_node()
     rows = lines(devices_table(analyze.devices_view(node), PLAIN))
-    assert rows[0] == ["RESOURCE", "ID", "HEALTH", "STATE", "NUMA", "ALLOCATED-TO"]
-    assert rows[1] == [GPU, "GPU-0", "Healthy", "allocated", "0", "ml/train-0"]
-    assert rows[8] == [GPU, "GPU-7", "Unhealthy", "unhealthy", "1", "<none>"]
+    assert rows[0] == ["RESOURCE", "ID", "HEALTH", "NUMA", "ALLOCATED-TO"]
+    assert rows[1] == [GPU, "GPU-0", "Healthy", "0", "ml/train-0"]
+    assert rows[8] == [GPU, "GPU-7", "Unhealthy", "1", "<none>"]
     wide = lines(devices_table(analyze.devices_view(node), TableStyle(wide=True)))
-    assert wide[1][-1] == "ml/train-0/main"
+    assert wide[0][5:] == ["STATE", "PCI", "VENDOR", "MODEL", "DRIVER"]
+    assert wide[1][4:6] == ["ml/train-0/main", "allocated"]
 
 
 def test_pods_table_counts_devices_and_lists_ids_when_wide():
     node = gpu_node()
     rows = lines(pods_table(analyze.pods_view(node), PLAIN))
-    assert rows[0] == ["NAMESPACE", "POD", "CONTAINER", "DEVICES", "CPUS", "MEMORY"]
-    assert rows[2] == ["ml", "train-0", "main", f"{GPU}=2", "2-3", "<none>"]
+    assert rows[0] == ["NAMESPACE", "POD", "CONTAINER", "DEVICES", "CPUS"]
+    assert rows[2] == ["ml", "train-0", "main", "gpu=2", "2-3"]  # short names: 80 columns
     wide = lines(pods_table(analyze.pods_view(node), TableStyle(wide=True)))
+    assert wide[0][5:] == ["MEMORY", "NUMA", "CLAIMS"]
     assert wide[2][3] == f"{GPU}=GPU-0,GPU-1" and wide[2][-2] == "0"
 
 
 def test_topology_table_has_nodes_shared_pool_and_alignment():
     text = topology_table(analyze.topology_view(gpu_node()), PLAIN)
     rows = lines(text)
-    assert rows[0] == ["NODE", "CPUS", "ALLOCATABLE", "EXCLUSIVE", "SHARED", "MEMORY", "DEVICES"]
-    assert rows[1] == ["0", "0-15", "2-15", "2-3", "4-15", "64Gi", f"{GPU}=2/4"]
+    assert rows[0] == ["NODE", "CPUS", "ALLOCATABLE", "EXCLUSIVE", "SHARED", "MEMORY"]
+    assert rows[1] == ["0", "0-15", "2-15", "2-3", "4-15", "64Gi"]
+    assert ["NODE", "RESOURCE", "CAP", "USED", "FREE"] in rows and ["0", GPU, "4", "2", "2"] in rows
     assert "shared pool: 4-19,21-31" in text
     assert rows[-1] == ["ml", "train-0", "main", "yes", "0", "0", "<none>"]
 
@@ -96,7 +99,8 @@ def test_plugins_table_with_its_footer():
     node = gpu_node(kubelet_socket_present=True)
     text = plugins_table(analyze.plugins_view(node), PLAIN)
     assert lines(text)[1] == ["gpu.sock", GPU, "serving", "8", "0.5ms"]
-    assert "kubelet socket: present (/r/k/device-plugins/kubelet.sock)" in text
+    assert "kubelet socket: present (kubelet.sock)" in text  # in the plugins dir; wide gives the path
+    assert "(/r/k/device-plugins/kubelet.sock)" in plugins_table(analyze.plugins_view(node), TableStyle(wide=True))
     assert "checkpoint:     absent (/r/k/device-plugins/kubelet_internal_checkpoint)" in text
     assert "kubelet socket" not in plugins_table(analyze.plugins_view(node), TableStyle(headers=False))
 

@@ -142,36 +142,21 @@ def test_kernel_events_extend_the_contract_keys() -> None:
     )
 
 
-def test_table_line_shows_time_event_resource_device_change_and_counts() -> None:
+def test_table_line_shows_time_event_change_and_the_device() -> None:
     e = WatchEvent(T, "nvidia.com/gpu", "/dp/nvidia.sock", HEALTH, "GPU-1", "Healthy", "Unhealthy", 8, 7)
     table = EventTable()
     header = table.header()
     line = table.line(e)
-    assert line.split() == [
-        "03:04:05.678",
-        "health",
-        "nvidia.com/gpu",
-        "GPU-1",
-        "Healthy→Unhealthy",
-        "8",
-        "(7",
-        "healthy)",
-    ]
-    assert header.split() == ["TIME", "EVENT", "RESOURCE", "DEVICE", "CHANGE", "DEVICES"]
+    assert line.split() == ["03:04:05.678", "health", "Healthy→Unhealthy", "nvidia.com/gpu/GPU-1"]
+    assert header.split() == ["TIME", "EVENT", "CHANGE", "OBJECT"]
     # Columns line up with the header.
-    assert line.index("nvidia.com/gpu") == header.index("RESOURCE")
     assert line.index("Healthy→") == header.index("CHANGE")
+    assert line.index("nvidia.com/gpu") == header.index("OBJECT")
 
 
-def test_table_columns_widen_for_long_values_and_stay_wide() -> None:
-    long_name, uuid = "hardware-vendor.example/foo", "GPU-8f3a9c1e-5b7d-4e2f-a1c3-9d8e7f6a5b4c"
-    table = EventTable([long_name])  # a resource named up front: the header is already wide enough
-    header = table.header()
-    first = table.line(WatchEvent(T, long_name, "/s", "snapshot", devices=2, healthy=2))
-    assert first.index("2 (2 healthy)") == header.index("DEVICES")
-    wide = table.line(WatchEvent(T, "nvidia.com/gpu", "/g", HEALTH, uuid, "Healthy", "Unhealthy", 8, 7))
-    after = table.line(WatchEvent(T, "nvidia.com/gpu", "/g", HEALTH, "GPU-1", "Healthy", "Unhealthy", 8, 6))
-    assert after.index("Healthy→") == wide.index("Healthy→")  # lines after a long device ID line up with it
+def test_a_snapshot_shows_its_counts_as_its_change() -> None:
+    e = WatchEvent(T, "nvidia.com/gpu", "/dp/nvidia.sock", "snapshot", devices=8, healthy=7)
+    assert EventTable().line(e).split()[2:] == ["7/8", "healthy", "nvidia.com/gpu"]
 
 
 def test_table_names_an_unknown_resource_by_its_socket() -> None:
@@ -182,7 +167,7 @@ def test_table_names_an_unknown_resource_by_its_socket() -> None:
 def test_table_line_of_a_kernel_event() -> None:
     k = KernelEvent(T, "unbind", "pci", "0000:3b:00.0", "/devices/x/0000:3b:00.0", "nvidia")
     row = EventTable().line(k).split()
-    assert row == ["03:04:05.678", "udev-unbind", "pci", "0000:3b:00.0", "driver", "nvidia", "<none>"]
+    assert row == ["03:04:05.678", "udev-unbind", "driver", "nvidia", "pci/0000:3b:00.0"]
 
 
 def test_a_device_listed_twice_counts_once_its_last_entry_winning() -> None:

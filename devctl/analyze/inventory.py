@@ -9,8 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from devctl.model import HEALTHY, NodeSnapshot, PluginOptions, PluginProbe, PluginStatus
+
+if TYPE_CHECKING:
+    from devctl.analyze.hardware import PciFunction
 
 # Health shown for a device that no source vouches for either way.
 UNKNOWN = "Unknown"
@@ -79,6 +83,7 @@ class DeviceRow:
     state: str | None
     allocated_to: tuple[Holder, ...] | None
     kind: str = "device-plugin"  # or "dra": ID <pool>/<device>, resource the driver
+    pci: PciFunction | None = None  # the PCI function behind it, when known (set by analyze.hardware)
 
 
 @dataclass

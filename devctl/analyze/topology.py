@@ -32,9 +32,12 @@ class DeviceCount:
 
 @dataclass(frozen=True)
 class NumaRow:
-    """One NUMA node (``devctl topo``). ``shared_cpus`` = allocatable CPUs no container holds exclusively."""
+    """One NUMA node (``devctl topo``). ``shared_cpus`` = allocatable CPUs no container holds exclusively.
 
-    id: int
+    ``id`` None holds the devices no NUMA node is known for (the kubelet's node -1): ``null`` in JSON.
+    """
+
+    id: int | None
     cpus: tuple[int, ...]
     allocatable_cpus: tuple[int, ...]
     exclusive_cpus: tuple[int, ...]
@@ -123,7 +126,7 @@ def topology_view(snapshot: NodeSnapshot) -> TopologyView:
     """Per NUMA node: CPUs (all, allocatable, exclusive, shared), memory, devices; and alignment per container.
 
     Without sysfs the nodes are those that devices and memory name, with no CPUs.
-    Devices without topology are counted under node -1, as the kubelet files them.
+    Devices without topology are counted under node -1, as the kubelet files them, shown as node None.
     """
     topo = snapshot.topology
     cpu_node = {cpu: n.id for n in topo.numa_nodes for cpu in n.cpus} if topo else {}
@@ -190,7 +193,7 @@ def topology_view(snapshot: NodeSnapshot) -> TopologyView:
         excl = tuple(c for c in cpus if c in exclusive)
         nodes.append(
             NumaRow(
-                id=node_id,
+                id=None if node_id == NO_NUMA else node_id,
                 cpus=cpus,
                 allocatable_cpus=alloc,
                 exclusive_cpus=excl,

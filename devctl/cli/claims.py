@@ -6,22 +6,35 @@ analyse (``analyze/claims.py``, ``analyze/cdi.py``), render (``render/dra.py``).
 
 from __future__ import annotations
 
-import difflib
 from typing import Annotated
 
 import typer
 
-from devctl.cli.common import Output
-from devctl.cli.output import NoHeadersOpt, OutputOpt, QuietOpt, emit, node_snapshot
+from devctl.cli.common import Output, fail
+from devctl.cli.complete import namespaces
+from devctl.cli.output import (
+    AllNamespacesOpt,
+    NoHeadersOpt,
+    OutputOpt,
+    QuietOpt,
+    SortByOpt,
+    WatchOpt,
+    emit,
+    node_snapshot,
+    rewatch,
+    sort_rows,
+)
 
 
 def _unknown(asked: list[str] | None, found: set[str], known: list[str], what: str) -> list[str]:
     """A line per name asked for and not found, with the likeliest spelling among ``known``."""
+    from devctl.names import likely
+
     lines = []
     for name in dict.fromkeys(asked or ()):
         if name not in found:
-            close = difflib.get_close_matches(name, known, n=1)
-            lines.append(f"{what} {name} not found" + (f" (did you mean {close[0]}?)" if close else ""))
+            close = likely(name, known)  # in another case, by its last path part, or the closest spelling
+            lines.append(f"{what} {name} not found" + (f" (did you mean {close}?)" if close else ""))
     return lines
 
 
@@ -30,32 +43,43 @@ def claims(
     names: Annotated[
         list[str] | None, typer.Argument(help="Only these claims (NAME or NAMESPACE/NAME).", show_default=False)
     ] = None,
-    namespace: Annotated[str | None, typer.Option("--namespace", "-n", help="Only this namespace.")] = None,
+    namespace: Annotated[
+        str | None, typer.Option("--namespace", "-n", help="Only this namespace.", autocompletion=namespaces)
+    ] = None,
     output: OutputOpt = Output.table,
     no_headers: NoHeadersOpt = False,
     quiet: QuietOpt = False,
+    sort_by: SortByOpt = None,
+    watch: WatchOpt = False,
+    all_namespaces: AllNamespacesOpt = False,
 ) -> None:
     """DRA claims on the node: state (prepared, checkpointed, stale, driver-missing), devices, health, NUMA, pods."""
     from devctl import analyze
     from devctl.analyze.claims import claims_view
     from devctl.render.dra import claims_table
 
-    shown = {analyze.DRA_CHECKPOINT, analyze.POD_RESOURCES}
-    snap = node_snapshot(ctx, {*shown, analyze.PLUGINS, analyze.CDI, analyze.IDENTITIES})
-    rows = claims_view(snap, namespace=namespace, names=names)
-    everything = claims_view(snap, namespace=namespace) if names else rows  # the view once when nothing is named
-    found = {n for r in rows for n in (r.name, f"{r.namespace}/{r.name}")}
-    emit(
-        snap,
-        shown,
-        output,
-        {"claims": rows},
-        lambda style: claims_table(rows, style),
-        lambda: (f"{r.namespace}/{r.name}" for r in rows),
-        no_headers=no_headers,
-        quiet=quiet,
-        not_found=_unknown(names, found, sorted({r.name for r in everything}), "claim"),
-    )
+    if all_namespaces and namespace is not None:
+        fail("-A and -n: every namespace or one, not both")
+
+    def once() -> None:
+        shown = {analyze.DRA_CHECKPOINT, analyze.POD_RESOURCES}
+        snap = node_snapshot(ctx, {*shown, analyze.PLUGINS, analyze.CDI, analyze.IDENTITIES})
+        rows = sort_rows(claims_view(snap, namespace=namespace, names=names), sort_by)
+        everything = claims_view(snap, namespace=namespace) if names else rows  # once when nothing is named
+        found = {n for r in rows for n in (r.name, f"{r.namespace}/{r.name}")}
+        emit(
+            snap,
+            shown,
+            output,
+            {"claims": rows},
+            lambda style: claims_table(tuple(rows), style),
+            lambda: (f"{r.namespace}/{r.name}" for r in rows),
+            no_headers=no_headers,
+            quiet=quiet,
+            not_found=_unknown(names, found, sorted({r.name for r in everything}), "claim"),
+        )
+
+    rewatch(watch, once)
 
 
 def cdi(
@@ -75,6 +99,10 @@ def cdi(
     shown = {analyze.CDI, analyze.CHECKPOINT, analyze.DRA_CHECKPOINT}
     snap = node_snapshot(ctx, {*shown, analyze.POD_RESOURCES, analyze.IDENTITIES})
     view = cdi_view(snap, names)
+    # A name asked for that no spec defines and nothing uses does not exist here: its row says
+    # unresolvable (what the runtime would say), and the command exits 1 with a likely name, as for a claim.
+    known = {n.name for n in cdi_view(snap).names} | {f"{s.kind}={d}" for s in view.specs if s.kind for d in s.devices}
+    missing = [n for n in dict.fromkeys(names or ()) if n not in known]
     emit(
         snap,
         shown,
@@ -84,6 +112,7 @@ def cdi(
         lambda: (n.name for n in view.names),
         no_headers=no_headers,
         quiet=quiet,
+        not_found=_unknown(missing, set(), sorted(known), "CDI name"),
     )
 
 

@@ -67,7 +67,10 @@ def doctor(
         sys.stdout.write(names(f"{f.code}/{f.subject}" for f in findings))
     else:
         # Every source error is a finding too, so the table needs no warning lines.
-        text = findings_table(findings, table_style(output, no_headers))
+        import shutil
+
+        # Messages and hints wrap at the terminal's width (COLUMNS, else 80 when not a terminal).
+        text = findings_table(findings, table_style(output, no_headers), shutil.get_terminal_size().columns)
         if text:
             sys.stdout.write(text)
         elif not denied:

@@ -71,6 +71,7 @@ def _unknown_resources(asked: list[str] | None, snap: NodeSnapshot) -> list[str]
 # A command's name where a pod's goes (`devctl get pods`, kubectl's habit): the command a person meant.
 _COMMANDS_AS_POD = {"pod": "pods", "pods": "pods", "po": "pods", "devices": "devices", "device": "devices"}
 _COMMANDS_AS_POD |= {"resources": "ls", "ls": "ls", "topo": "topo", "plugins": "plugins", "checkpoint": "checkpoint"}
+_COMMANDS_AS_POD |= {"claims": "claims", "claim": "claims", "resourceclaims": "claims", "cdi": "cdi", "who": "who"}
 
 
 def _pod_not_found(pod: str, namespace: str, snapshot: NodeSnapshot) -> str:
@@ -87,6 +88,12 @@ def _pod_not_found(pod: str, namespace: str, snapshot: NodeSnapshot) -> str:
     if elsewhere:
         return f"{message} (pods of that name run in namespaces {', '.join(elsewhere)})"
     guess = likely(pod, {p.name for p in snapshot.pods or () if p.namespace == namespace})
+    if guess is None:  # a likely name in another namespace, as devctl prints holders: NAMESPACE/NAME
+        guess = likely(pod, {f"{p.namespace}/{p.name}" for p in snapshot.pods or ()})
+        if guess is None:
+            by_name = {p.name: f"{p.namespace}/{p.name}" for p in snapshot.pods or ()}
+            near = likely(pod, set(by_name))
+            guess = by_name[near] if near else None
     return f"{message} (did you mean {guess}?)" if guess else message
 
 
@@ -161,8 +168,15 @@ def devices(
         sources = {analyze.POD_RESOURCES, analyze.PLUGINS, analyze.CHECKPOINT}
         # -o wide adds PROCS, the processes holding each device open: only it pays for a /proc scan.
         wide = {analyze.PROCS, analyze.RUNTIME, analyze.IDENTITIES} if output == Output.wide else set()
-        snap = node_snapshot(ctx, sources | _dra_sources() | wide)
-        rows = sort_rows(analyze.devices_view(snap, resources), sort_by)
+        # The PCI function behind each device (-o wide and the structured forms): sysfs names it.
+        hardware = output in (Output.wide, Output.json, Output.yaml)
+        snap = node_snapshot(ctx, sources | _dra_sources() | wide | ({analyze.TOPOLOGY} if hardware else set()))
+        rows = analyze.devices_view(snap, resources)
+        if hardware:
+            from devctl.analyze.hardware import with_hardware
+
+            rows = with_hardware(rows, snap)
+        rows = sort_rows(rows, sort_by)
         procs = holder_counts(snap) if output == Output.wide else None
 
         def table(style: TableStyle) -> str:
@@ -329,7 +343,7 @@ def topo(
         output,
         {**to_plain(view), "kubelet_state": to_plain(state)},
         lambda style: topology_table(view, style) + kubelet_state_table(state, style),
-        lambda: (str(n.id) for n in view.numa_nodes),
+        lambda: (str(n.id) for n in view.numa_nodes if n.id is not None),
         no_headers=no_headers,
         quiet=quiet,
     )

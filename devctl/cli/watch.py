@@ -123,7 +123,7 @@ async def _follow(
     out = sys.stdout
     printed = 0
     header = not json_output
-    table = EventTable(resources)
+    table = EventTable()
 
     async def consume() -> ExitCode:
         nonlocal printed, header

@@ -17,6 +17,7 @@ from dataclasses import replace
 
 from devctl.model import ErrorKind, HostTopology, Hugepages, NumaNode, PciDevice
 from devctl.node.files import FileReadError, read_file
+from devctl.node.pciids import database, hex_id, pci_names
 from devctl.units import parse_cpulist
 
 # Layout as the kernel writes it: drivers/base/node.c (node<N>/cpulist, meminfo,
@@ -51,7 +52,8 @@ def read_topology(sysfs: str, use_udev: bool = True) -> HostTopology:
 
     A kernel without NUMA has no ``devices/system/node``; it is shown as one
     node 0 holding every online CPU. Names of vendors and devices come from the
-    udev database, which only describes the real ``/sys`` of this host.
+    udev database, which only describes the real ``/sys`` of this host
+    (``with_database_names`` names the others from their IDs).
     """
     try:
         os.listdir(sysfs)
@@ -192,6 +194,26 @@ def _with_udev_names(devices: tuple[PciDevice, ...]) -> tuple[PciDevice, ...]:
     if not names:
         return devices
     return tuple(_named(d, names.get(d.address)) for d in devices)
+
+
+def with_database_names(topology: HostTopology) -> HostTopology:
+    """``topology`` with names from the PCI IDs database (devctl.node.pciids) for the devices udev did not name.
+
+    Unchanged when the machine has no database. The names come from the
+    devices' IDs, not from the host, so a simulated tree is named as well.
+    """
+    devices = topology.pci_devices
+    unnamed = [d for d in devices if d.vendor_name is None and d.vendor_id and d.device_id]
+    if not unnamed:
+        return topology
+    names = pci_names(((d.vendor_id, d.device_id) for d in unnamed), database())
+    if not names:
+        return topology
+    named = tuple(
+        _named(d, names.get((hex_id(d.vendor_id), hex_id(d.device_id)))) if d.vendor_name is None else d
+        for d in devices
+    )
+    return replace(topology, pci_devices=named)
 
 
 def _named(device: PciDevice, names: tuple[str | None, str | None] | None) -> PciDevice:

@@ -13,18 +13,27 @@ from devctl.render.style import paint, word
 from devctl.render.table import TableStyle, grid
 
 
-def _pods(row: ClaimRow) -> str:
-    return ",".join(f"{p.namespace}/{p.name}" if p.name else (p.uid or "?") for p in row.pods)
+def _pods(row: ClaimRow, namespace: str | None) -> str:
+    """The claim's pods; a pod of the claim's own namespace (always so in Kubernetes) by its name alone."""
+    return ",".join(
+        (p.name if p.namespace == namespace else f"{p.namespace}/{p.name}") if p.name else (p.uid or "?")
+        for p in row.pods
+    )
 
 
-def _health(row: ClaimRow) -> str:
-    return ",".join(d.health or "?" for d in row.devices)
+def _healthy(row: ClaimRow) -> str:
+    """``1/2``: healthy devices of all, as kubectl's READY; ``?`` for a device whose health is unknown."""
+    if any(d.health is None for d in row.devices):
+        return f"?/{len(row.devices)}"
+    return f"{sum(d.health == 'Healthy' for d in row.devices)}/{len(row.devices)}"
 
 
 def claims_table(rows: tuple[ClaimRow, ...], style: TableStyle) -> str:
-    headers = ["namespace", "claim", "state", "driver", "devices", "health", "numa", "pods"]
+    """NAMESPACE CLAIM STATE DRIVER HEALTHY NUMA PODS; ``wide`` adds each device with its health, the UID and
+    the CDI names."""
+    headers = ["namespace", "claim", "state", "driver", "healthy", "numa", "pods"]
     if style.wide:
-        headers += ["uid", "cdi"]
+        headers += ["devices", "health", "uid", "cdi"]
     out = []
     for r in rows:
         row: list[object] = [
@@ -32,34 +41,43 @@ def claims_table(rows: tuple[ClaimRow, ...], style: TableStyle) -> str:
             r.name,
             word(r.state or "?", style.color),
             ",".join(r.drivers) or ",".join(sorted({d.driver for d in r.devices})),
-            ",".join(f"{d.pool}/{d.device}" for d in r.devices),
-            _health(r),
-            ",".join(str(n) for n in sorted({n for d in r.devices for n in d.numa_nodes})),
-            _pods(r),
+            _healthy(r),
+            ",".join(str(n) for n in sorted({n for d in r.devices for n in d.numa_nodes if n >= 0})),
+            _pods(r, r.namespace),
         ]
         if style.wide:
-            row += [r.uid or "", ",".join(n for d in r.devices for n in d.cdi_devices)]
+            row += [
+                ",".join(f"{d.pool}/{d.device}" for d in r.devices),
+                ",".join(d.health or "?" for d in r.devices),
+                r.uid or "",
+                ",".join(n for d in r.devices for n in d.cdi_devices),
+            ]
         out.append(row)
     return grid(headers, out, style)
 
 
 def cdi_table(view: CdiView, style: TableStyle) -> str:
-    """The names in use, resolved (status, spec, device nodes with PCI and NUMA); then the bad specs."""
-    headers = ["name", "status", "device-nodes", "pci", "numa", "used-by"]
+    """The names in use, resolved (status, PCI function and NUMA node of the device nodes, users); then the
+    spec dirs. ``wide`` adds the device nodes, the spec, env and mounts."""
+    headers = ["name", "status", "pci", "numa", "used-by"]
     if style.wide:
-        headers += ["spec", "env", "mounts"]
+        headers += ["device-nodes", "spec", "env", "mounts"]
     out = []
     for n in view.names:
         row: list[object] = [
             n.name,
             word(n.status, style.color),
-            ",".join(d.host_path for d in n.device_nodes),
-            ",".join(d.pci or "?" for d in n.device_nodes),
-            ",".join("?" if d.numa_node is None else str(d.numa_node) for d in n.device_nodes),
+            ",".join(dict.fromkeys(d.pci for d in n.device_nodes if d.pci)),
+            ",".join(dict.fromkeys(str(d.numa_node) for d in n.device_nodes if d.numa_node is not None)),
             ",".join(u.claim or u.resource or "" for u in n.used_by),
         ]
         if style.wide:
-            row += [n.spec or ",".join(n.conflicting), ",".join(n.env), ",".join(m.host_path for m in n.mounts)]
+            row += [
+                ",".join(d.host_path for d in n.device_nodes),
+                n.spec or ",".join(n.conflicting),
+                ",".join(n.env),
+                ",".join(m.host_path for m in n.mounts),
+            ]
         out.append(row)
     text = grid(headers, out, style)
     if style.headers:

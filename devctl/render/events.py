@@ -1,17 +1,20 @@
 """Watch events as lines: a table for people, JSON lines for scripts.
 
 A watch prints as events happen, so a table cannot be laid out after the
-fact (tabulate needs every row): columns start at minimum widths (the
-resource column as wide as the resources named up front), and a longer value
-widens its column for good, so the lines after it line up again. Every cell is
-escaped (devctl.escape): a device ID or health string from a plugin is one cell
-of one line. JSON lines escape every non-ASCII character themselves.
+fact (tabulate needs every row), and a column that widened for a long value
+would push every column after it. So every column but the last has a fixed
+width that fits 80 columns: TIME, EVENT, CHANGE (a longer change is cut with
+``…``), then OBJECT, the resource or driver and, for a per-device event, the
+device as ``<resource>/<device>`` (doctor's spelling), whatever its length.
+A snapshot's device counts are its change. Every cell is escaped
+(devctl.escape): a device ID or health string from a plugin is one cell of
+one line. JSON lines keep every field whole and escape every non-ASCII
+character themselves.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from datetime import datetime, timezone
 from typing import Any
 
@@ -20,9 +23,8 @@ from devctl.events import WatchEvent
 from devctl.node.udev import KernelEvent
 from devctl.render.style import NONE
 
-# (header, minimum width); the last column is not padded.
-COLUMNS = (("TIME", 12), ("EVENT", 12), ("RESOURCE", 24), ("DEVICE", 18), ("CHANGE", 24), ("DEVICES", 0))
-_RESOURCE = 2  # the index of RESOURCE in COLUMNS
+# (header, width); the last column is not padded. CHANGE holds the longest health change, Unhealthy→Healthy.
+COLUMNS = (("TIME", 12), ("EVENT", 12), ("CHANGE", 17), ("OBJECT", 0))
 # Between columns, as kubectl and devctl's other tables print them.
 _GAP = "   "
 
@@ -84,28 +86,24 @@ def json_line(item: WatchEvent | KernelEvent) -> str:
 
 
 class EventTable:
-    """One watch's table: its header, then a row per event, columns widening as values need.
-
-    Widths only grow, so a long resource name or device ID misaligns at most
-    the lines printed before it.
-    """
-
-    def __init__(self, resources: Iterable[str] = ()) -> None:
-        self._widths = [width for _, width in COLUMNS[:-1]]
-        self._widths[_RESOURCE] = max([self._widths[_RESOURCE], *(len(escape(r)) for r in resources)])
+    """One watch's table: its header, then a row per event, in columns of fixed widths (see the module)."""
 
     def header(self) -> str:
-        return self._row(tuple(name for name, _ in COLUMNS))
+        return _row(tuple(name for name, _ in COLUMNS))
 
     def line(self, item: WatchEvent | KernelEvent) -> str:
-        """One event as a table row: time, event, resource, device, from→to, counts; ``<none>`` where empty."""
-        return self._row(tuple(escape(cell) or NONE for cell in _cells(item)))
+        """One event as a table row: time, event, change (or counts), what it is about; ``<none>`` where empty."""
+        return _row(tuple(escape(cell) or NONE for cell in _cells(item)))
 
-    def _row(self, cells: tuple[str, ...]) -> str:
-        padded = cells[:-1]  # the last column is not padded
-        self._widths = [max(width, len(cell)) for width, cell in zip(self._widths, padded, strict=True)]
-        parts = [cell.ljust(width) for cell, width in zip(padded, self._widths, strict=True)]
-        return _GAP.join([*parts, cells[-1]]).rstrip()
+
+def _row(cells: tuple[str, ...]) -> str:
+    parts = [_fit(cell, width).ljust(width) for cell, (_, width) in zip(cells[:-1], COLUMNS[:-1], strict=True)]
+    return _GAP.join([*parts, cells[-1]]).rstrip()
+
+
+def _fit(cell: str, width: int) -> str:
+    """``cell`` cut to ``width`` with a trailing ``…``, so that it never pushes the next column."""
+    return cell if len(cell) <= width else cell[: width - 1] + "…"
 
 
 def _change(item: WatchEvent) -> str:
@@ -113,14 +111,20 @@ def _change(item: WatchEvent) -> str:
         return f"{item.from_}→{item.to}"
     if item.to is not None:
         return item.to
-    return item.from_ or ""
+    if item.from_ is not None:
+        return item.from_
+    if item.devices is not None:  # snapshot, disconnected, reconnected: the list's counts
+        return f"{item.devices} devices" if item.healthy is None else f"{item.healthy}/{item.devices} healthy"
+    return ""
 
 
-def _cells(item: WatchEvent | KernelEvent) -> tuple[str, ...]:
+def _cells(item: WatchEvent | KernelEvent) -> tuple[str, str, str, str]:
     if isinstance(item, KernelEvent):
         driver = f"driver {item.driver}" if item.driver else ""
-        return (clock_time(item.time), item.event, item.subsystem, item.name, driver, "")
+        return (clock_time(item.time), item.event, driver, f"{item.subsystem}/{item.name}")
     # A socket whose resource no source names is shown by its socket file.
     resource = item.resource or (f"({item.socket.rsplit('/', 1)[-1]})" if item.socket else "")
-    total = "" if item.devices is None else f"{item.devices} ({item.healthy} healthy)"
-    return (clock_time(item.time), item.event, resource, item.device or "", _change(item), total)
+    what = f"{resource}/{item.device}" if item.device else resource
+    if item.message:  # a DRA driver's word on the device, after what it is about
+        what += f" ({item.message})"
+    return (clock_time(item.time), item.event, _change(item), what)

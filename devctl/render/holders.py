@@ -28,18 +28,19 @@ def without_nodes_lines(keys: Sequence[DeviceKey]) -> list[str]:
 
 
 def holders_table(rows: Sequence[HolderRow], style: TableStyle) -> str:
-    headers = ["resource", "device", "path", "pid", "command", "pod", "container", "allocated"]
+    """DEVICE PID COMMAND POD CONTAINER ALLOCATED, one row per process and device, which fits 80 columns;
+    ``wide`` adds the resource, each device node held open (a row per node) and the container ID."""
+    headers = ["device", "pid", "command", "pod", "container", "allocated"]
     if style.wide:
-        headers.insert(7, "container-id")
-    out = []
+        headers = ["resource", "device", "path", "pid", "command", "pod", "container", "container-id", "allocated"]
+    out: dict[tuple[object, ...], None] = {}  # the narrow rows of one process's nodes of a device are one row
     for r in rows:
         command = r.command if style.wide or len(r.command) <= 40 else r.command[:39] + "…"
         pod = f"{r.pod.namespace}/{r.pod.name}" if r.pod else None
-        row: list[object] = [r.resource, r.device, r.path, r.pid, command, pod, r.container]
+        container = r.container if r.container is not None or style.wide else (r.container_id or "")[:SHORT_ID]
         if style.wide:
-            row.append(r.container_id)
-        elif r.container is None and r.container_id:
-            row[6] = r.container_id[:SHORT_ID]
-        row.append(_allocated(r.allocated))
-        out.append(row)
-    return grid(headers, out, style)
+            row: tuple[object, ...] = (r.resource, r.device, r.path, r.pid, command, pod, container, r.container_id)
+        else:
+            row = (r.device, r.pid, command, pod, container)
+        out[(*row, _allocated(r.allocated))] = None
+    return grid(headers, list(out), style)

@@ -18,16 +18,19 @@ def kubelet_state_table(view: KubeletStateView | None, style: TableStyle) -> str
         view.cpu_policy is None and view.memory_policy is None and view.topology_manager_policy is None
     ):
         return ""
+    # One fact per line, each short enough for 80 columns.
     lines = [
         "",
         escape(
-            f"CPU manager: policy {view.cpu_policy or '-'} (configured {view.configured_cpu_policy or '-'}), "
-            f"shared pool {format_cpulist(view.default_cpus or ()) or '-'}, checksum {_checksum(view.cpu_checksum_ok)}"
+            f"CPU manager:      policy {view.cpu_policy or '-'} (configured {view.configured_cpu_policy or '-'}), "
+            f"checksum {_checksum(view.cpu_checksum_ok)}"
         ),
+        escape(f"CPU shared pool:  {format_cpulist(view.default_cpus or ()) or '-'}"),
         escape(
-            f"Memory manager: policy {view.memory_policy or '-'} (configured {view.configured_memory_policy or '-'}), "
-            f"{view.memory_assignments} container(s) assigned, checksum {_checksum(view.memory_checksum_ok)}"
+            f"Memory manager:   policy {view.memory_policy or '-'} "
+            f"(configured {view.configured_memory_policy or '-'}), checksum {_checksum(view.memory_checksum_ok)}"
         ),
+        escape(f"Memory assigned:  {view.memory_assignments} container(s)"),
         escape(
             f"Topology manager: policy {view.topology_manager_policy or '-'}, "
             f"scope {view.topology_manager_scope or '-'}"

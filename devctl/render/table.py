@@ -75,7 +75,19 @@ def grid(headers: Sequence[str], rows: Iterable[Sequence[object]], style: TableS
 
 
 def _numa(nodes: Iterable[int]) -> str:
-    return ",".join(str(n) for n in nodes)
+    """NUMA nodes as ``0,1``; '' (``<none>`` in the table) when none is known, never -1 or ``-``."""
+    return ",".join(str(n) for n in nodes if n >= 0)
+
+
+def short_name(resource: str) -> str:
+    """``nvidia.com/gpu`` -> ``gpu``, as the TUI's narrow columns write it; a DRA driver stays whole."""
+    return resource.rsplit("/", 1)[-1]
+
+
+def some(items: Sequence[str], shown: int = 2) -> str:
+    """The first ``shown`` items and how many more, as kubectl abbreviates a list: ``GPU-0,GPU-1 +2``."""
+    more = len(items) - shown
+    return ",".join(items[:shown]) + (f" +{more}" if more > 0 else "")
 
 
 def _flag(on: bool | None) -> str:
@@ -139,10 +151,16 @@ def devices_table(
     procs: dict[tuple[str, str], int] | None = None,
     procs_asked: bool = False,
 ) -> str:
-    """``procs_asked``: add ``-o wide``'s PROCS, processes holding each device open (``?`` when ``procs`` is None,
-    or does not count the device: none of its nodes is known)."""
+    """RESOURCE ID HEALTH NUMA ALLOCATED-TO, which fits 80 columns; ``wide`` adds the state, the PCI function
+    (address, vendor, model, bound driver) and, when ``procs_asked``, PROCS: processes holding each device open
+    (``?`` when ``procs`` is None, or does not count the device: none of its nodes is known).
+
+    The state is the health and the holders in one word, so the narrow table leaves it to ``wide``.
+    """
     with_procs = style.wide and procs_asked
-    headers = ["resource", "id", "health", "state", "numa", "allocated-to"] + (["procs"] if with_procs else [])
+    headers = ["resource", "id", "health", "numa", "allocated-to"]
+    if style.wide:
+        headers += ["state", "pci", "vendor", "model", "driver"] + (["procs"] if with_procs else [])
     out = []
     for d in rows:
         if d.allocated_to is None:
@@ -151,10 +169,16 @@ def devices_table(
             holders = ",".join(f"{h.namespace}/{h.pod}/{h.container}" for h in d.allocated_to)
         else:
             holders = ",".join(dict.fromkeys(f"{h.namespace}/{h.pod}" for h in d.allocated_to))
-        health, state = word(d.health, style.color), word(d.state or UNKNOWN_COUNT, style.color)
-        row = [d.resource, d.id, health, state, _numa(d.numa_nodes), holders]
-        if with_procs:
-            row.append(UNKNOWN_COUNT if procs is None else procs.get((d.resource, d.id), UNKNOWN_COUNT))
+        row: list[object] = [d.resource, d.id, word(d.health, style.color), _numa(d.numa_nodes), holders]
+        if style.wide:
+            pci = d.pci
+            row += [word(d.state or UNKNOWN_COUNT, style.color)]
+            if pci is None:
+                row += ["", "", "", ""]
+            else:
+                row += [pci.address, pci.vendor or pci.vendor_id, pci.device or pci.device_id, pci.driver]
+            if with_procs:
+                row.append(UNKNOWN_COUNT if procs is None else procs.get((d.resource, d.id), UNKNOWN_COUNT))
         out.append(row)
     return grid(headers, out, style)
 
@@ -170,9 +194,16 @@ def _memory(memory: Iterable[ContainerMemory]) -> str:
 
 
 def _devices(c: ContainerResources, wide: bool) -> str:
+    """Each resource's devices: IDs under full names when wide, else counts under short names (DRA drivers too)."""
     if wide:
         return " ".join(f"{d.resource}={','.join(d.ids)}" for d in c.devices)
-    return " ".join(f"{d.resource}={len(d.ids)}" for d in c.devices)
+    counts: dict[str, int] = {}
+    for d in c.devices:
+        counts[short_name(d.resource)] = counts.get(short_name(d.resource), 0) + len(d.ids)
+    for r in c.dynamic_resources:
+        for dev in r.devices:
+            counts[dev.driver] = counts.get(dev.driver, 0) + 1
+    return " ".join(f"{name}={n}" for name, n in counts.items())
 
 
 def _claims(c: ContainerResources) -> str:
@@ -183,24 +214,20 @@ def _claims(c: ContainerResources) -> str:
 
 
 def pods_table(pods: Sequence[PodResources], style: TableStyle) -> str:
-    """One row per container: its devices (by count; IDs when wide), exclusive CPUs, memory, DRA claims."""
-    headers = ["namespace", "pod", "container", "devices", "cpus", "memory"]
+    """One row per container: its devices (counts by short name; IDs when wide) and exclusive CPUs.
+
+    ``wide`` adds the memory the memory manager pinned, the NUMA nodes and the DRA claims.
+    """
+    headers = ["namespace", "pod", "container", "devices", "cpus"]
     if style.wide:
-        headers += ["numa", "claims"]
+        headers += ["memory", "numa", "claims"]
     out = []
     for p in pods:
         for c in p.containers:
-            row: list[object] = [
-                p.namespace,
-                p.name,
-                c.name,
-                _devices(c, style.wide),
-                format_cpulist(c.cpu_ids),
-                _memory(c.memory),
-            ]
+            row: list[object] = [p.namespace, p.name, c.name, _devices(c, style.wide), format_cpulist(c.cpu_ids)]
             if style.wide:
                 numa = sorted({n for d in (*c.devices, *c.memory) for n in d.numa_nodes})
-                row += [_numa(numa), _claims(c)]
+                row += [_memory(c.memory), _numa(numa), _claims(c)]
             out.append(row)
     return grid(headers, out, style)
 
@@ -209,29 +236,36 @@ def pods_table(pods: Sequence[PodResources], style: TableStyle) -> str:
 
 
 def topology_table(view: TopologyView, style: TableStyle) -> str:
-    """The NUMA nodes, the shared CPU pool, then each container's alignment."""
-    headers = ["node", "cpus", "allocatable", "exclusive", "shared", "memory", "devices"]
+    """The NUMA nodes, their devices (one row per node and resource), the shared CPU pool, then each
+    container's alignment: tables narrow enough for 80 columns, as ``ls``'s."""
+    headers = ["node", "cpus", "allocatable", "exclusive", "shared", "memory"]
     if style.wide:
         headers += ["hugepages"]
-    nodes = []
+    nodes, devices = [], []
     for n in view.numa_nodes:
-        devices = " ".join(
-            f"{r}={format_count(c.allocated)}/{format_count(c.total, c.total_min)}" for r, c in n.devices.items()
-        )
         row: list[object] = [
-            n.id if n.id >= 0 else None,  # the devices no NUMA node is known for: <none>, as everywhere
+            n.id,  # None: the devices no NUMA node is known for, <none> as everywhere
             format_cpulist(n.cpus),
             format_cpulist(n.allocatable_cpus),
             format_cpulist(n.exclusive_cpus),
             format_cpulist(n.shared_cpus),
             format_bytes(n.memory_bytes) if n.memory_bytes else "",
-            devices,
         ]
         if style.wide:
             row.append(" ".join(f"{format_bytes(h['size_kb'] * 1024)}={h['free']}/{h['total']}" for h in n.hugepages))
-        nodes.append(row)
-    parts = [grid(headers, nodes, style)]
-    if style.headers:
+        if n.id is not None or n.cpus:
+            nodes.append(row)
+        for r, c in n.devices.items():
+            devices.append(
+                [n.id, r, format_count(c.total, c.total_min), format_count(c.allocated), format_count(c.free)]
+            )
+    sep = "\n" if style.headers else ""  # --no-headers: rows only, no blank separator
+    tables = [
+        grid(headers, nodes, style),
+        grid(["node", "resource", "cap", "used", "free"], devices, style),
+    ]
+    parts = [t for t in tables if t]
+    if style.headers and (nodes or devices):
         parts.append(f"shared pool: {format_cpulist(view.shared_pool) or NONE}\n")
     aligned = [
         [
@@ -247,8 +281,8 @@ def topology_table(view: TopologyView, style: TableStyle) -> str:
     ]
     table = grid(["namespace", "pod", "container", "aligned", "device-numa", "cpu-numa", "memory-numa"], aligned, style)
     if table:
-        parts.append(("\n" if style.headers else "") + table)  # --no-headers: rows only, no blank separator
-    return "".join(p for p in parts if p) if nodes or aligned else ""
+        parts.append(table)
+    return sep.join(parts)
 
 
 # --- plugins ----------------------------------------------------------------------------------------
@@ -274,7 +308,9 @@ def plugins_table(view: PluginsView, style: TableStyle) -> str:
     text = grid(headers, out, style)
     if style.headers:
         ks, cp = view.kubelet_socket, view.checkpoint
-        ks_path, cp_path = escape(ks.path), escape(cp.path)
+        # The plugins dir is the usual place: its files by name (the full paths when wide, or when absent).
+        ks_path = escape(ks.path if style.wide or not ks.present else os.path.basename(ks.path))
+        cp_path = escape(cp.path if style.wide or not cp.present else os.path.basename(cp.path))
         if not ks.present:
             socket = paint("absent", "red", style.color)
         elif ks.status in (None, SocketStatus.LISTENING):
@@ -299,9 +335,9 @@ def plugins_table(view: PluginsView, style: TableStyle) -> str:
 
 def checkpoint_table(view: CheckpointView, style: TableStyle) -> str:
     """The checksum verdict and format on top, then one row per entry (its allocation when wide)."""
-    headers = ["pod", "container", "resource", "devices", "numa", "stale"]
+    headers = ["pod", "container", "resource", "devices", "stale"]
     if style.wide:
-        headers = ["pod-uid", *headers, "envs", "device-nodes", "mounts", "cdi"]
+        headers = ["pod-uid", *headers, "numa", "envs", "device-nodes", "mounts", "cdi"]
     out = []
     for e in view.entries:
         pod = f"{e.pod.namespace}/{e.pod.name}" if e.pod else "<unknown>"
@@ -310,7 +346,7 @@ def checkpoint_table(view: CheckpointView, style: TableStyle) -> str:
         # The kubelet files a device without NUMA affinity under -1: <none> here, as in every table.
         numa = ",".join(k for k, v in e.device_ids.items() if v and not k.startswith("-"))
         stale = paint("yes", "red", style.color) if e.stale else "no"
-        row: list[object] = [pod, e.container, e.resource, ",".join(ids), numa, stale]
+        row: list[object] = [pod, e.container, e.resource, ",".join(ids) if style.wide else some(list(ids)), stale]
         if style.wide:
             a = e.allocation
             if a is None:
@@ -322,7 +358,7 @@ def checkpoint_table(view: CheckpointView, style: TableStyle) -> str:
                     " ".join(f"{m.host_path}:{m.container_path}{':ro' if m.read_only else ''}" for m in a.mounts),
                     " ".join(a.cdi_devices),
                 ]
-            row = [e.pod_uid, *row, *extra]
+            row = [e.pod_uid, *row, numa, *extra]
         out.append(row)
     text = ""
     if style.headers:
@@ -332,9 +368,22 @@ def checkpoint_table(view: CheckpointView, style: TableStyle) -> str:
         verdict = "ok" if view.checksum_ok else paint("MISMATCH", "red", style.color)
         if not view.checksum_ok and view.checksum is not None:
             verdict += f" (stored {view.checksum}, computed {view.computed_checksum}: the kubelet would start empty)"
+        import textwrap
+
         registered = " ".join(f"{escape(r)}={len(ids)}" for r, ids in view.registered_devices.items())
+        # Many resources wrap under their label rather than run past 80 columns.
+        registered = "\n".join(
+            textwrap.wrap(
+                registered or NONE,
+                80,
+                initial_indent="registered: ",
+                subsequent_indent=" " * 12,
+                break_long_words=False,
+                break_on_hyphens=False,
+            )
+        )
         path = escape(view.path)
-        text = f"path:       {path}\nformat:     {fmt}\nchecksum:   {verdict}\nregistered: {registered or NONE}\n"
+        text = f"path:       {path}\nformat:     {fmt}\nchecksum:   {verdict}\n{registered}\n"
         table = grid(headers, out, style)
         return text + ("\n" + table if table else "")
     return grid(headers, out, style)
@@ -346,25 +395,45 @@ def checkpoint_table(view: CheckpointView, style: TableStyle) -> str:
 _SEVERITY_COLORS = {"error": "red", "warning": "yellow", "info": "dim"}
 
 
-def findings_table(findings: Sequence[Finding], style: TableStyle) -> str:
-    """One row per finding: SEVERITY CODE SUBJECT MESSAGE; the severity coloured on a terminal.
+def _wrap(text: str, width: int, first: str, rest: str) -> list[str]:
+    """``text`` in lines of at most ``width`` (40 at least), never breaking a word, flag or path."""
+    import textwrap
 
-    What to do is the point of doctor, so each finding's hint is an indented
-    ``hint:`` line under its row; ``wide`` puts it in a HINT column instead.
+    return textwrap.wrap(
+        text,
+        max(width, 40),
+        initial_indent=first,
+        subsequent_indent=rest,
+        break_long_words=False,
+        break_on_hyphens=False,
+    ) or [first.rstrip()]
+
+
+def findings_table(findings: Sequence[Finding], style: TableStyle, width: int = 80) -> str:
+    """One row per finding, SEVERITY CODE SUBJECT, with its message and hint as indented lines under it.
+
+    What to do is the point of doctor, so the hint is always shown; message
+    and hint are sentences, so they are wrapped to ``width`` under the row
+    rather than stretched across a column. ``wide`` puts both in columns, one
+    line per finding, for grep.
     """
-    headers = ["severity", "code", "subject", "message"] + (["hint"] if style.wide else [])
+    headers = ["severity", "code", "subject"] + (["message", "hint"] if style.wide else [])
     rows = []
     for f in findings:
-        row = [paint(f.severity, _SEVERITY_COLORS.get(f.severity, ""), style.color), f.code, f.subject, f.message]
-        rows.append([*row, f.hint] if style.wide else row)
+        row = [paint(f.severity, _SEVERITY_COLORS.get(f.severity, ""), style.color), f.code, f.subject]
+        rows.append([*row, f.message, f.hint] if style.wide else row)
     text = grid(headers, rows, style)
     if style.wide or not text:
         return text
     lines = text.splitlines()
     body = lines[1:] if style.headers else lines  # cells are escaped: one line per row
     out = lines[:1] if style.headers else []
+    indent = "    "
     for line, f in zip(body, findings, strict=True):
         out.append(line)
+        out += _wrap(escape(f.message), width, indent, indent)
         if f.hint:
-            out.append(f"    {paint('hint', 'dim', style.color)}: {escape(f.hint)}")
+            hint = _wrap(escape(f.hint), width, indent + "hint: ", indent + "      ")
+            hint[0] = hint[0].replace("hint:", paint("hint", "dim", style.color) + ":", 1)
+            out += hint
     return "\n".join(out) + "\n"

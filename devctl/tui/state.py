@@ -24,6 +24,7 @@ from devctl.analyze import (
     ResourceRow,
     TopologyView,
 )
+from devctl.analyze.hardware import with_hardware
 from devctl.events import (
     ADDED,
     DISCONNECTED,
@@ -245,7 +246,8 @@ def build_view(
     live = dict(previous.connected) if previous else {}
     live.update(connected)
     devices: dict[str, list[DeviceRow]] = {}
-    for d in analyze.devices_view(snapshot):
+    # Each row with the PCI function behind it (address, vendor, model, driver), for the device detail.
+    for d in with_hardware(analyze.devices_view(snapshot), snapshot):
         devices.setdefault(d.resource, []).append(d)
     topology = analyze.topology_view(snapshot)
     return NodeView(

@@ -11,7 +11,7 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from devctl.analyze import NO_NUMA, AlignmentRow, DeviceCount, NumaRow
+from devctl.analyze import AlignmentRow, DeviceCount, NumaRow
 from devctl.escape import escape
 from devctl.tui.state import NodeView
 from devctl.units import format_bytes, format_count, format_cpulist
@@ -86,7 +86,7 @@ def numa_text(view: NodeView) -> Text:
             holders_by_node.setdefault(n, []).append(escape(f"{a.namespace}/{a.pod}/{a.container}"))
     width = min(max((len(escape(name)) for n in topo.numa_nodes for name in n.devices), default=10), LABEL_MAX)
     for node in topo.numa_nodes:
-        if node.id == NO_NUMA:
+        if node.id is None:
             out.append("no NUMA node", "bold")
             out.append("  devices without topology\n", "dim")
         else:
