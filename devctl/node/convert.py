@@ -10,8 +10,13 @@ keeping a copy per device: a third less memory for a million devices.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from itertools import compress, repeat
+from operator import eq
 from sys import intern
 from typing import Any
+
+from google.protobuf.message import DecodeError
 
 from devctl.api.deviceplugin.v1beta1 import api_pb2 as dp
 from devctl.api.podresources.v1 import api_pb2 as pr_v1
@@ -23,12 +28,14 @@ from devctl.model import (
     ContainerMemory,
     ContainerResources,
     Device,
+    DeviceList,
     DeviceNode,
     DynamicResource,
     Mount,
     PluginOptions,
     PodResources,
 )
+from devctl.node import columns
 
 # NUMA node tuples by the wire bytes of their TopologyInfo: reading the bytes is
 # one call where walking the nodes makes a Python object per node, and every
@@ -53,6 +60,53 @@ def numa_ids(topology: Any) -> tuple[int, ...]:
 
 def device(msg: dp.Device) -> Device:
     return Device(id=msg.ID, health=intern(msg.health), numa_nodes=numa_ids(msg.topology))
+
+
+def devices(msg: dp.ListAndWatchResponse) -> DeviceList:
+    """A ListAndWatch reply's devices, message by message (see ``device_list`` for the fast way)."""
+    listed = msg.devices
+    return DeviceList(
+        [d.ID for d in listed], [intern(d.health) for d in listed], [numa_ids(d.topology) for d in listed]
+    )
+
+
+def device_list(wire: bytes) -> DeviceList | None:
+    """The devices of a serialized ListAndWatchResponse; None when the bytes are not one.
+
+    A plugin listing a million devices is read a column at a time
+    (``devctl.node.columns``): under a second where a Device object each took
+    many. Anything not in the encoders' usual form is read message by message.
+    """
+    found = columns.items(wire)
+    cols = columns.columns(found[0]) if found is not None else None
+    if cols is not None:
+        ids_wire, healths_wire, topologies = cols
+        try:
+            ids = list(map(bytes.decode, ids_wire))
+            healths = _strings(healths_wire)
+            numa = _numa_column(topologies, len(ids), dp.TopologyInfo)
+        except (UnicodeDecodeError, DecodeError):
+            pass  # the message-by-message parse says what is wrong
+        else:
+            return DeviceList(ids, healths, numa)
+    try:
+        return devices(dp.ListAndWatchResponse.FromString(wire))
+    except DecodeError:
+        return None
+
+
+def _strings(column: list[bytes]) -> list[str]:
+    """A column of strings that repeat (health strings, resource names): one shared str per distinct value."""
+    shared = {raw: intern(raw.decode()) for raw in set(column)}
+    return list(map(shared.__getitem__, column))
+
+
+def _numa_column(topologies: list[bytes] | None, n: int, message: Any) -> list[tuple[int, ...]]:
+    """NUMA node tuples of a column of serialized TopologyInfo (None: no item had one), shared per distinct value."""
+    if topologies is None:
+        return [()] * n
+    shared = {raw: tuple([node.ID for node in message.FromString(raw).nodes]) for raw in set(topologies)}
+    return list(map(shared.__getitem__, topologies))
 
 
 def device_to_pb(d: Device) -> dp.Device:
@@ -173,3 +227,57 @@ def allocatable(msg: Any) -> AllocatableResources:
         cpu_ids=tuple(msg.cpu_ids),
         memory=tuple(container_memory(m) for m in msg.memory),
     )
+
+
+def allocatable_wire(wire: bytes) -> AllocatableResources | None:
+    """A serialized AllocatableResourcesResponse; None when the bytes are not one.
+
+    The kubelet sends a ContainerDevices per device ID: a million on a node
+    with a million devices, read a column at a time (``devctl.node.columns``)
+    when they are in the usual form, one device ID each.
+    """
+    found = columns.items(wire)
+    cols = columns.columns(found[0]) if found is not None else None
+    if found is not None and cols is not None:
+        resources_wire, ids_wire, topologies = cols
+        try:
+            rest = pr_v1.AllocatableResourcesResponse.FromString(found[1])
+            resources = _strings(resources_wire)
+            ids = list(map(bytes.decode, ids_wire))
+            numa = _numa_column(topologies, len(ids), pr_v1.TopologyInfo)
+        except (UnicodeDecodeError, DecodeError):
+            pass  # the message-by-message parse says what is wrong
+        else:
+            return AllocatableResources(
+                devices=_grouped(resources, ids, numa),
+                cpu_ids=tuple(rest.cpu_ids),
+                memory=tuple(container_memory(m) for m in rest.memory),
+            )
+    try:
+        return allocatable(pr_v1.AllocatableResourcesResponse.FromString(wire))
+    except DecodeError:
+        return None
+
+
+# More groups than this and grouping walks the IDs once in Python instead of once per group in C.
+_FEW_GROUPS = 64
+
+
+def _grouped(resources: list[str], ids: list[str], numa: list[tuple[int, ...]]) -> tuple[ContainerDevices, ...]:
+    """One ContainerDevices per resource and NUMA nodes, in order of first appearance, IDs in the order given.
+
+    What ``device_groups`` makes of the messages, from columns: each group's
+    IDs picked by ``itertools.compress`` over the key column.
+    """
+    keys = list(zip(resources, numa, strict=True))
+    distinct = list(dict.fromkeys(keys))
+    if len(distinct) > _FEW_GROUPS:
+        groups: dict[tuple[str, tuple[int, ...]], list[str]] = {}
+        for key, dev_id in zip(keys, ids, strict=True):
+            groups.setdefault(key, []).append(dev_id)
+        picked: Sequence[tuple[tuple[str, tuple[int, ...]], Sequence[str]]] = list(groups.items())
+    elif len(distinct) == 1:
+        picked = [(distinct[0], ids)]
+    else:
+        picked = [(key, list(compress(ids, map(eq, keys, repeat(key))))) for key in distinct]
+    return tuple(ContainerDevices(resource=resource, ids=tuple(group), numa_nodes=n) for (resource, n), group in picked)

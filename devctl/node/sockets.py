@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 from devctl.model import (
     AllocatableResources,
     Checkpoint,
+    DeviceList,
     NodePaths,
     PluginProbe,
     PluginStatus,
@@ -272,7 +273,7 @@ def infer_resource(device_ids: Iterable[str], known: Mapping[str, set[str]]) -> 
     ids = set(device_ids)
     if not ids:
         return None
-    overlapping = [r for r, known_ids in known.items() if ids & known_ids]
+    overlapping = [r for r, known_ids in known.items() if not known_ids.isdisjoint(ids)]
     if len(overlapping) == 1:
         return overlapping[0]
     exact = [r for r in overlapping if known[r] == ids]
@@ -304,7 +305,7 @@ def name_sockets(
             real = dial_path(paths, p)
             name = (registered.get(real) or claimed.get(real)) if real else None
             if name is None and (p.registry is None or p.registry.type == DEVICE_PLUGIN_TYPE):
-                name = infer_resource((d.id for d in p.devices), known)
+                name = infer_resource(DeviceList.of(p.devices).ids, known)
             if name is not None:
                 p = replace(p, resource=name)
         out.append(p)

@@ -1,0 +1,108 @@
+"""Long lists of small messages decoded a field at a time by protobuf's C parser, not a message at a time.
+
+A plugin's ListAndWatch reply and the kubelet's GetAllocatableResources can
+carry a million small messages (a Device, a ContainerDevices per device ID).
+Reading them one by one costs a Python object and several attribute reads
+each: seconds. Protobuf concatenates repeated fields when it parses messages
+laid end to end, so the items, joined and parsed once as a message whose
+fields 1, 2 and 3 are repeated, come out as three lists, a column per field.
+
+That only holds when every item carries each field exactly once, in field
+order, and nothing else: the form Go's and Python's encoders write. It is
+proved, not assumed: the columns are encoded again (in C, by joins) and must
+give back every item byte for byte; anything else (a field left out, one
+repeated, an unknown one) returns None and the caller decodes message by
+message, as before.
+"""
+
+from __future__ import annotations
+
+from itertools import chain, repeat
+from operator import add
+
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf.message import DecodeError, Message
+
+# Field lengths up to this many bytes take the fast path (a varint of at most two bytes).
+_MAX_LEN = 1 << 14
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+_VARINT = tuple(_varint(n) for n in range(_MAX_LEN))
+# What one length-delimited field of n bytes takes on the wire: tag, length, data.
+_FIELD_SIZE = tuple(1 + len(v) + n for n, v in enumerate(_VARINT))
+_TAGS = (b"\x0a", b"\x12", b"\x1a")  # fields 1, 2, 3, length-delimited
+
+
+def _message_types() -> tuple[type[Message], type[Message]]:
+    f = descriptor_pb2.FileDescriptorProto(name="devctl/columns.proto", package="devctl.columns", syntax="proto3")
+    items = f.message_type.add(name="Items")
+    items.field.add(name="items", number=1, type=descriptor_pb2.FieldDescriptorProto.TYPE_BYTES, label=3)
+    columns = f.message_type.add(name="Columns")
+    for number, name in enumerate(("first", "second", "third"), start=1):
+        columns.field.add(name=name, number=number, type=descriptor_pb2.FieldDescriptorProto.TYPE_BYTES, label=3)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(f)
+    return (
+        message_factory.GetMessageClass(pool.FindMessageTypeByName("devctl.columns.Items")),
+        message_factory.GetMessageClass(pool.FindMessageTypeByName("devctl.columns.Columns")),
+    )
+
+
+_Items, _Columns = _message_types()
+
+
+def items(wire: bytes) -> tuple[list[bytes], bytes] | None:
+    """Field 1 of a message read as a repeated length-delimited field (each item's bytes), and the other fields.
+
+    The other fields come back as their own bytes, a message of the same
+    type with field 1 left out. None when the bytes do not parse.
+    """
+    try:
+        msg = _Items.FromString(wire)
+    except DecodeError:
+        return None
+    found = list(msg.items)  # type: ignore[attr-defined]  # a message class made at run time
+    msg.ClearField("items")
+    return found, msg.SerializeToString()
+
+
+def columns(messages: list[bytes]) -> tuple[list[bytes], list[bytes], list[bytes] | None] | None:
+    """Fields 1, 2 and 3 (length-delimited) of every message, as three lists in the messages' order.
+
+    Field 3 may be absent from every message (then None), never from some.
+    None when any message is not exactly those fields once each, in order.
+    """
+    joined = b"".join(messages)
+    try:
+        cols = _Columns.FromString(joined)
+    except DecodeError:
+        return None
+    first, second, third = list(cols.first), list(cols.second), list(cols.third)  # type: ignore[attr-defined]
+    n = len(messages)
+    if len(first) != n or len(second) != n or len(third) not in (0, n):
+        return None
+    present = [first, second, third] if third else [first, second]
+    lengths = [list(map(len, col)) for col in present]
+    if n and max(max(ls) for ls in lengths) >= _MAX_LEN:
+        return None
+    # The columns encoded again, item after item: the same bytes, and each item as long as the original.
+    fields = [
+        (repeat(tag), map(_VARINT.__getitem__, ls), col) for tag, ls, col in zip(_TAGS, lengths, present, strict=False)
+    ]
+    if b"".join(chain.from_iterable(zip(*chain.from_iterable(fields), strict=False))) != joined:
+        return None
+    sizes = map(_FIELD_SIZE.__getitem__, lengths[0])
+    for ls in lengths[1:]:
+        sizes = map(add, sizes, map(_FIELD_SIZE.__getitem__, ls))
+    if list(map(len, messages)) != list(sizes):
+        return None
+    return first, second, third or None
