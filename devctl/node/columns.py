@@ -17,6 +17,7 @@ message, as before.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from itertools import chain, repeat
 from operator import add
 
@@ -60,22 +61,39 @@ def _message_types() -> tuple[type[Message], type[Message]]:
 _Items, _Columns = _message_types()
 
 
-def items(wire: bytes) -> tuple[list[bytes], bytes] | None:
-    """Field 1 of a message read as a repeated length-delimited field (each item's bytes), and the other fields.
+# Items taken per pass: what a pass holds besides its results stays a few MiB however long the list.
+CHUNK = 1 << 15
 
-    The other fields come back as their own bytes, a message of the same
-    type with field 1 left out. None when the bytes do not parse.
+Columns = tuple[list[bytes], list[bytes], "list[bytes] | None"]
+
+
+def items(wire: bytes) -> Sequence[bytes] | None:
+    """Field 1 of a message read as a repeated length-delimited field: each item's bytes.
+
+    The items stay in protobuf's memory until sliced (see ``chunked``). None
+    when the bytes do not parse.
     """
     try:
-        msg = _Items.FromString(wire)
+        found: Sequence[bytes] = _Items.FromString(wire).items  # type: ignore[attr-defined]  # a class made at run time
     except DecodeError:
         return None
-    found = list(msg.items)  # type: ignore[attr-defined]  # a message class made at run time
+    return found
+
+
+def without_items(wire: bytes) -> bytes:
+    """The message's other fields: the same message with field 1 left out (the bytes parse, see ``items``)."""
+    msg = _Items.FromString(wire)
     msg.ClearField("items")
-    return found, msg.SerializeToString()
+    return msg.SerializeToString()
 
 
-def columns(messages: list[bytes]) -> tuple[list[bytes], list[bytes], list[bytes] | None] | None:
+def chunked(items: Sequence[bytes]) -> Iterator[Columns | None]:
+    """``columns`` of the items, CHUNK at a time."""
+    for start in range(0, len(items), CHUNK):
+        yield columns(items[start : start + CHUNK])
+
+
+def columns(messages: Sequence[bytes]) -> Columns | None:
     """Fields 1, 2 and 3 (length-delimited) of every message, as three lists in the messages' order.
 
     Field 3 may be absent from every message (then None), never from some.

@@ -77,18 +77,22 @@ def device_list(wire: bytes) -> DeviceList | None:
     (``devctl.node.columns``): under a second where a Device object each took
     many. Anything not in the encoders' usual form is read message by message.
     """
-    found = columns.items(wire)
-    cols = columns.columns(found[0]) if found is not None else None
-    if cols is not None:
-        ids_wire, healths_wire, topologies = cols
+    items = columns.items(wire)
+    if items is not None:
+        ids: list[str] = []
+        healths: list[str] = []
+        numa: list[tuple[int, ...]] = []
         try:
-            ids = list(map(bytes.decode, ids_wire))
-            healths = _strings(healths_wire)
-            numa = _numa_column(topologies, len(ids), dp.TopologyInfo)
+            for cols in columns.chunked(items):
+                if cols is None:
+                    break
+                ids += map(bytes.decode, cols[0])
+                healths += _strings(cols[1])
+                numa += _numa_column(cols[2], len(cols[0]), dp.TopologyInfo)
+            else:
+                return DeviceList(ids, healths, numa)
         except (UnicodeDecodeError, DecodeError):
             pass  # the message-by-message parse says what is wrong
-        else:
-            return DeviceList(ids, healths, numa)
     try:
         return devices(dp.ListAndWatchResponse.FromString(wire))
     except DecodeError:
@@ -236,23 +240,27 @@ def allocatable_wire(wire: bytes) -> AllocatableResources | None:
     with a million devices, read a column at a time (``devctl.node.columns``)
     when they are in the usual form, one device ID each.
     """
-    found = columns.items(wire)
-    cols = columns.columns(found[0]) if found is not None else None
-    if found is not None and cols is not None:
-        resources_wire, ids_wire, topologies = cols
+    items = columns.items(wire)
+    if items is not None:
+        resources: list[str] = []
+        ids: list[str] = []
+        numa: list[tuple[int, ...]] = []
         try:
-            rest = pr_v1.AllocatableResourcesResponse.FromString(found[1])
-            resources = _strings(resources_wire)
-            ids = list(map(bytes.decode, ids_wire))
-            numa = _numa_column(topologies, len(ids), pr_v1.TopologyInfo)
+            for cols in columns.chunked(items):
+                if cols is None:
+                    break
+                resources += _strings(cols[0])
+                ids += map(bytes.decode, cols[1])
+                numa += _numa_column(cols[2], len(cols[1]), pr_v1.TopologyInfo)
+            else:
+                rest = pr_v1.AllocatableResourcesResponse.FromString(columns.without_items(wire))
+                return AllocatableResources(
+                    devices=_grouped(resources, ids, numa),
+                    cpu_ids=tuple(rest.cpu_ids),
+                    memory=tuple(container_memory(m) for m in rest.memory),
+                )
         except (UnicodeDecodeError, DecodeError):
             pass  # the message-by-message parse says what is wrong
-        else:
-            return AllocatableResources(
-                devices=_grouped(resources, ids, numa),
-                cpu_ids=tuple(rest.cpu_ids),
-                memory=tuple(container_memory(m) for m in rest.memory),
-            )
     try:
         return allocatable(pr_v1.AllocatableResourcesResponse.FromString(wire))
     except DecodeError:
@@ -269,15 +277,16 @@ def _grouped(resources: list[str], ids: list[str], numa: list[tuple[int, ...]]) 
     What ``device_groups`` makes of the messages, from columns: each group's
     IDs picked by ``itertools.compress`` over the key column.
     """
-    keys = list(zip(resources, numa, strict=True))
-    distinct = list(dict.fromkeys(keys))
+    distinct = list(dict.fromkeys(zip(resources, numa, strict=True)))
     if len(distinct) > _FEW_GROUPS:
         groups: dict[tuple[str, tuple[int, ...]], list[str]] = {}
-        for key, dev_id in zip(keys, ids, strict=True):
+        for key, dev_id in zip(zip(resources, numa, strict=True), ids, strict=True):
             groups.setdefault(key, []).append(dev_id)
         picked: Sequence[tuple[tuple[str, tuple[int, ...]], Sequence[str]]] = list(groups.items())
     elif len(distinct) == 1:
         picked = [(distinct[0], ids)]
     else:
-        picked = [(key, list(compress(ids, map(eq, keys, repeat(key))))) for key in distinct]
+        picked = [
+            (key, list(compress(ids, map(eq, zip(resources, numa, strict=True), repeat(key))))) for key in distinct
+        ]
     return tuple(ContainerDevices(resource=resource, ids=tuple(group), numa_nodes=n) for (resource, n), group in picked)
