@@ -42,6 +42,7 @@ class ErrorKind(str, Enum):
     UNIMPLEMENTED = "unimplemented"  # the server does not offer that RPC or API version
     MALFORMED = "malformed"  # an answer or file that does not parse, or fails its checksum
     RATE_LIMITED = "rate-limited"  # the kubelet's pod-resources rate limit
+    TOO_LARGE = "too-large"  # above a limit devctl documents (docs/safety.md); the rest is still read
     WRONG_API = "wrong-api"  # something answers, but another protocol or service
     OTHER = "other"
 
@@ -382,13 +383,16 @@ class CheckpointEntry:
 
 @dataclass(frozen=True)
 class Checkpoint:
+    """The device manager checkpoint read; ``checksum_ok`` None when the checksum was not computed (``unverified``)."""
+
     path: str
     format: str  # "v2", or "v1" for the flat DeviceIDs lists of Kubernetes <= 1.19
-    checksum_ok: bool
+    checksum_ok: bool | None
     checksum: int | None
     computed_checksum: int | None
     registered_devices: dict[str, tuple[str, ...]]
     entries: tuple[CheckpointEntry, ...] = ()
+    unverified: str | None = None  # why the checksum was not computed: one line, shown as a warning
 
 
 # --- the DRA manager checkpoint (dra_manager_state) --------------------------------

@@ -94,7 +94,11 @@ class Inventory:
     """Every device of one resource with its health and NUMA nodes, and who holds it."""
 
     health: dict[str, str] = field(default_factory=dict)
+    # NUMA nodes of the devices not in ``listed`` (the kubelet's word); see numa_of.
     numa: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    # The serving plugin's list: its NUMA column is looked up only when a view asks (numa_of).
+    listed_devices: DeviceList | None = None
+    _listed_numa: dict[str, tuple[int, ...]] | None = None
     # Device ID -> its holders, as an ordered set (a dict): 20,000 containers
     # sharing one device ID stay linear.
     holders: dict[str, dict[Holder, None]] = field(default_factory=dict)
@@ -109,6 +113,21 @@ class Inventory:
     complete: bool = False
     # pod-resources answered: who holds what is known (else every holder count is unknown).
     holders_known: bool = True
+
+    def numa_of(self, dev_id: str) -> tuple[int, ...]:
+        """The device's NUMA nodes: its plugin's word, else the kubelet's; () when none is known."""
+        if dev_id in self.numa:
+            return self.numa[dev_id]
+        if self.listed_devices is None:
+            return ()
+        if self._listed_numa is None:
+            self._listed_numa = dict(zip(self.listed_devices.ids, self.listed_devices.numa, strict=True))
+        return self._listed_numa.get(dev_id, ())
+
+    def numa_nodes(self) -> set[int]:
+        """Every NUMA node a device of the resource is on."""
+        shared = set(self.numa.values()) | (set(self.listed_devices.numa) if self.listed_devices else set())
+        return set().union(*shared)
 
     def listed(self) -> list[str]:
         return [i for i in self.health if i not in self.unlisted]
@@ -211,7 +230,7 @@ def _build(snapshot: NodeSnapshot) -> dict[str, Inventory]:
             r.complete = True
             listed = DeviceList.of(r.probe.devices)
             r.health = dict(zip(listed.ids, listed.healths, strict=True))
-            r.numa = dict(zip(listed.ids, listed.numa, strict=True))
+            r.listed_devices = listed
             unlisted = [dev_id for dev_id in r.holders if dev_id not in r.health]
             if unlisted:
                 kubelet_numa = _kubelet_numa(*groups, wanted=set(unlisted))
@@ -263,7 +282,7 @@ def resources_view(snapshot: NodeSnapshot, resources: Iterable[str] | None = Non
         health_known = not r.unknown
         allocatable = healthy if health_known else None
         capacity = listed if r.complete else None
-        numa = sorted(set().union(*set(r.numa.values())))
+        numa = sorted(r.numa_nodes())
         held_healthy = sum(1 for i in r.holders if i not in r.unlisted and r.healthy(i))
         probe = r.probe
         rows.append(
@@ -306,7 +325,7 @@ def devices_view(snapshot: NodeSnapshot, resources: Iterable[str] | None = None)
                     resource=name,
                     id=dev_id,
                     health=health,
-                    numa_nodes=r.numa.get(dev_id, ()),
+                    numa_nodes=r.numa_of(dev_id),
                     state=r.state(dev_id),
                     allocated_to=tuple(r.holders.get(dev_id, ())) if r.holders_known else None,
                 )
