@@ -173,8 +173,9 @@ def read_checkpoint(path: str) -> Checkpoint:
         if rendered is None or len(rendered) > CHECKSUM_LIMIT:
             unverified = (
                 f"checksum not verified: the text it is computed over is "
-                f"{'more than ' if rendered is None else ''}{_mib(len(rendered or b''), parsed)}, "
-                f"above devctl's limit of {CHECKSUM_LIMIT // (1024 * 1024)} MiB"
+                f"{'more than ' if rendered is None else ''}"
+                f"{_amount(max(len(rendered or b''), _rendered_at_least(parsed)))}, "
+                f"above devctl's limit of {_amount(CHECKSUM_LIMIT)}"
             )
         else:
             computed = fnv1a32(rendered)
@@ -425,8 +426,8 @@ def _rendered_at_least(data: _Data) -> int:
     return total
 
 
-def _mib(rendered: int, data: _Data) -> str:
-    return f"{max(rendered, _rendered_at_least(data)) / (1024 * 1024):.0f} MiB"
+def _amount(n: int) -> str:
+    return f"{n / (1 << 20):.0f} MiB" if n >= 1 << 20 else f"{n / 1024:.0f} KiB"
 
 
 def _spew_list(items: Sequence[str] | None) -> str:

@@ -18,7 +18,6 @@ message, as before.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from itertools import chain, repeat
 from operator import add
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
@@ -40,7 +39,8 @@ def _varint(n: int) -> bytes:
 _VARINT = tuple(_varint(n) for n in range(_MAX_LEN))
 # What one length-delimited field of n bytes takes on the wire: tag, length, data.
 _FIELD_SIZE = tuple(1 + len(v) + n for n, v in enumerate(_VARINT))
-_TAGS = (b"\x0a", b"\x12", b"\x1a")  # fields 1, 2, 3, length-delimited
+# A length-delimited field's tag and length, for fields 1, 2 and 3, by length.
+_HEADS = tuple(tuple(tag + v for v in _VARINT) for tag in (b"\x0a", b"\x12", b"\x1a"))
 
 
 def _message_types() -> tuple[type[Message], type[Message]]:
@@ -113,10 +113,13 @@ def columns(messages: Sequence[bytes]) -> Columns | None:
     if n and max(max(ls) for ls in lengths) >= _MAX_LEN:
         return None
     # The columns encoded again, item after item: the same bytes, and each item as long as the original.
-    fields = [
-        (repeat(tag), map(_VARINT.__getitem__, ls), col) for tag, ls, col in zip(_TAGS, lengths, present, strict=False)
-    ]
-    if b"".join(chain.from_iterable(zip(*chain.from_iterable(fields), strict=False))) != joined:
+    # Laid out by slice assignment (a C loop): each message's pieces, a tag-and-length and a value per field.
+    width = 2 * len(present)
+    pieces = [b""] * (width * n)
+    for k, (heads, ls, col) in enumerate(zip(_HEADS, lengths, present, strict=False)):
+        pieces[2 * k :: width] = list(map(heads.__getitem__, ls))
+        pieces[2 * k + 1 :: width] = col
+    if b"".join(pieces) != joined:
         return None
     sizes = map(_FIELD_SIZE.__getitem__, lengths[0])
     for ls in lengths[1:]:

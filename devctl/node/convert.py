@@ -285,8 +285,13 @@ def _grouped(resources: list[str], ids: list[str], numa: list[tuple[int, ...]]) 
         picked: Sequence[tuple[tuple[str, tuple[int, ...]], Sequence[str]]] = list(groups.items())
     elif len(distinct) == 1:
         picked = [(distinct[0], ids)]
-    else:
-        picked = [
-            (key, list(compress(ids, map(eq, zip(resources, numa, strict=True), repeat(key))))) for key in distinct
-        ]
+    else:  # by resource, then by NUMA nodes within it: a few passes of one comparison each
+        picked = []
+        for resource in dict.fromkeys(key[0] for key in distinct):
+            mine = list(map(eq, resources, repeat(resource)))
+            of_resource, its_numa = list(compress(ids, mine)), list(compress(numa, mine))
+            for nodes in [key[1] for key in distinct if key[0] == resource]:
+                picked.append(((resource, nodes), list(compress(of_resource, map(eq, its_numa, repeat(nodes))))))
+        order = {key: i for i, key in enumerate(distinct)}
+        picked.sort(key=lambda group: order[group[0]])
     return tuple(ContainerDevices(resource=resource, ids=tuple(group), numa_nodes=n) for (resource, n), group in picked)
