@@ -153,3 +153,27 @@ def test_a_checkpoint_above_the_checksum_limit_is_read_and_its_checksum_said_unv
     doc = devctl(root, "checkpoint", "-o", "json").json
     assert doc["checksum_ok"] is None
     assert [e["kind"] for e in doc["errors"] if e["source"] == "checkpoint"] == ["too-large"]
+
+
+# --- JSON straight from the views: the same text as from their plain copy ---------------------
+
+
+def test_json_written_from_the_views_is_the_json_of_their_plain_form() -> None:
+    from test_analyze import gpu_node
+
+    from devctl import analyze
+    from devctl.model import SourceError
+    from devctl.render import structured
+
+    node = gpu_node(errors=(SourceError("checkpoint", "/cp: gone \x85\u202e"),))
+    for body in (
+        {"resources": analyze.resources_view(node)},
+        {"devices": analyze.devices_view(node)},
+        {"pods": analyze.pods_view(node)},
+        analyze.topology_view(node),
+        analyze.plugins_view(node),
+        analyze.checkpoint_view(node),
+        {"pods": []},
+    ):
+        for errors in (node.errors, None):
+            assert structured.json_document(body, errors) == structured.to_json(structured.document(body, errors))
