@@ -176,9 +176,15 @@ def device_groups(msgs: Any) -> tuple[ContainerDevices, ...]:
     in Go's random map order, so a node with a million devices would become a
     million model objects that every view then walks; grouped, it is a few.
     """
-    groups: dict[tuple[str, tuple[int, ...]], list[str]] = {}
+    if not msgs:
+        return ()
     # v1alpha1 messages have no topology field.
-    has_topology = len(msgs) > 0 and msgs[0].DESCRIPTOR is _V1_CONTAINER_DEVICES
+    has_topology = msgs[0].DESCRIPTOR is _V1_CONTAINER_DEVICES
+    if len(msgs) == 1:  # a container holding one device: one group, made directly
+        msg = msgs[0]
+        numa = numa_ids(msg.topology) if has_topology else ()
+        return (ContainerDevices(resource=intern(msg.resource_name), ids=tuple(msg.device_ids), numa_nodes=numa),)
+    groups: dict[tuple[str, tuple[int, ...]], list[str]] = {}
     for msg in msgs:
         key = (msg.resource_name, numa_ids(msg.topology) if has_topology else ())
         ids = groups.get(key)
