@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from enum import Enum
 from typing import Any
 
@@ -106,23 +106,38 @@ def _is_rows(value: Any) -> bool:
     )
 
 
+def _encoder() -> Callable[[Any], str]:
+    """``JSONEncoder(ensure_ascii=False, default=_fields).encode``, its C encoder made once, not once per row.
+
+    ``JSONEncoder.encode`` builds a new C encoder on every call: per row of
+    50,000 that was a third of the time.
+    """
+    from json import encoder as std
+
+    if std.c_make_encoder is None:
+        return json.JSONEncoder(ensure_ascii=False, default=_fields).encode
+    # The arguments JSONEncoder.iterencode passes for these settings (markers: check_circular).
+    make = std.c_make_encoder({}, _fields, std.encode_basestring, None, ": ", ", ", False, False, True)
+    return lambda value: "".join(make(value, 0))
+
+
 def json_document(body: Any, errors: Iterable[SourceError] | None = None) -> str:
     """``to_json(document(body, errors))``, written by json's C encoder straight from the view's dataclasses.
 
     50,000 pods are a million plain values: building them first took seconds.
     """
-    encoder = json.JSONEncoder(ensure_ascii=False, default=_fields)
+    encode = _encoder()
     top = _fields(body) if dataclasses.is_dataclass(body) else dict(body)
     if errors is not None:
         top["errors"] = tuple(errors)
     parts = []
     for key, value in top.items():
-        name = encoder.encode(str(key))
+        name = encode(str(key))
         if _is_rows(value):
-            rows = ",\n    ".join(map(encoder.encode, value))
+            rows = ",\n    ".join(map(encode, value))
             parts.append(f"  {name}: [\n    {rows}\n  ]")
         else:
-            parts.append(f"  {name}: {encoder.encode(value)}")
+            parts.append(f"  {name}: {encode(value)}")
     return escape_quoted("{\n" + ",\n".join(parts) + "\n}\n")
 
 
