@@ -26,6 +26,7 @@ import re
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from sys import intern
 from typing import Any
 
 from google.protobuf.message import DecodeError
@@ -323,7 +324,7 @@ def _ids(value: Any, where: str) -> tuple[str, ...] | None:
     # pass and look for lone surrogates in one search, element by element only
     # when something is off.
     if all(v.__class__ is str for v in value) and not _LONE_SURROGATE.search("".join(value)):
-        return tuple(value)
+        return tuple(map(intern, value))  # the same str as the plugin's and the kubelet's lists (convert.py)
     return tuple(_text(v, f"{where}[{i}]") for i, v in enumerate(value))
 
 
