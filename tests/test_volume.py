@@ -177,3 +177,19 @@ def test_json_written_from_the_views_is_the_json_of_their_plain_form() -> None:
     ):
         for errors in (node.errors, None):
             assert structured.json_document(body, errors) == structured.to_json(structured.document(body, errors))
+
+
+def test_a_device_list_reads_and_round_trips_as_the_tuple_of_its_devices() -> None:
+    from devctl.model import PluginProbe, PluginStatus
+    from devctl.serial import from_plain, to_plain
+
+    devices = (Device("a", "Healthy", (0,)), Device("b", "Unhealthy", ()))
+    listed = DeviceList.of(devices)
+    assert listed == devices and devices == listed and listed != devices[:1]
+    assert (len(listed), listed[1], listed[:1], list(listed)) == (2, devices[1], devices[:1], list(devices))
+    assert hash(listed) == hash(DeviceList.of(list(devices))) and listed.healthy_count() == 1
+    probe = PluginProbe("/s.sock", PluginStatus.SERVING, devices=listed)
+    assert from_plain(PluginProbe, to_plain(probe)) == probe
+    assert (
+        to_plain(probe)["devices"] == to_plain(PluginProbe("/s.sock", PluginStatus.SERVING, devices=devices))["devices"]
+    )
