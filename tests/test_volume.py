@@ -13,7 +13,7 @@ from helpers import devctl
 from devctl.api.deviceplugin.v1beta1 import api_pb2 as dp
 from devctl.api.podresources.v1 import api_pb2 as pr
 from devctl.model import ContainerDevices, Device, DeviceList
-from devctl.node import checkpoint, convert
+from devctl.node import checkpoint, columns, convert
 from devctl.node.checkpoint import RawEntry, read_checkpoint, write_checkpoint
 from devctl.node.paths import resolve_paths
 
@@ -90,28 +90,53 @@ def _topology(*nodes: int) -> dp.TopologyInfo:
         [],
     ],
 )
-def test_a_device_list_reads_the_same_by_columns_as_message_by_message(devices: list[dp.Device]) -> None:
+def test_a_device_list_reads_the_same_by_columns_as_message_by_message(
+    devices: list[dp.Device], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(columns, "LONG", 0)  # every list read by columns, however short
+    read = _spy_columns(monkeypatch)
     wire = _devices_wire(*devices)
     got = convert.device_list(wire)
+    if devices and all(d.health and d.topology.nodes for d in devices):  # the usual form: by columns
+        assert read == [True]
     assert isinstance(got, DeviceList)
     assert got == _by_message(wire)
     assert list(got) == list(_by_message(wire))
 
 
-def test_a_list_that_repeats_a_field_reads_as_protobuf_reads_it() -> None:
+def _spy_columns(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Whether each pass of ``columns.columns`` read its items (True) or sent them message by message."""
+    read: list[bool] = []
+    original = columns.columns
+
+    def spy(messages):  # type: ignore[no-untyped-def]
+        cols = original(messages)
+        read.append(cols is not None)
+        return cols
+
+    monkeypatch.setattr(columns, "columns", spy)
+    return read
+
+
+def test_a_list_that_repeats_a_field_reads_as_protobuf_reads_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(columns, "LONG", 0)
+    read = _spy_columns(monkeypatch)
     # Counts per field balance (two IDs in one device, none in the next), so only the
     # byte-for-byte check of the columns can tell; protobuf keeps the last ID.
     one = b"\x0a\x02g0\x0a\x02g1\x12\x07Healthy"
     other = b"\x12\x07Healthy"
     wire = b"".join(b"\x0a" + bytes([len(m)]) + m for m in (one, other))
     assert convert.device_list(wire) == (Device("g1", "Healthy"), Device("", "Healthy"))
+    assert read == [False]
 
 
 def test_a_list_that_is_no_list_is_none() -> None:
     assert convert.device_list(b"\x0a\x05ab") is None
 
 
-def test_allocatable_reads_the_same_by_columns_as_message_by_message() -> None:
+def test_allocatable_reads_the_same_by_columns_as_message_by_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(columns, "LONG", 0)
+
     def one(resource: str, *ids: str, nodes: tuple[int, ...] = (0,)) -> pr.ContainerDevices:
         topology = pr.TopologyInfo(nodes=[pr.NUMANode(ID=n) for n in nodes])
         return pr.ContainerDevices(resource_name=resource, device_ids=list(ids), topology=topology)

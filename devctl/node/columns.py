@@ -18,9 +18,9 @@ message, as before.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from functools import cache
 from operator import add
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError, Message
 
 # Field lengths up to this many bytes take the fast path (a varint of at most two bytes).
@@ -36,14 +36,23 @@ def _varint(n: int) -> bytes:
     return bytes(out)
 
 
-_VARINT = tuple(_varint(n) for n in range(_MAX_LEN))
-# What one length-delimited field of n bytes takes on the wire: tag, length, data.
-_FIELD_SIZE = tuple(1 + len(v) + n for n, v in enumerate(_VARINT))
-# A length-delimited field's tag and length, for fields 1, 2 and 3, by length.
-_HEADS = tuple(tuple(tag + v for v in _VARINT) for tag in (b"\x0a", b"\x12", b"\x1a"))
+@cache
+def _tables() -> tuple[tuple[int, ...], tuple[tuple[bytes, ...], ...]]:
+    """By length: what one length-delimited field takes on the wire, and its tag and length for fields 1, 2, 3.
+
+    Made at the first long list, not at import: every command imports this module.
+    """
+    varints = [_varint(n) for n in range(_MAX_LEN)]
+    sizes = tuple(1 + len(v) + n for n, v in enumerate(varints))
+    heads = tuple(tuple(tag + v for v in varints) for tag in (b"\x0a", b"\x12", b"\x1a"))
+    return sizes, heads
 
 
+@cache
 def _message_types() -> tuple[type[Message], type[Message]]:
+    """``Items`` (field 1: repeated bytes) and ``Columns`` (fields 1, 2, 3: repeated bytes), made at first use."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory  # not on every command's path
+
     f = descriptor_pb2.FileDescriptorProto(name="devctl/columns.proto", package="devctl.columns", syntax="proto3")
     items = f.message_type.add(name="Items")
     items.field.add(name="items", number=1, type=descriptor_pb2.FieldDescriptorProto.TYPE_BYTES, label=3)
@@ -58,9 +67,8 @@ def _message_types() -> tuple[type[Message], type[Message]]:
     )
 
 
-_Items, _Columns = _message_types()
-
-
+# Replies shorter than this are read message by message: the columns pay off on long lists only.
+LONG = 64 * 1024
 # Items taken per pass: what a pass holds besides its results stays a few MiB however long the list.
 CHUNK = 1 << 15
 
@@ -74,7 +82,7 @@ def items(wire: bytes) -> Sequence[bytes] | None:
     when the bytes do not parse.
     """
     try:
-        found: Sequence[bytes] = _Items.FromString(wire).items  # type: ignore[attr-defined]  # a class made at run time
+        found: Sequence[bytes] = _message_types()[0].FromString(wire).items  # type: ignore[attr-defined]  # made at run time
     except DecodeError:
         return None
     return found
@@ -82,7 +90,7 @@ def items(wire: bytes) -> Sequence[bytes] | None:
 
 def without_items(wire: bytes) -> bytes:
     """The message's other fields: the same message with field 1 left out (the bytes parse, see ``items``)."""
-    msg = _Items.FromString(wire)
+    msg = _message_types()[0].FromString(wire)
     msg.ClearField("items")
     return msg.SerializeToString()
 
@@ -101,7 +109,7 @@ def columns(messages: Sequence[bytes]) -> Columns | None:
     """
     joined = b"".join(messages)
     try:
-        cols = _Columns.FromString(joined)
+        cols = _message_types()[1].FromString(joined)
     except DecodeError:
         return None
     first, second, third = list(cols.first), list(cols.second), list(cols.third)  # type: ignore[attr-defined]
@@ -114,16 +122,17 @@ def columns(messages: Sequence[bytes]) -> Columns | None:
         return None
     # The columns encoded again, item after item: the same bytes, and each item as long as the original.
     # Laid out by slice assignment (a C loop): each message's pieces, a tag-and-length and a value per field.
+    field_size, heads_by_field = _tables()
     width = 2 * len(present)
     pieces = [b""] * (width * n)
-    for k, (heads, ls, col) in enumerate(zip(_HEADS, lengths, present, strict=False)):
+    for k, (heads, ls, col) in enumerate(zip(heads_by_field, lengths, present, strict=False)):
         pieces[2 * k :: width] = list(map(heads.__getitem__, ls))
         pieces[2 * k + 1 :: width] = col
     if b"".join(pieces) != joined:
         return None
-    sizes = map(_FIELD_SIZE.__getitem__, lengths[0])
+    sizes = map(field_size.__getitem__, lengths[0])
     for ls in lengths[1:]:
-        sizes = map(add, sizes, map(_FIELD_SIZE.__getitem__, ls))
+        sizes = map(add, sizes, map(field_size.__getitem__, ls))
     if list(map(len, messages)) != list(sizes):
         return None
     return first, second, third or None

@@ -79,7 +79,7 @@ def device_list(wire: bytes) -> DeviceList | None:
     (``devctl.node.columns``): under a second where a Device object each took
     many. Anything not in the encoders' usual form is read message by message.
     """
-    items = columns.items(wire)
+    items = columns.items(wire) if len(wire) >= columns.LONG else None
     if items is not None:
         ids: list[str] = []
         healths: list[str] = []
@@ -248,7 +248,7 @@ def allocatable_wire(wire: bytes) -> AllocatableResources | None:
     with a million devices, read a column at a time (``devctl.node.columns``)
     when they are in the usual form, one device ID each.
     """
-    items = columns.items(wire)
+    items = columns.items(wire) if len(wire) >= columns.LONG else None
     if items is not None:
         resources: list[str] = []
         ids: list[str] = []
