@@ -20,7 +20,7 @@ Cases:
   `devctl ls`: target < 4 s wall and < 400 MiB peak RSS.
   ``--all-commands`` adds `devctl devices -o json` (a million rows).
 - ``pods``: a List reply of 50,000 pods (one container, one device each,
-  about 5 MiB). `devctl pods -o json` and `devctl pods`: target < 2 s and a
+  3.0 MiB; the issue's 5 MiB has longer names). `devctl pods -o json` and `devctl pods`: target < 2 s and a
   peak RSS, above that of the same command on a node with no pods, under 3x
   the reply's decoded size (what its model objects take, measured here with
   tracemalloc).
