@@ -1,38 +1,46 @@
-"""Benchmark of the read commands on nodes far larger than real ones: a million devices, a huge List, a huge checkpoint.
+"""Benchmark of the read commands on nodes far larger than real ones: a million devices, 50,000 pods, a huge checkpoint.
 
-    .venv/bin/python bench/bench_volume.py [--runs 3] [--case devices|pods|checkpoint ...] [--profile DIR]
+    .venv/bin/python bench/bench_volume.py [--runs 1] [--case devices|pods|checkpoint ...] [--all-commands]
+        [--devices 1000000] [--pods 50000] [--checkpoint-mb 100] [--profile DIR] [--json FILE]
 
 `devctl sim` cannot start a node this large in reasonable time, so a child
-process (this script's ``serve`` mode) serves raw replies built once with the
-generated stubs: a device plugin socket per resource (GetDevicePluginOptions,
+process (this script's ``serve`` mode) serves replies laid out as bytes once
+(by joins, in the form the kubelet's and the plugins' Go encoders write) and
+sent as they are: a device plugin socket per resource (GetDevicePluginOptions,
 and ListAndWatch sending its one list then holding the stream open), the
-pod-resources socket (List, GetAllocatableResources), and a checkpoint
-written by devctl's own writer. Replies are shaped as the kubelet shapes them:
-one ContainerDevices per device ID (pkg/kubelet/apis/podresources, see
-containerDevicesFromResourceDeviceInstances).
+pod-resources socket (List, GetAllocatableResources), and a checkpoint.
+GetAllocatableResources sends one ContainerDevices per device ID, as the
+kubelet does (containerDevicesFromResourceDeviceInstances).
 
 Cases:
 
 - ``devices``: 1,000,000 devices over 4 plugins (250,000 each, NUMA 0 and 1),
   2,000 pods holding 8 devices each; GetAllocatableResources and the
-  checkpoint's RegisteredDevices list every device. `devctl ls -o json`:
-  target < 4 s and < 400 MiB peak RSS.
-- ``pods``: a List reply of about 67 MB (30,000 pods x 4 containers, 8 devices,
-  8 exclusive CPUs and memory each). `devctl pods -o json`, `devctl ls -o json`.
-- ``checkpoint``: a checkpoint of about 100 MB (70,000 entries whose
-  allocation carries 1 KiB of environment). `devctl checkpoint -o json`,
-  `devctl ls -o json`.
+  checkpoint's RegisteredDevices list every device. `devctl ls -o json` and
+  `devctl ls`: target < 4 s wall and < 400 MiB peak RSS.
+  ``--all-commands`` adds `devctl devices -o json` (a million rows).
+- ``pods``: a List reply of 50,000 pods (one container, one device each,
+  3.0 MiB; the issue's 5 MiB has longer names). `devctl pods -o json` and `devctl pods`: target < 2 s and a
+  peak RSS, above that of the same command on a node with no pods, under 3x
+  the reply's decoded size (what its model objects take, measured here with
+  tracemalloc).
+- ``checkpoint``: a checkpoint of about 100 MB (entries whose allocation
+  carries 1 KiB of environment), above the size whose checksum devctl verifies
+  (devctl.node.checkpoint.CHECKSUM_LIMIT), so written with checksum 0.
+  `devctl checkpoint -o json`: read, decoded, and its checksum said unverified.
 
 Each command runs once to warm up, then N times as a child process with
-stdout to /dev/null; the median wall time and the highest peak RSS of that
-child alone (os.wait4) are reported. With ``--profile DIR`` each command also
-runs once under cProfile (``DIR/<case>-<command>.prof``). Figures go to
-docs/performance.md by hand; this script only prints them.
+stdout to /dev/null; the median wall and CPU time and the highest peak RSS of
+that child alone (os.wait4) are reported, with the load average. ``--json``
+writes the figures for `make bench`; with ``--profile DIR`` each command also
+runs once under cProfile (``DIR/<case>-<command>.prof``).
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import json
 import os
 import shutil
 import signal
@@ -42,6 +50,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterable
 from concurrent import futures
 from pathlib import Path
 
@@ -49,193 +58,264 @@ from bench_read import DEVCTL, PYTHON
 
 HERE = Path(__file__).resolve().parent
 
-TARGETS = {("devices", "ls -o json"): (4.0, 400.0)}  # seconds, MiB
-COMMANDS = {
-    "devices": [["ls", "-o", "json"]],
-    "pods": [["pods", "-o", "json"], ["ls", "-o", "json"]],
-    "checkpoint": [["checkpoint", "-o", "json"], ["ls", "-o", "json"]],
-}
-# case: (plugins, devices per plugin, pods, containers per pod, devices per container, CPUs per container, env bytes)
-SHAPES = {
-    "devices": (4, 250_000, 2_000, 1, 8, 0, 0),
-    "pods": (4, 250_000, 30_000, 4, 8, 8, 0),
-    "checkpoint": (4, 25_000, 17_500, 4, 1, 0, 1024),
-}
+RESOURCES = 4
+DEVICE_PODS = 2_000
+PER_CONTAINER = 8
+TARGET_SECONDS = {"devices": 4.0, "pods": 2.0}
+TARGET_MIB = {"devices": 400.0}
+POD_RSS_RATIO = 3.0
+
+
+# --- wire bytes, laid out by joins ---------------------------------------------------------------
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _field(number: int, value: bytes) -> bytes:
+    """A length-delimited field."""
+    return _varint(number << 3 | 2) + _varint(len(value)) + value
+
+
+def _topology(node: int) -> bytes:
+    """TopologyInfo{nodes: [NUMANode{ID: node}]} (the same bytes in both APIs)."""
+    return _field(1, b"\x08" + _varint(node) if node else b"")
+
+
+def _fields(number: int, values: Iterable[bytes]) -> bytes:
+    """A repeated length-delimited field: one join."""
+    tag = _varint(number << 3 | 2)
+    return b"".join(tag + _varint(len(v)) + v for v in values)
+
+
+def device_ids(resource: int, count: int) -> list[str]:
+    return [f"r{resource}-{i}" for i in range(count)]
+
+
+def plugin_list(resource: int, count: int) -> bytes:
+    """ListAndWatchResponse: ``count`` healthy devices on NUMA nodes 0 and 1 in turn."""
+    tails = [_field(2, b"Healthy") + _field(3, _topology(node)) for node in (0, 1)]
+    return _fields(1, (_field(1, d.encode()) + tails[i % 2] for i, d in enumerate(device_ids(resource, count))))
+
+
+def allocatable(per_plugin: int) -> bytes:
+    """AllocatableResourcesResponse: a ContainerDevices per device, and CPUs 2-511."""
+    items = []
+    for k in range(RESOURCES):
+        name = _field(1, f"volume.example/r{k}".encode())
+        topologies = [_field(3, _topology(node)) for node in (0, 1)]
+        items += [name + _field(2, d.encode()) + topologies[i % 2] for i, d in enumerate(device_ids(k, per_plugin))]
+    cpus = b"".join(_varint(c) for c in range(2, 512))
+    return _fields(1, items) + _field(2, cpus)
+
+
+def pod_list(pods: int, containers: int, per_container: int) -> bytes:
+    """ListPodResourcesResponse: each container holds ``per_container`` devices, one ContainerDevices each."""
+    taken = [0] * RESOURCES
+    out = []
+    for p in range(pods):
+        cs = []
+        for c in range(containers):
+            k = (p * containers + c) % RESOURCES
+            held = [f"r{k}-{i}" for i in range(taken[k], taken[k] + per_container)]
+            taken[k] += per_container
+            name = _field(1, f"volume.example/r{k}".encode())
+            topology = _field(3, _topology(taken[k] % 2))
+            devices = _fields(2, (name + _field(2, d.encode()) + topology for d in held))
+            cs.append(_field(1, f"c{c}".encode()) + devices)
+        out.append(_field(1, f"pod-{p:06d}".encode()) + _field(2, f"ns-{p % 50}".encode()) + _fields(3, cs))
+    return _fields(1, out)
+
+
+def write_big_checkpoint(path: str, megabytes: int) -> int:
+    """A v2 checkpoint of about ``megabytes`` MB, written with checksum 0: above the verified size."""
+    from devctl.api.deviceplugin.v1beta1 import api_pb2 as dp
+
+    entries = []
+    size = 0
+    i = 0
+    while size < megabytes * 1_000_000:
+        held = [f"r{i % RESOURCES}-{i}"]
+        alloc = dp.ContainerAllocateResponse(envs={"PAYLOAD": "x" * 1024, "DEVICES": held[0]}).SerializeToString()
+        entry = {
+            "PodUID": f"uid-{i:06d}",
+            "ContainerName": "c0",
+            "ResourceName": f"volume.example/r{i % RESOURCES}",
+            "DeviceIDs": {str(i % 2): held},
+            "AllocResp": base64.b64encode(alloc).decode(),
+        }
+        entries.append(entry)
+        size += len(entry["AllocResp"]) + 120
+        i += 1
+    data = {"PodDeviceEntries": entries, "RegisteredDevices": {}}
+    with open(path, "w") as f:
+        json.dump({"Data": data, "Checksum": 0}, f, separators=(",", ":"))
+    return os.path.getsize(path)
 
 
 # --- the node: raw servers in a child process ------------------------------------------------------
 
 
-def serve(root: str, case: str) -> None:
+def serve(root: str, case: str, scale: int) -> None:
     """Serve the case's node under ``root`` until SIGINT or SIGTERM; print ``ready`` once it answers."""
     import grpc
 
-    from devctl.api.deviceplugin.v1beta1 import api_pb2 as dp
-    from devctl.api.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
-    from devctl.api.podresources.v1 import api_pb2 as pr
-    from devctl.api.podresources.v1 import api_pb2_grpc as pr_grpc
     from devctl.node.checkpoint import RawEntry, write_checkpoint
     from devctl.node.paths import resolve_paths
 
-    n_plugins, per_plugin, n_pods, n_containers, per_container, cpus, env_bytes = SHAPES[case]
     paths = resolve_paths(root=root, env={})
     os.makedirs(paths.plugins_dir, exist_ok=True)
     os.makedirs(os.path.dirname(paths.pod_resources), exist_ok=True)
-    resources = [f"volume.example/r{k}" for k in range(n_plugins)]
-
-    def ids(k: int) -> list[str]:
-        return [f"r{k}-{i}" for i in range(per_plugin)]
-
-    def topology(node: int) -> pr.TopologyInfo:
-        return pr.TopologyInfo(nodes=[pr.NUMANode(ID=node)])
-
-    lists = [
-        dp.ListAndWatchResponse(
-            devices=[
-                dp.Device(ID=d, health="Healthy", topology=dp.TopologyInfo(nodes=[dp.NUMANode(ID=i % 2)]))
-                for i, d in enumerate(ids(k))
-            ]
-        )
-        for k in range(n_plugins)
-    ]
-    allocatable = pr.AllocatableResourcesResponse(
-        devices=[
-            pr.ContainerDevices(resource_name=r, device_ids=[d], topology=topology(i % 2))
-            for k, r in enumerate(resources)
-            for i, d in enumerate(ids(k))
-        ],
-        cpu_ids=range(2, 512),
-    )
-    taken = [0] * n_plugins
-    pods, entries = [], []
-    payload = dp.ContainerAllocateResponse(envs={"PAYLOAD": "x" * env_bytes} if env_bytes else {})
-    for p in range(n_pods):
-        containers = []
-        for c in range(n_containers):
-            k = (p * n_containers + c) % n_plugins
-            held = [f"r{k}-{i}" for i in range(taken[k], taken[k] + per_container)]
-            taken[k] += per_container
-            node = taken[k] % 2
-            containers.append(
-                pr.ContainerResources(
-                    name=f"c{c}",
-                    devices=[
-                        pr.ContainerDevices(resource_name=resources[k], device_ids=[d], topology=topology(node))
-                        for d in held
-                    ],
-                    cpu_ids=range(c * cpus, (c + 1) * cpus),
-                    memory=[pr.ContainerMemory(memory_type="memory", size=1 << 30, topology=topology(node))]
-                    if cpus
-                    else [],
-                )
-            )
-            payload.envs["DEVICES"] = ",".join(held)
-            entries.append(
-                RawEntry(f"uid-{p:06d}", f"c{c}", resources[k], {str(node): held}, payload.SerializeToString())
-            )
-        pods.append(pr.PodResources(name=f"pod-{p:06d}", namespace=f"ns-{p % 50}", containers=containers))
-    listed = pr.ListPodResourcesResponse(pod_resources=pods)
-    write_checkpoint(paths.checkpoint, entries, {r: ids(k) for k, r in enumerate(resources)})
+    lists: list[bytes] = []
+    alloc = b""
+    listed = b""
+    note = ""
+    if case == "devices":
+        per_plugin = scale // RESOURCES
+        lists = [plugin_list(k, per_plugin) for k in range(RESOURCES)]
+        alloc = allocatable(per_plugin)
+        listed = pod_list(DEVICE_PODS, 1, PER_CONTAINER)
+        entries = []
+        for p in range(DEVICE_PODS):
+            k = p % RESOURCES
+            start = (p // RESOURCES) * PER_CONTAINER
+            held = [f"r{k}-{i}" for i in range(start, start + PER_CONTAINER)]
+            entries.append(RawEntry(f"uid-{p:06d}", "c0", f"volume.example/r{k}", {"0": held}, b""))
+        registered = {f"volume.example/r{k}": device_ids(k, per_plugin) for k in range(RESOURCES)}
+        write_checkpoint(paths.checkpoint, entries, registered)
+        note = f"plugin lists {sum(map(len, lists)) / 1e6:.0f} MB, allocatable {len(alloc) / 1e6:.0f} MB"
+    elif case in ("pods", "empty"):
+        listed = pod_list(scale, 1, 1) if case == "pods" else b""
+        note = f"List {len(listed) / (1 << 20):.1f} MiB"
+    elif case == "checkpoint":
+        size = write_big_checkpoint(paths.checkpoint, scale)
+        note = f"checkpoint {size / 1e6:.0f} MB"
 
     stop = threading.Event()
 
-    class Plugin(dp_grpc.DevicePluginServicer):
-        def __init__(self, reply: dp.ListAndWatchResponse):
-            self.reply = reply
+    def unary(reply: bytes) -> grpc.RpcMethodHandler:
+        return grpc.unary_unary_rpc_method_handler(lambda request, context: reply)
 
-        def GetDevicePluginOptions(self, request, context):
-            return dp.DevicePluginOptions()
-
-        def ListAndWatch(self, request, context):
-            yield self.reply
+    def stream(reply: bytes) -> grpc.RpcMethodHandler:
+        def list_and_watch(request: bytes, context: grpc.ServicerContext) -> Iterable[bytes]:
+            yield reply
             while context.is_active() and not stop.wait(0.2):
                 pass
 
-    class Kubelet(pr_grpc.PodResourcesListerServicer):
-        def List(self, request, context):
-            return listed
-
-        def GetAllocatableResources(self, request, context):
-            return allocatable
+        return grpc.unary_stream_rpc_method_handler(list_and_watch)
 
     options = [("grpc.max_send_message_length", -1)]
-    pool = futures.ThreadPoolExecutor(64)
+    pool = futures.ThreadPoolExecutor(16)
     servers = []
     for k, reply in enumerate(lists):
         server = grpc.server(pool, options=options)
-        dp_grpc.add_DevicePluginServicer_to_server(Plugin(reply), server)
+        handlers = {"GetDevicePluginOptions": unary(b""), "ListAndWatch": stream(reply)}
+        server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler("v1beta1.DevicePlugin", handlers)])
         server.add_insecure_port(f"unix://{paths.plugins_dir}/r{k}.sock")
         servers.append(server)
     server = grpc.server(pool, options=options)
-    pr_grpc.add_PodResourcesListerServicer_to_server(Kubelet(), server)
+    handlers = {"List": unary(listed), "GetAllocatableResources": unary(alloc)}
+    server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler("v1.PodResourcesLister", handlers)])
     server.add_insecure_port(f"unix://{paths.pod_resources}")
     servers.append(server)
     for s in servers:
         s.start()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    list_mb = listed.ByteSize() / 1e6
-    print(f"ready: List {list_mb:.0f} MB, plugin lists {sum(m.ByteSize() for m in lists) / 1e6:.0f} MB", flush=True)
+    print(f"ready: {note}", flush=True)
     stop.wait()
     for s in servers:
         s.stop(0)
 
 
+def decoded_mib(pods: int) -> float:
+    """What the List reply of ``pods`` pods takes once decoded into devctl's model objects (tracemalloc)."""
+    import tracemalloc
+
+    from devctl.api.podresources.v1 import api_pb2 as pr
+    from devctl.node import convert
+
+    reply = pr.ListPodResourcesResponse.FromString(pod_list(pods, 1, 1))
+    tracemalloc.start()
+    model = tuple(convert.pod(p) for p in reply.pod_resources)
+    size = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    del model
+    return size / (1 << 20)
+
+
 # --- the measurement ---------------------------------------------------------------------------------
 
 
-def run_child(argv: list[str], env: dict[str, str]) -> tuple[float, float, float]:
-    """Wall seconds, CPU seconds (user + system) and peak RSS in MiB of one child, its stdout discarded.
+def run_child(argv: list[str], env: dict[str, str]) -> tuple[float, float, float, str]:
+    """Wall seconds, CPU seconds (user + system), peak RSS in MiB and stderr of one child, its stdout discarded.
 
     CPU time is given beside wall time because it moves less when other work
     shares the machine.
     """
     start = time.perf_counter()
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    err = proc.stderr.read().decode() if proc.stderr else ""
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
-    err = proc.stderr.read().decode() if proc.stderr else ""
-    if os.waitstatus_to_exitcode(status) != 0:
+    if os.waitstatus_to_exitcode(status) not in (0, 1):
         raise SystemExit(f"{' '.join(argv)} failed ({os.waitstatus_to_exitcode(status)}): {err.strip()}")
-    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, err
 
 
-def measure(argv: list[str], env: dict[str, str], runs: int) -> tuple[float, float, float]:
-    """Median wall and CPU seconds and the highest peak RSS (MiB) of ``runs`` runs after a warm-up."""
+def measure(argv: list[str], env: dict[str, str], runs: int) -> tuple[float, float, float, str]:
+    """Median wall and CPU seconds, the highest peak RSS (MiB) of ``runs`` runs after a warm-up, and the stderr."""
     run_child(argv, env)  # warm the page cache
     results = [run_child(argv, env) for _ in range(runs)]
     return (
         statistics.median(r[0] for r in results),
         statistics.median(r[1] for r in results),
         max(r[2] for r in results),
+        results[-1][3],
     )
 
 
-def run_case(case: str, runs: int, timeout: float, profile: Path | None) -> list[tuple[str, str, float, float, float]]:
+COMMANDS = {
+    "devices": [["ls", "-o", "json"], ["ls"]],
+    "pods": [["pods", "-o", "json"], ["pods"]],
+    "empty": [["pods", "-o", "json"], ["pods"]],
+    "checkpoint": [["checkpoint", "-o", "json"]],
+}
+ALL_COMMANDS = {"devices": [["devices", "-o", "json"]]}
+
+Row = tuple[str, str, float, float, float, str]
+
+
+def run_case(case: str, scale: int, args: argparse.Namespace) -> list[Row]:
     root = Path(tempfile.mkdtemp(prefix="dcv", dir="/tmp"))
     env = {**os.environ, "NO_COLOR": "1", "DEVCTL_ROOT": str(root), "PYTHONPATH": str(HERE.parent)}
     t0 = time.perf_counter()
-    node = subprocess.Popen([PYTHON, __file__, "serve", str(root), case], env=env, stdout=subprocess.PIPE, text=True)
+    argv = [PYTHON, __file__, "serve", str(root), case, str(scale)]
+    node = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, text=True)
     rows = []
     try:
         line = node.stdout.readline() if node.stdout else ""
         if not line.startswith("ready"):
             raise SystemExit(f"the {case} node did not start")
-        checkpoint = root / "var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"
-        print(
-            f"{case}: node ready in {time.perf_counter() - t0:.0f}s; {line[7:].strip()}, "
-            f"checkpoint {checkpoint.stat().st_size / 1e6:.0f} MB",
-            flush=True,
-        )
-        for command in COMMANDS[case]:
-            argv = [*DEVCTL, "--timeout", str(timeout), *command]
-            wall, cpu, rss = measure(argv, env, runs)
+        print(f"{case}: node ready in {time.perf_counter() - t0:.0f}s; {line[7:].strip()}", flush=True)
+        commands = COMMANDS[case] + (ALL_COMMANDS.get(case, []) if args.all_commands else [])
+        for command in commands:
+            child = [*DEVCTL, "--timeout", str(args.timeout), *command]
+            wall, cpu, rss, err = measure(child, env, args.runs)
             name = " ".join(command)
-            rows.append((case, name, wall, cpu, rss))
-            print(f"  devctl {name:<22}{wall:>7.1f} s wall{cpu:>7.1f} s CPU{rss:>8.0f} MiB", flush=True)
-            if profile is not None:
-                out = profile / f"{case}-{command[0]}.prof"
-                run_child([PYTHON, "-m", "cProfile", "-o", str(out), *argv[1:]], env)
+            rows.append((case, name, wall, cpu, rss, err))
+            print(f"  devctl {name:<22}{wall:>7.2f} s wall{cpu:>7.2f} s CPU{rss:>8.0f} MiB", flush=True)
+            for warning in err.splitlines()[:2]:
+                print(f"    stderr: {warning[:150]}")
+            if args.profile is not None:
+                out = args.profile / f"{case}-{'-'.join(command)}.prof"
+                run_child([PYTHON, "-m", "cProfile", "-o", str(out), *child[1:]], env)
     finally:
         node.send_signal(signal.SIGTERM)
         try:
@@ -248,32 +328,68 @@ def run_case(case: str, runs: int, timeout: float, profile: Path | None) -> list
 
 def main() -> None:
     if sys.argv[1:2] == ["serve"]:
-        serve(sys.argv[2], sys.argv[3])
+        serve(sys.argv[2], sys.argv[3], int(sys.argv[4]))
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--case", action="append", choices=sorted(COMMANDS), help="repeatable; default: all")
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--case", action="append", choices=["devices", "pods", "checkpoint"], help="default: all")
+    parser.add_argument("--devices", type=int, default=1_000_000, help="devices in the devices case")
+    parser.add_argument("--pods", type=int, default=50_000, help="pods in the pods case")
+    parser.add_argument("--checkpoint-mb", type=int, default=100, help="size of the checkpoint case")
+    parser.add_argument("--all-commands", action="store_true", help="also `devctl devices -o json` of every device")
     parser.add_argument("--timeout", type=float, default=30.0, help="devctl --timeout (the RPC deadline)")
     parser.add_argument("--profile", type=Path, help="also write a cProfile of each command into this directory")
+    parser.add_argument("--json", type=Path, help="write the figures here (for make bench)")
     args = parser.parse_args()
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
 
-    rows = []
-    for case in args.case or ["devices", "pods", "checkpoint"]:
-        rows += run_case(case, args.runs, args.timeout, args.profile)
+    cases = args.case or ["devices", "pods", "checkpoint"]
+    scales = {"devices": args.devices, "pods": args.pods, "empty": 0, "checkpoint": args.checkpoint_mb}
+    rows: list[Row] = []
+    for case in cases:
+        rows += run_case(case, scales[case], args)
+    baseline: dict[str, float] = {}
+    if "pods" in cases:
+        baseline = {name: rss for _, name, _, _, rss, _ in run_case("empty", 0, args)}
+    load = os.getloadavg()[0]
 
     print(f"\n{'case':<12}{'command':<26}{'median wall':>12}{'median CPU':>12}{'peak RSS':>10}")
-    for case, name, wall, cpu, rss in rows:
-        print(f"{case:<12}{'devctl ' + name:<26}{wall:>10.1f} s{cpu:>10.1f} s{rss:>6.0f} MiB")
-    print(f"load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-    for (case, command), (seconds, mib) in TARGETS.items():
-        for row_case, name, wall, _, rss in rows:
-            if (row_case, name) == (case, command):
-                ok = wall < seconds and rss < mib
-                print(
-                    f"{case}: devctl {name}: target < {seconds:.0f} s and < {mib:.0f} MiB: {'met' if ok else 'MISSED'}"
-                )
+    for case, name, wall, cpu, rss, _ in rows:
+        print(f"{case:<12}{'devctl ' + name:<26}{wall:>10.2f} s{cpu:>10.2f} s{rss:>6.0f} MiB")
+    print(f"load average: {load:.1f} on {os.cpu_count()} CPUs")
+
+    figures: dict[str, dict[str, object]] = {}
+
+    def figure(key: str, value: float, unit: str, target: float | None) -> None:
+        figures[key] = {"value": round(value, 3), "unit": unit, "target": target, "better": "lower"}
+
+    verdicts = []
+    for case, name, wall, cpu, rss, _ in rows:
+        key = f"{case}: {name}"
+        figure(f"{key}: wall", wall, "s", TARGET_SECONDS.get(case))
+        figure(f"{key}: cpu", cpu, "s", None)
+        figure(f"{key}: peak rss", rss, "MiB", TARGET_MIB.get(case))
+        if case in TARGET_SECONDS:
+            ok = wall < TARGET_SECONDS[case] and rss < TARGET_MIB.get(case, float("inf"))
+            verdicts.append(
+                f"{key}: < {TARGET_SECONDS[case]:.0f} s"
+                + (f" and < {TARGET_MIB[case]:.0f} MiB" if case in TARGET_MIB else "")
+                + f": {'met' if ok else 'MISSED'}"
+            )
+        if case == "pods" and name in baseline:
+            decoded = decoded_mib(args.pods)
+            ratio = (rss - baseline[name]) / decoded
+            figure(f"{key}: rss above an empty node / decoded reply", ratio, "ratio", POD_RSS_RATIO)
+            verdicts.append(
+                f"{key}: peak RSS {rss:.0f} MiB, {rss - baseline[name]:.0f} MiB above an empty node's, "
+                f"{ratio:.1f}x the decoded reply ({decoded:.0f} MiB): target < {POD_RSS_RATIO:.0f}x: "
+                f"{'met' if ratio < POD_RSS_RATIO else 'MISSED'}"
+            )
+    for line in verdicts:
+        print(line)
+    if args.json:
+        args.json.write_text(json.dumps({"bench": "volume", "load_average": load, "figures": figures}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

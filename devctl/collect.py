@@ -339,6 +339,8 @@ async def _checkpoint(paths: NodePaths, out: _Result) -> None:
         out.errors.append(result)
     else:
         out.checkpoint = result
+        if result.unverified:  # read, but its checksum not computed: said, never shown as ok
+            out.errors.append(SourceError(CHECKPOINT, f"{result.path}: {result.unverified}", ErrorKind.TOO_LARGE))
 
 
 def _read_dra_checkpoint(path: str) -> DraCheckpoint | SourceError | None:

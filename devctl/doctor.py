@@ -523,6 +523,14 @@ def _checkpoint(c: _Checkup) -> None:
             continue
         if _denied(e):
             c.permission_denied(path)
+        elif e.kind == ErrorKind.TOO_LARGE:  # read, its checksum left unverified (node/checkpoint.CHECKSUM_LIMIT)
+            c.add(
+                WARNING,
+                "checkpoint-checksum-unverified",
+                path,
+                e.message,
+                "a checkpoint this large is unusual: `devctl checkpoint` shows which entries make it so",
+            )
         else:
             c.add(ERROR, "checkpoint-unreadable", path, e.message, _UNREADABLE_HINT)
     view = c.checkpoint

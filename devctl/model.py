@@ -7,8 +7,10 @@ of them into JSON and back without loss (``devctl snapshot`` / ``--from FILE``).
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any, overload
 
 HEALTHY = "Healthy"
 UNHEALTHY = "Unhealthy"
@@ -40,6 +42,7 @@ class ErrorKind(str, Enum):
     UNIMPLEMENTED = "unimplemented"  # the server does not offer that RPC or API version
     MALFORMED = "malformed"  # an answer or file that does not parse, or fails its checksum
     RATE_LIMITED = "rate-limited"  # the kubelet's pod-resources rate limit
+    TOO_LARGE = "too-large"  # above a limit devctl documents (docs/safety.md); the rest is still read
     WRONG_API = "wrong-api"  # something answers, but another protocol or service
     OTHER = "other"
 
@@ -181,6 +184,71 @@ class Device:
         return self.health == HEALTHY
 
 
+class DeviceList(Sequence[Device]):
+    """A plugin's device list held as three columns: IDs, health strings and NUMA node tuples.
+
+    A plugin may list a million devices (bench/bench_volume.py); a Device
+    object each is seconds to make and a hundred bytes to keep, and most views
+    only count them or look a few up. This is read like a tuple of Device (and
+    equals one), and a Device is made only for the item asked for; the views
+    that count read the columns (``ids``, ``healths``, ``numa``) directly.
+    Health strings and NUMA tuples are shared between devices, not copied.
+    """
+
+    __slots__ = ("healths", "ids", "numa")
+
+    def __init__(self, ids: Sequence[str], healths: Sequence[str], numa: Sequence[tuple[int, ...]]):
+        if not len(ids) == len(healths) == len(numa):
+            raise ValueError("DeviceList: columns of different lengths")
+        self.ids: tuple[str, ...] = tuple(ids)
+        self.healths: tuple[str, ...] = tuple(healths)
+        self.numa: tuple[tuple[int, ...], ...] = tuple(numa)
+
+    @classmethod
+    def of(cls, devices: Sequence[Device]) -> DeviceList:
+        """The list of these Device objects."""
+        if isinstance(devices, DeviceList):
+            return devices
+        return cls([d.id for d in devices], [d.health for d in devices], [d.numa_nodes for d in devices])
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @overload
+    def __getitem__(self, index: int) -> Device: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> DeviceList: ...
+
+    def __getitem__(self, index: int | slice) -> Device | DeviceList:
+        if isinstance(index, slice):
+            return DeviceList(self.ids[index], self.healths[index], self.numa[index])
+        return Device(self.ids[index], self.healths[index], self.numa[index])
+
+    def __iter__(self) -> Iterator[Device]:
+        return map(Device, self.ids, self.healths, self.numa)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, DeviceList):
+            return self.ids == other.ids and self.healths == other.healths and self.numa == other.numa
+        if isinstance(other, (tuple, list)):
+            return len(other) == len(self) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"DeviceList({tuple(self)!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (DeviceList, (self.ids, self.healths, self.numa))
+
+    def healthy_count(self) -> int:
+        """How many devices are healthy (health exactly ``Healthy``, as the kubelet reads it)."""
+        return self.healths.count(HEALTHY)
+
+
 @dataclass(frozen=True)
 class Mount:
     container_path: str
@@ -231,7 +299,8 @@ class PluginProbe:
     status: PluginStatus
     resource: str | None = None
     options: PluginOptions | None = None
-    devices: tuple[Device, ...] = ()
+    # A DeviceList when read from a socket; any sequence of Device (a tuple) otherwise.
+    devices: Sequence[Device] = ()
     latency_ms: float | None = None
     error: str | None = None
     registry: RegistryInfo | None = None
@@ -317,13 +386,16 @@ class CheckpointEntry:
 
 @dataclass(frozen=True)
 class Checkpoint:
+    """The device manager checkpoint read; ``checksum_ok`` None when the checksum was not computed (``unverified``)."""
+
     path: str
     format: str  # "v2", or "v1" for the flat DeviceIDs lists of Kubernetes <= 1.19
-    checksum_ok: bool
+    checksum_ok: bool | None
     checksum: int | None
     computed_checksum: int | None
     registered_devices: dict[str, tuple[str, ...]]
     entries: tuple[CheckpointEntry, ...] = ()
+    unverified: str | None = None  # why the checksum was not computed: one line, shown as a warning
 
 
 # --- the DRA manager checkpoint (dra_manager_state) --------------------------------

@@ -18,10 +18,12 @@ import dataclasses
 import json
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from enum import Enum
 from functools import cache
 from typing import Any, TypeVar
+
+from devctl.model import Device, DeviceList
 
 T = TypeVar("T")
 _Builder = Callable[[Any], Any]
@@ -54,6 +56,11 @@ def to_plain(value: Any) -> Any:
         return value.value
     if isinstance(value, (list, tuple)):
         return [to_plain(v) for v in value]
+    if isinstance(value, DeviceList):
+        return [
+            {"id": i, "health": h, "numa_nodes": list(n)}
+            for i, h, n in zip(value.ids, value.healths, value.numa, strict=True)
+        ]
     if isinstance(value, dict):
         return {str(k): to_plain(v) for k, v in value.items()}
     return value
@@ -120,6 +127,8 @@ def _builder(tp: Any) -> _Builder:
         if len(inner) != 1 or len(args) != 2:
             raise TypeError(f"from_plain reads X | None, not {tp}")
         return _optional(_builder(inner[0]))
+    if origin is Sequence and args == (Device,):
+        return _devices(_sequence(Device, tuple))
     if origin in (tuple, list):
         if origin is tuple and (len(args) != 2 or args[1] is not Ellipsis):
             raise TypeError(f"from_plain reads tuple[X, ...], not {tp}")
@@ -189,6 +198,15 @@ def _sequence(item_type: Any, make: type) -> _Builder:
             raise
 
     return sequence
+
+
+def _devices(build: _Builder) -> _Builder:
+    """A plugin's device list (``PluginProbe.devices``) is read back as the DeviceList it was written from."""
+
+    def devices(data: Any) -> DeviceList:
+        return DeviceList.of(build(data))
+
+    return devices
 
 
 def _failing(build: _Builder, data: list[Any]) -> int:

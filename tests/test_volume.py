@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
+import pytest
+from helpers import devctl
+
+from devctl.api.deviceplugin.v1beta1 import api_pb2 as dp
 from devctl.api.podresources.v1 import api_pb2 as pr
-from devctl.model import ContainerDevices
-from devctl.node import convert
+from devctl.model import ContainerDevices, Device, DeviceList
+from devctl.node import checkpoint, columns, convert
+from devctl.node.checkpoint import RawEntry, read_checkpoint, write_checkpoint
+from devctl.node.paths import resolve_paths
 
 RUN_A_HUGE_RESULT = """
 from devctl.cli.common import run
@@ -54,3 +62,159 @@ def test_one_message_per_device_becomes_one_entry_per_resource_and_numa_nodes():
     # One tuple and one name shared by every device on the same nodes and resource.
     assert got[0].numa_nodes is convert.allocatable(reply).devices[0].numa_nodes
     assert got[0].resource is got[1].resource
+
+
+# --- a list read a column at a time reads as protobuf reads it -------------------------------
+
+
+def _devices_wire(*devices: dp.Device) -> bytes:
+    return dp.ListAndWatchResponse(devices=list(devices)).SerializeToString()
+
+
+def _by_message(wire: bytes) -> tuple[Device, ...]:
+    return tuple(convert.device(d) for d in dp.ListAndWatchResponse.FromString(wire).devices)
+
+
+def _topology(*nodes: int) -> dp.TopologyInfo:
+    return dp.TopologyInfo(nodes=[dp.NUMANode(ID=n) for n in nodes])
+
+
+@pytest.mark.parametrize(
+    "devices",
+    [
+        [dp.Device(ID=f"g{i}", health="Healthy", topology=_topology(i % 2)) for i in range(5)],
+        [dp.Device(ID="g0", health="Healthy"), dp.Device(ID="g1", health="Unhealthy")],  # no topology at all
+        [dp.Device(ID="g0", health="Healthy", topology=_topology(0)), dp.Device(ID="g1", health="Healthy")],
+        [dp.Device(ID="g0", health="Healthy", topology=_topology(0, 1)), dp.Device(ID="g1")],  # no health
+        [dp.Device(ID="ü-" + "x" * 300, health="Healthy", topology=_topology(3))],  # a two-byte length
+        [],
+    ],
+)
+def test_a_device_list_reads_the_same_by_columns_as_message_by_message(
+    devices: list[dp.Device], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(columns, "LONG", 0)  # every list read by columns, however short
+    read = _spy_columns(monkeypatch)
+    wire = _devices_wire(*devices)
+    got = convert.device_list(wire)
+    if devices and all(d.health and d.topology.nodes for d in devices):  # the usual form: by columns
+        assert read == [True]
+    assert isinstance(got, DeviceList)
+    assert got == _by_message(wire)
+    assert list(got) == list(_by_message(wire))
+
+
+def _spy_columns(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Whether each pass of ``columns.columns`` read its items (True) or sent them message by message."""
+    read: list[bool] = []
+    original = columns.columns
+
+    def spy(messages):  # type: ignore[no-untyped-def]
+        cols = original(messages)
+        read.append(cols is not None)
+        return cols
+
+    monkeypatch.setattr(columns, "columns", spy)
+    return read
+
+
+def test_a_list_that_repeats_a_field_reads_as_protobuf_reads_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(columns, "LONG", 0)
+    read = _spy_columns(monkeypatch)
+    # Counts per field balance (two IDs in one device, none in the next), so only the
+    # byte-for-byte check of the columns can tell; protobuf keeps the last ID.
+    one = b"\x0a\x02g0\x0a\x02g1\x12\x07Healthy"
+    other = b"\x12\x07Healthy"
+    wire = b"".join(b"\x0a" + bytes([len(m)]) + m for m in (one, other))
+    assert convert.device_list(wire) == (Device("g1", "Healthy"), Device("", "Healthy"))
+    assert read == [False]
+
+
+def test_a_list_that_is_no_list_is_none() -> None:
+    assert convert.device_list(b"\x0a\x05ab") is None
+
+
+def test_allocatable_reads_the_same_by_columns_as_message_by_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(columns, "LONG", 0)
+
+    def one(resource: str, *ids: str, nodes: tuple[int, ...] = (0,)) -> pr.ContainerDevices:
+        topology = pr.TopologyInfo(nodes=[pr.NUMANode(ID=n) for n in nodes])
+        return pr.ContainerDevices(resource_name=resource, device_ids=list(ids), topology=topology)
+
+    for devices in (
+        [one(f"r{i % 3}/x", f"d{i}", nodes=(i % 2,)) for i in range(200)],  # the kubelet's form: one ID each
+        [one("a/x", "d0", "d1"), one("a/x", "d2")],  # several IDs in one message
+        [one("a/x", "d0"), pr.ContainerDevices(resource_name="b/y", device_ids=["e0"])],  # topology in some
+    ):
+        reply = pr.AllocatableResourcesResponse(devices=devices, cpu_ids=[1, 2, 5])
+        wire = reply.SerializeToString()
+        assert convert.allocatable_wire(wire) == convert.allocatable(reply)
+
+
+# --- the checkpoint's checksum above the limit: not verified, and said -------------------------
+
+
+def test_a_checkpoint_above_the_checksum_limit_is_read_and_its_checksum_said_unverified(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path
+    path = resolve_paths(root=str(root), env={}).checkpoint
+    os.makedirs(os.path.dirname(path))
+    payload = dp.ContainerAllocateResponse(envs={"PAYLOAD": "x" * 4096}).SerializeToString()
+    entries = [RawEntry(f"uid-{i}", "c", "a.example/gpu", {"0": [f"g{i}"]}, payload) for i in range(4)]
+    write_checkpoint(path, entries, {"a.example/gpu": ["g0", "g1", "g2", "g3"]})
+    assert read_checkpoint(path).checksum_ok is True  # under the limit: verified
+
+    monkeypatch.setattr(checkpoint, "CHECKSUM_LIMIT", 8 * 1024)
+    cp = read_checkpoint(path)
+    assert (cp.checksum_ok, cp.computed_checksum, len(cp.entries)) == (None, None, 4)
+    assert "checksum not verified" in (cp.unverified or "")
+
+    shown = devctl(root, "checkpoint")
+    assert shown.exit_code == 0
+    assert "checksum:   not verified" in shown.stdout and "g3" in shown.stdout  # the rest still shown
+    warnings = [line for line in shown.stderr.splitlines() if "checksum not verified" in line]
+    assert len(warnings) == 1 and "above devctl's limit of 8 KiB" in warnings[0]
+    doc = devctl(root, "checkpoint", "-o", "json").json
+    assert doc["checksum_ok"] is None
+    assert [e["kind"] for e in doc["errors"] if e["source"] == "checkpoint"] == ["too-large"]
+
+
+# --- JSON straight from the views: the same text as from their plain copy ---------------------
+
+
+def test_json_written_from_the_views_is_the_json_of_their_plain_form() -> None:
+    from test_analyze import gpu_node
+
+    from devctl import analyze
+    from devctl.model import SourceError
+    from devctl.render import structured
+
+    node = gpu_node(errors=(SourceError("checkpoint", "/cp: gone \x85\u202e"),))
+    for body in (
+        {"resources": analyze.resources_view(node)},
+        {"devices": analyze.devices_view(node)},
+        {"pods": analyze.pods_view(node)},
+        analyze.topology_view(node),
+        analyze.plugins_view(node),
+        analyze.checkpoint_view(node),
+        {"pods": []},
+    ):
+        for errors in (node.errors, None):
+            assert structured.json_document(body, errors) == structured.to_json(structured.document(body, errors))
+
+
+def test_a_device_list_reads_and_round_trips_as_the_tuple_of_its_devices() -> None:
+    from devctl.model import PluginProbe, PluginStatus
+    from devctl.serial import from_plain, to_plain
+
+    devices = (Device("a", "Healthy", (0,)), Device("b", "Unhealthy", ()))
+    listed = DeviceList.of(devices)
+    assert listed == devices and devices == listed and listed != devices[:1]
+    assert (len(listed), listed[1], listed[:1], list(listed)) == (2, devices[1], devices[:1], list(devices))
+    assert hash(listed) == hash(DeviceList.of(list(devices))) and listed.healthy_count() == 1
+    probe = PluginProbe("/s.sock", PluginStatus.SERVING, devices=listed)
+    assert from_plain(PluginProbe, to_plain(probe)) == probe
+    assert (
+        to_plain(probe)["devices"] == to_plain(PluginProbe("/s.sock", PluginStatus.SERVING, devices=devices))["devices"]
+    )

@@ -11,7 +11,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from devctl.model import HEALTHY, NodeSnapshot, PluginOptions, PluginProbe, PluginStatus
+from devctl.model import (
+    HEALTHY,
+    ContainerDevices,
+    DeviceList,
+    NodeSnapshot,
+    PluginOptions,
+    PluginProbe,
+    PluginStatus,
+)
 
 if TYPE_CHECKING:
     from devctl.analyze.hardware import PciFunction
@@ -91,7 +99,11 @@ class Inventory:
     """Every device of one resource with its health and NUMA nodes, and who holds it."""
 
     health: dict[str, str] = field(default_factory=dict)
+    # NUMA nodes of the devices not in ``listed`` (the kubelet's word); see numa_of.
     numa: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    # The serving plugin's list: its NUMA column is looked up only when a view asks (numa_of).
+    listed_devices: DeviceList | None = None
+    _listed_numa: dict[str, tuple[int, ...]] | None = None
     # Device ID -> its holders, as an ordered set (a dict): 20,000 containers
     # sharing one device ID stay linear.
     holders: dict[str, dict[Holder, None]] = field(default_factory=dict)
@@ -106,6 +118,21 @@ class Inventory:
     complete: bool = False
     # pod-resources answered: who holds what is known (else every holder count is unknown).
     holders_known: bool = True
+
+    def numa_of(self, dev_id: str) -> tuple[int, ...]:
+        """The device's NUMA nodes: its plugin's word, else the kubelet's; () when none is known."""
+        if dev_id in self.numa:
+            return self.numa[dev_id]
+        if self.listed_devices is None:
+            return ()
+        if self._listed_numa is None:
+            self._listed_numa = dict(zip(self.listed_devices.ids, self.listed_devices.numa, strict=True))
+        return self._listed_numa.get(dev_id, ())
+
+    def numa_nodes(self) -> set[int]:
+        """Every NUMA node a device of the resource is on."""
+        shared = set(self.numa.values()) | (set(self.listed_devices.numa) if self.listed_devices else set())
+        return set().union(*shared)
 
     def listed(self) -> list[str]:
         return [i for i in self.health if i not in self.unlisted]
@@ -128,10 +155,6 @@ class Inventory:
         if healthy:
             return "allocated" if held else "free"
         return "unhealthy-allocated" if held else "unhealthy"
-
-
-def _merge_numa(a: Iterable[int], b: Iterable[int]) -> tuple[int, ...]:
-    return tuple(sorted(set(a) | set(b)))
 
 
 def _pick_probe(probes: list[PluginProbe]) -> PluginProbe | None:
@@ -162,6 +185,12 @@ def inventories(snapshot: NodeSnapshot) -> dict[str, Inventory]:
 
 
 def _build(snapshot: NodeSnapshot) -> dict[str, Inventory]:
+    """Every resource's inventory; a resource a plugin serves takes its columns whole (a million devices, in C).
+
+    The kubelet's NUMA nodes of each device (pod-resources, GetAllocatableResources)
+    are worked out only for the devices that need them: those of resources no
+    plugin serves, and held devices the plugin no longer lists.
+    """
     inv: dict[str, Inventory] = {}
 
     def get(resource: str) -> Inventory:
@@ -174,26 +203,25 @@ def _build(snapshot: NodeSnapshot) -> dict[str, Inventory]:
     for resource, probes in by_resource.items():
         get(resource).probe = _pick_probe(probes)
 
-    # Who holds what, from pod-resources (one entry per device per NUMA node).
-    kubelet_numa: dict[tuple[str, str], tuple[int, ...]] = {}
+    # Who holds what, from pod-resources (one entry per resource and NUMA nodes, see convert.device_groups).
+    held_groups: dict[str, list[ContainerDevices]] = {}
     for pod in snapshot.pods or ():
         for c in pod.containers:
             holder = Holder(pod.namespace, pod.name, c.name)
             for d in c.devices:
-                r = get(d.resource)
+                held_groups.setdefault(d.resource, []).append(d)
+                holders = get(d.resource).holders
                 for dev_id in d.ids:
-                    r.holders.setdefault(dev_id, {})[holder] = None
-                    key = (d.resource, dev_id)
-                    known = kubelet_numa.get(key, ())
-                    if not set(d.numa_nodes) <= set(known):
-                        kubelet_numa[key] = _merge_numa(known, d.numa_nodes)
+                    held = holders.get(dev_id)
+                    if held is None:
+                        holders[dev_id] = {holder: None}
+                    else:
+                        held[holder] = None
 
-    healthy_known: dict[str, set[str]] = {}
+    allocatable_groups: dict[str, list[ContainerDevices]] = {}
     for d in snapshot.allocatable.devices if snapshot.allocatable else ():
         get(d.resource)
-        for dev_id in d.ids:
-            healthy_known.setdefault(d.resource, set()).add(dev_id)
-            kubelet_numa[(d.resource, dev_id)] = _merge_numa(kubelet_numa.get((d.resource, dev_id), ()), d.numa_nodes)
+        allocatable_groups.setdefault(d.resource, []).append(d)
     registered = snapshot.checkpoint.registered_devices if snapshot.checkpoint else {}
     for resource in registered:
         get(resource)
@@ -202,32 +230,47 @@ def _build(snapshot: NodeSnapshot) -> dict[str, Inventory]:
 
     for resource, r in inv.items():
         r.holders_known = snapshot.pods is not None
+        groups = (held_groups.get(resource, []), allocatable_groups.get(resource, []))
         if r.probe is not None and r.probe.status == PluginStatus.SERVING:
             r.complete = True
-            for dev in r.probe.devices:
-                r.health[dev.id] = dev.health
-                r.numa[dev.id] = dev.numa_nodes
-            for dev_id in r.holders:
-                if dev_id not in r.health:
+            listed = DeviceList.of(r.probe.devices)
+            r.health = dict(zip(listed.ids, listed.healths, strict=True))
+            r.listed_devices = listed
+            unlisted = [dev_id for dev_id in r.holders if dev_id not in r.health]
+            if unlisted:
+                kubelet_numa = _kubelet_numa(*groups, wanted=set(unlisted))
+                for dev_id in unlisted:
                     r.health[dev_id] = MISSING
-                    r.numa[dev_id] = kubelet_numa.get((resource, dev_id), ())
-                    r.unlisted.add(dev_id)
+                    r.numa[dev_id] = kubelet_numa.get(dev_id, ())
+                r.unlisted.update(unlisted)
             continue
         # No plugin answers: what the kubelet knows, a lower bound of its capacity.
         # GetAllocatableResources lists healthy devices only; a device it omits but
         # a container holds is unhealthy. The checkpoint's RegisteredDevices are the
         # healthy ones at its last write, which a plugin that stopped since makes
         # wrong: they say a device exists, not that it is healthy now.
-        healthy = healthy_known.get(resource, set()) if snapshot.allocatable is not None else None
+        healthy = {dev_id for d in groups[1] for dev_id in d.ids} if snapshot.allocatable is not None else None
         ids = list(dict.fromkeys([*sorted(healthy or ()), *r.holders, *registered.get(resource, ())]))
+        kubelet_numa = _kubelet_numa(*groups)
         for dev_id in ids:
             if healthy is None:
                 r.health[dev_id] = UNKNOWN
                 r.unknown.add(dev_id)
             else:
                 r.health[dev_id] = HEALTHY if dev_id in healthy else "Unhealthy"
-            r.numa[dev_id] = kubelet_numa.get((resource, dev_id), ())
+            r.numa[dev_id] = kubelet_numa.get(dev_id, ())
     return inv
+
+
+def _kubelet_numa(
+    held: list[ContainerDevices], allocatable: list[ContainerDevices], wanted: set[str] | None = None
+) -> dict[str, tuple[int, ...]]:
+    """Device ID -> the NUMA nodes the kubelet names for it, merged over its pod-resources and allocatable entries."""
+    nodes: dict[str, set[int]] = {}
+    for d in (*held, *allocatable):
+        for dev_id in d.ids if wanted is None else wanted.intersection(d.ids):
+            nodes.setdefault(dev_id, set()).update(d.numa_nodes)
+    return {dev_id: tuple(sorted(n)) for dev_id, n in nodes.items()}
 
 
 def _picked(snapshot: NodeSnapshot, resources: Iterable[str] | None) -> list[tuple[str, Inventory]]:
@@ -240,12 +283,12 @@ def resources_view(snapshot: NodeSnapshot, resources: Iterable[str] | None = Non
     """One row per extended resource known from any source, sorted by name."""
     rows = []
     for name, r in _picked(snapshot, resources):
-        listed = r.listed()
-        health_known = not any(i in r.unknown for i in listed)
-        healthy = {i for i in listed if r.healthy(i)}
-        allocatable = len(healthy) if health_known else None
-        capacity = len(listed) if r.complete else None
-        numa = sorted({n for nodes in r.numa.values() for n in nodes})
+        listed, healthy = _counts(r)
+        health_known = not r.unknown
+        allocatable = healthy if health_known else None
+        capacity = listed if r.complete else None
+        numa = sorted(r.numa_nodes())
+        held_healthy = sum(1 for i in r.holders if i not in r.unlisted and r.healthy(i))
         probe = r.probe
         rows.append(
             ResourceRow(
@@ -255,17 +298,26 @@ def resources_view(snapshot: NodeSnapshot, resources: Iterable[str] | None = Non
                 capacity=capacity,
                 allocatable=allocatable,
                 allocated=len(r.holders) if r.holders_known else None,
-                free=len(healthy.difference(r.holders)) if r.holders_known and health_known else None,
+                free=healthy - held_healthy if r.holders_known and health_known else None,
                 unhealthy=capacity - allocatable if capacity is not None and allocatable is not None else None,
                 numa_nodes=tuple(numa),
                 options=probe.options if probe else None,
-                capacity_min=None if r.complete else (len(listed) or None),
+                capacity_min=None if r.complete else (listed or None),
             )
         )
     from devctl.analyze.dra_inventory import dra_inventory  # imports this module's rows
 
     rows += dra_inventory(snapshot, resources)[0]
     return tuple(rows)
+
+
+def _counts(r: Inventory) -> tuple[int, int]:
+    """How many devices the resource lists (held ones its plugin no longer lists left out), and how many are healthy.
+
+    Counted over the health column at C speed: a resource can hold a million
+    devices. Devices no longer listed are ``Missing``, never healthy.
+    """
+    return len(r.health) - len(r.unlisted), list(r.health.values()).count(HEALTHY)
 
 
 def devices_view(snapshot: NodeSnapshot, resources: Iterable[str] | None = None) -> tuple[DeviceRow, ...]:
@@ -278,7 +330,7 @@ def devices_view(snapshot: NodeSnapshot, resources: Iterable[str] | None = None)
                     resource=name,
                     id=dev_id,
                     health=health,
-                    numa_nodes=r.numa.get(dev_id, ()),
+                    numa_nodes=r.numa_of(dev_id),
                     state=r.state(dev_id),
                     allocated_to=tuple(r.holders.get(dev_id, ())) if r.holders_known else None,
                 )

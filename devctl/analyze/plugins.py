@@ -5,7 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from devctl.analyze.sources import CHECKPOINT
-from devctl.model import ErrorKind, NodeSnapshot, PluginOptions, PluginProbe, PluginStatus, RegistryInfo, SocketStatus
+from devctl.model import (
+    DeviceList,
+    ErrorKind,
+    NodeSnapshot,
+    PluginOptions,
+    PluginProbe,
+    PluginStatus,
+    RegistryInfo,
+    SocketStatus,
+)
 
 
 @dataclass(frozen=True)
@@ -99,7 +108,7 @@ def plugins_view(snapshot: NodeSnapshot) -> PluginsView:
             devices=len(p.devices)
             if p.status == PluginStatus.SERVING and p.options is not None
             else _dra_devices(p, None),
-            healthy=sum(d.healthy for d in p.devices)
+            healthy=DeviceList.of(p.devices).healthy_count()
             if p.status == PluginStatus.SERVING and p.options is not None
             else _dra_devices(p, "Healthy"),
             options=p.options,

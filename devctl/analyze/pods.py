@@ -27,17 +27,21 @@ def merge_devices(entries: Iterable[ContainerDevices]) -> tuple[ContainerDevices
 def pod_view(pod: PodResources, resource: str | None = None) -> PodResources:
     """A pod with its device entries merged; with ``resource``, only containers holding it, and only its devices."""
     containers = []
+    changed = False
     for c in pod.containers:
         devices = merge_devices(c.devices)
         if resource is not None:
             devices = tuple(d for d in devices if d.resource == resource)
             if not devices:
+                changed = True
                 continue
         # The constructor, not dataclasses.replace: a node of 20,000 containers feels the difference.
         if devices is not c.devices:
             c = ContainerResources(c.name, devices, c.cpu_ids, c.memory, c.dynamic_resources)
+            changed = True
         containers.append(c)
-    return PodResources(pod.namespace, pod.name, tuple(containers))
+    # Nothing merged or left out: the pod itself (frozen), not a copy of each of 50,000.
+    return PodResources(pod.namespace, pod.name, tuple(containers)) if changed else pod
 
 
 def pods_view(

@@ -87,7 +87,7 @@ def _alignment(
     for d in merge_devices(c.devices):
         r = inv.get(d.resource)
         for dev_id in d.ids:
-            nodes = set(r.numa.get(dev_id, ())) if r else set()
+            nodes = set(r.numa_of(dev_id)) if r else set()
             nodes = nodes or set(d.numa_nodes)
             if nodes:
                 device_sets.append(nodes)
@@ -140,7 +140,7 @@ def topology_view(snapshot: NodeSnapshot) -> TopologyView:
         for dev_id in r.listed():
             held = dev_id in r.holders
             healthy = r.healthy(dev_id)
-            for node in r.numa.get(dev_id) or (NO_NUMA,):
+            for node in r.numa_of(dev_id) or (NO_NUMA,):
                 t = tally.setdefault(node, {}).setdefault(name, [0, 0, 0, 0])
                 t[0] += 1
                 t[1] += held

@@ -155,8 +155,10 @@ def write_structured(output: Output, body: Any, errors: Iterable[SourceError] | 
     """A view as JSON or YAML on stdout, with ``errors`` appended when given."""
     from devctl.render import structured
 
-    doc = structured.document(body, errors)
-    sys.stdout.write(structured.to_json(doc) if output == Output.json else structured.to_yaml(doc))
+    if output == Output.json:
+        sys.stdout.write(structured.json_document(body, errors))
+    else:
+        sys.stdout.write(structured.to_yaml(structured.document(body, errors)))
 
 
 def emit(

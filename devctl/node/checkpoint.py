@@ -26,6 +26,7 @@ import re
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from sys import intern
 from typing import Any
 
 from google.protobuf.message import DecodeError
@@ -37,6 +38,12 @@ from devctl.node.files import FileReadError, read_file
 FORMAT_V2 = "v2"
 FORMAT_V1 = "v1"  # Kubernetes <= 1.19: DeviceIDs a flat list, no NUMA nodes
 NO_NUMA = "-1"  # pkg/kubelet/cm/devicemanager/manager.go: nodeWithoutTopology
+
+# The checksum is verified when the text it is computed over (the go-spew rendering,
+# about 2.7 bytes per byte of AllocResp) is at most this long: FNV-1a is a byte-by-byte
+# loop, in Python about 10-20 MB/s, so a 100 MB checkpoint took half a minute.
+# Above it the checksum is reported as not verified, never as ok (docs/safety.md).
+CHECKSUM_LIMIT = 8 * 1024 * 1024
 
 _FNV32_OFFSET = 0x811C9DC5
 _FNV32_PRIME = 0x01000193
@@ -161,16 +168,27 @@ def read_checkpoint(path: str) -> Checkpoint:
 
     fmt = parsed.format or FORMAT_V2
     computed = None
+    unverified = None
     if not any(e.alloc_error for e in parsed.entries or ()):
-        computed = fnv1a32(_render(parsed, fmt).encode())
-        if parsed.format is None and computed != stored:
-            old = fnv1a32(_render(parsed, FORMAT_V1).encode())
-            if old == stored:
-                fmt, computed = FORMAT_V1, old
+        rendered = None if _rendered_at_least(parsed) > CHECKSUM_LIMIT else _render(parsed, fmt).encode()
+        if rendered is None or len(rendered) > CHECKSUM_LIMIT:
+            unverified = (
+                f"checksum not verified: the text it is computed over is "
+                f"{'more than ' if rendered is None else ''}"
+                f"{_amount(max(len(rendered or b''), _rendered_at_least(parsed)))}, "
+                f"above devctl's limit of {_amount(CHECKSUM_LIMIT)}"
+            )
+        else:
+            computed = fnv1a32(rendered)
+            if parsed.format is None and computed != stored:
+                old = fnv1a32(_render(parsed, FORMAT_V1).encode())
+                if old == stored:
+                    fmt, computed = FORMAT_V1, old
     return Checkpoint(
         path=path,
         format=fmt,
-        checksum_ok=computed is not None and computed == stored,
+        checksum_ok=None if unverified else computed is not None and computed == stored,
+        unverified=unverified,
         checksum=stored,
         computed_checksum=computed,
         registered_devices={name: ids or () for name, ids in sorted((parsed.registered or {}).items())},
@@ -306,7 +324,7 @@ def _ids(value: Any, where: str) -> tuple[str, ...] | None:
     # pass and look for lone surrogates in one search, element by element only
     # when something is off.
     if all(v.__class__ is str for v in value) and not _LONE_SURROGATE.search("".join(value)):
-        return tuple(value)
+        return tuple(map(intern, value))  # the same str as the plugin's and the kubelet's lists (convert.py)
     return tuple(_text(v, f"{where}[{i}]") for i, v in enumerate(value))
 
 
@@ -397,6 +415,21 @@ def _parse_data(data: Any) -> _Data:
 
 # --- go-spew ------------------------------------------------------------------------
 
+# Each byte of an AllocResp is printed as its decimal number.
+_DECIMAL = tuple(str(n) for n in range(256))
+
+
+def _rendered_at_least(data: _Data) -> int:
+    """A lower bound of the rendering's length, without rendering: each AllocResp byte and each ID take 2 or more."""
+    total = sum(2 * len(e.alloc_resp or b"") for e in data.entries or ())
+    for ids in (data.registered or {}).values():
+        total += sum(map(len, ids or ())) + len(ids or ())
+    return total
+
+
+def _amount(n: int) -> str:
+    return f"{n / (1 << 20):.0f} MiB" if n >= 1 << 20 else f"{n / 1024:.0f} KiB"
+
 
 def _spew_list(items: Sequence[str] | None) -> str:
     return _NIL if items is None else "[" + " ".join(items) + "]"
@@ -412,7 +445,7 @@ def _spew_entry(e: _Entry, fmt: str) -> str:
         ids = "([]string)" + _spew_list(e.device_ids)
     else:
         ids = "(checkpoint.DevicesPerNUMA)" + _NIL
-    alloc = _NIL if e.alloc_resp is None else "[" + " ".join(map(str, e.alloc_resp)) + "]"
+    alloc = _NIL if e.alloc_resp is None else "[" + " ".join(map(_DECIMAL.__getitem__, e.alloc_resp)) + "]"
     return (
         f"{{PodUID:(string){e.pod_uid} ContainerName:(string){e.container} ResourceName:(string){e.resource} "
         f"DeviceIDs:{ids} AllocResp:([]uint8){alloc}}}"

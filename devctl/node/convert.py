@@ -6,12 +6,19 @@ conversions are the hot path of every read command (bench/bench_volume.py).
 They read each field once, and share the values that repeat across
 messages (health strings, resource names, NUMA node tuples) instead of
 keeping a copy per device: a third less memory for a million devices.
+Device IDs are interned (``sys.intern``), so the plugin's list, the kubelet's
+allocatable list and the checkpoint hold one string per device, not three.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from itertools import compress, repeat
+from operator import eq
 from sys import intern
 from typing import Any
+
+from google.protobuf.message import DecodeError
 
 from devctl.api.deviceplugin.v1beta1 import api_pb2 as dp
 from devctl.api.podresources.v1 import api_pb2 as pr_v1
@@ -23,12 +30,14 @@ from devctl.model import (
     ContainerMemory,
     ContainerResources,
     Device,
+    DeviceList,
     DeviceNode,
     DynamicResource,
     Mount,
     PluginOptions,
     PodResources,
 )
+from devctl.node import columns
 
 # NUMA node tuples by the wire bytes of their TopologyInfo: reading the bytes is
 # one call where walking the nodes makes a Python object per node, and every
@@ -53,6 +62,57 @@ def numa_ids(topology: Any) -> tuple[int, ...]:
 
 def device(msg: dp.Device) -> Device:
     return Device(id=msg.ID, health=intern(msg.health), numa_nodes=numa_ids(msg.topology))
+
+
+def devices(msg: dp.ListAndWatchResponse) -> DeviceList:
+    """A ListAndWatch reply's devices, message by message (see ``device_list`` for the fast way)."""
+    listed = msg.devices
+    return DeviceList(
+        [d.ID for d in listed], [intern(d.health) for d in listed], [numa_ids(d.topology) for d in listed]
+    )
+
+
+def device_list(wire: bytes) -> DeviceList | None:
+    """The devices of a serialized ListAndWatchResponse; None when the bytes are not one.
+
+    A plugin listing a million devices is read a column at a time
+    (``devctl.node.columns``): under a second where a Device object each took
+    many. Anything not in the encoders' usual form is read message by message.
+    """
+    items = columns.items(wire) if len(wire) >= columns.LONG else None
+    if items is not None:
+        ids: list[str] = []
+        healths: list[str] = []
+        numa: list[tuple[int, ...]] = []
+        try:
+            for cols in columns.chunked(items):
+                if cols is None:
+                    break
+                ids += map(intern, map(bytes.decode, cols[0]))
+                healths += _strings(cols[1])
+                numa += _numa_column(cols[2], len(cols[0]), dp.TopologyInfo)
+            else:
+                return DeviceList(ids, healths, numa)
+        except (UnicodeDecodeError, DecodeError):
+            pass  # the message-by-message parse says what is wrong
+    try:
+        return devices(dp.ListAndWatchResponse.FromString(wire))
+    except DecodeError:
+        return None
+
+
+def _strings(column: list[bytes]) -> list[str]:
+    """A column of strings that repeat (health strings, resource names): one shared str per distinct value."""
+    shared = {raw: intern(raw.decode()) for raw in set(column)}
+    return list(map(shared.__getitem__, column))
+
+
+def _numa_column(topologies: list[bytes] | None, n: int, message: Any) -> list[tuple[int, ...]]:
+    """NUMA node tuples of a column of serialized TopologyInfo (None: no item had one), shared per distinct value."""
+    if topologies is None:
+        return [()] * n
+    shared = {raw: tuple([node.ID for node in message.FromString(raw).nodes]) for raw in set(topologies)}
+    return list(map(shared.__getitem__, topologies))
 
 
 def device_to_pb(d: Device) -> dp.Device:
@@ -118,9 +178,15 @@ def device_groups(msgs: Any) -> tuple[ContainerDevices, ...]:
     in Go's random map order, so a node with a million devices would become a
     million model objects that every view then walks; grouped, it is a few.
     """
-    groups: dict[tuple[str, tuple[int, ...]], list[str]] = {}
+    if not msgs:
+        return ()
     # v1alpha1 messages have no topology field.
-    has_topology = len(msgs) > 0 and msgs[0].DESCRIPTOR is _V1_CONTAINER_DEVICES
+    has_topology = msgs[0].DESCRIPTOR is _V1_CONTAINER_DEVICES
+    if len(msgs) == 1:  # a container holding one device: one group, made directly
+        msg = msgs[0]
+        numa = numa_ids(msg.topology) if has_topology else ()
+        return (ContainerDevices(resource=intern(msg.resource_name), ids=tuple(msg.device_ids), numa_nodes=numa),)
+    groups: dict[tuple[str, tuple[int, ...]], list[str]] = {}
     for msg in msgs:
         key = (msg.resource_name, numa_ids(msg.topology) if has_topology else ())
         ids = groups.get(key)
@@ -173,3 +239,67 @@ def allocatable(msg: Any) -> AllocatableResources:
         cpu_ids=tuple(msg.cpu_ids),
         memory=tuple(container_memory(m) for m in msg.memory),
     )
+
+
+def allocatable_wire(wire: bytes) -> AllocatableResources | None:
+    """A serialized AllocatableResourcesResponse; None when the bytes are not one.
+
+    The kubelet sends a ContainerDevices per device ID: a million on a node
+    with a million devices, read a column at a time (``devctl.node.columns``)
+    when they are in the usual form, one device ID each.
+    """
+    items = columns.items(wire) if len(wire) >= columns.LONG else None
+    if items is not None:
+        resources: list[str] = []
+        ids: list[str] = []
+        numa: list[tuple[int, ...]] = []
+        try:
+            for cols in columns.chunked(items):
+                if cols is None:
+                    break
+                resources += _strings(cols[0])
+                ids += map(intern, map(bytes.decode, cols[1]))
+                numa += _numa_column(cols[2], len(cols[1]), pr_v1.TopologyInfo)
+            else:
+                rest = pr_v1.AllocatableResourcesResponse.FromString(columns.without_items(wire))
+                return AllocatableResources(
+                    devices=_grouped(resources, ids, numa),
+                    cpu_ids=tuple(rest.cpu_ids),
+                    memory=tuple(container_memory(m) for m in rest.memory),
+                )
+        except (UnicodeDecodeError, DecodeError):
+            pass  # the message-by-message parse says what is wrong
+    try:
+        return allocatable(pr_v1.AllocatableResourcesResponse.FromString(wire))
+    except DecodeError:
+        return None
+
+
+# More groups than this and grouping walks the IDs once in Python instead of once per group in C.
+_FEW_GROUPS = 64
+
+
+def _grouped(resources: list[str], ids: list[str], numa: list[tuple[int, ...]]) -> tuple[ContainerDevices, ...]:
+    """One ContainerDevices per resource and NUMA nodes, in order of first appearance, IDs in the order given.
+
+    What ``device_groups`` makes of the messages, from columns: each group's
+    IDs picked by ``itertools.compress`` over the key column.
+    """
+    distinct = list(dict.fromkeys(zip(resources, numa, strict=True)))
+    if len(distinct) > _FEW_GROUPS:
+        groups: dict[tuple[str, tuple[int, ...]], list[str]] = {}
+        for key, dev_id in zip(zip(resources, numa, strict=True), ids, strict=True):
+            groups.setdefault(key, []).append(dev_id)
+        picked: Sequence[tuple[tuple[str, tuple[int, ...]], Sequence[str]]] = list(groups.items())
+    elif len(distinct) == 1:
+        picked = [(distinct[0], ids)]
+    else:  # by resource, then by NUMA nodes within it: a few passes of one comparison each
+        picked = []
+        for resource in dict.fromkeys(key[0] for key in distinct):
+            mine = list(map(eq, resources, repeat(resource)))
+            of_resource, its_numa = list(compress(ids, mine)), list(compress(numa, mine))
+            for nodes in [key[1] for key in distinct if key[0] == resource]:
+                picked.append(((resource, nodes), list(compress(of_resource, map(eq, its_numa, repeat(nodes))))))
+        order = {key: i for i, key in enumerate(distinct)}
+        picked.sort(key=lambda group: order[group[0]])
+    return tuple(ContainerDevices(resource=resource, ids=tuple(group), numa_nodes=n) for (resource, n), group in picked)

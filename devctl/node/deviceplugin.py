@@ -16,7 +16,7 @@ from devctl.api.deviceplugin.v1beta1 import api_pb2 as dp
 from devctl.api.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
 from devctl.api.pluginregistration.v1 import api_pb2 as reg
 from devctl.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
-from devctl.model import Allocation, Device, ErrorKind, PluginOptions, PluginStatus, RegistryInfo
+from devctl.model import Allocation, Device, DeviceList, ErrorKind, PluginOptions, PluginStatus, RegistryInfo
 from devctl.node import convert
 from devctl.node.rpc import RpcFailure, channel, failure, parsed
 from devctl.node.rpclog import logged, outcome, since
@@ -118,9 +118,12 @@ class DevicePluginClient:
                 since(start),
             )
 
-    async def first_list(self) -> tuple[Device, ...]:
+    async def first_list(self) -> DeviceList:
         """The first ListAndWatch message, under the deadline; the stream is then cancelled."""
-        call = self._stub.ListAndWatch(dp.Empty(), timeout=self.timeout)
+        # Taken as bytes: a list of a million devices is read a column at a time (convert.device_list).
+        call = self._channel.unary_stream(
+            LIST_AND_WATCH, request_serializer=dp.Empty.SerializeToString, response_deserializer=None
+        )(dp.Empty(), timeout=self.timeout)
         try:
             with logged(self.socket_path, "ListAndWatch (first list)"):
                 reply = await call.read()
@@ -130,8 +133,7 @@ class DevicePluginClient:
             call.cancel()
         if reply is grpc.aio.EOF:
             raise RpcFailure(PluginStatus.UNREACHABLE, f"{self.socket_path} ListAndWatch: stream ended at once")
-        msg = parsed(reply, f"{self.socket_path} ListAndWatch", "ListAndWatchResponse")
-        return tuple(convert.device(d) for d in msg.devices)
+        return parsed(convert.device_list(reply), f"{self.socket_path} ListAndWatch", "ListAndWatchResponse")
 
     async def preferred(self, available: Sequence[str], must_include: Sequence[str], size: int) -> tuple[str, ...]:
         request = dp.PreferredAllocationRequest(
@@ -186,7 +188,7 @@ class DevicePluginClient:
         except grpc.aio.AioRpcError as e:
             raise self._fail(e, "PreStartContainer") from None
 
-    async def probe(self) -> tuple[PluginOptions, tuple[Device, ...], float]:
+    async def probe(self) -> tuple[PluginOptions, DeviceList, float]:
         """Options and the first device list, with the round-trip latency of the options call in ms."""
         start = time.perf_counter()
         opts = await self.options()

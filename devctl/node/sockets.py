@@ -28,12 +28,13 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from devctl.model import (
     AllocatableResources,
     Checkpoint,
+    DeviceList,
     NodePaths,
     PluginProbe,
     PluginStatus,
@@ -240,27 +241,58 @@ def dial_path(paths: NodePaths, probe: PluginProbe) -> str | None:
 # --- resolving ------------------------------------------------------------------------------------
 
 
+class KnownIds(Mapping[str, set[str]]):
+    """Resource -> every device ID the kubelet ties to it, kept as the sources' own ID lists.
+
+    A node of a million devices names them in GetAllocatableResources and
+    again in the checkpoint: a set of every ID per resource was two million
+    insertions and tens of MiB. Whether a socket's devices overlap a resource
+    is asked of the lists themselves (``overlaps``); the set of one resource
+    is made only when its whole list is compared.
+    """
+
+    def __init__(self, sources: dict[str, list[Sequence[str]]]):
+        self._sources = sources
+        self._sets: dict[str, set[str]] = {}
+
+    def __getitem__(self, resource: str) -> set[str]:
+        found = self._sets.get(resource)
+        if found is None:
+            found = self._sets[resource] = set().union(*self._sources[resource])
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._sources)
+
+    def __len__(self) -> int:
+        return len(self._sources)
+
+    def overlaps(self, resource: str, ids: set[str]) -> bool:
+        """Whether any of ``ids`` is known for the resource: each list read up to its first match."""
+        return any(not ids.isdisjoint(listed) for listed in self._sources[resource])
+
+
 def known_ids(
     allocatable: AllocatableResources | None, pods: Sequence[PodResources] | None, checkpoint: Checkpoint | None
-) -> dict[str, set[str]]:
+) -> KnownIds:
     """Every device ID the kubelet ties to each resource: allocatable, allocated, and the checkpoint's both lists.
 
     Allocatable and RegisteredDevices hold healthy devices only; allocations
     keep an unhealthy device known for as long as a container holds it.
     """
-    known: dict[str, set[str]] = {}
+    sources: dict[str, list[Sequence[str]]] = {}
     for d in allocatable.devices if allocatable else ():
-        known.setdefault(d.resource, set()).update(d.ids)
+        sources.setdefault(d.resource, []).append(d.ids)
     for pod in pods or ():
         for c in pod.containers:
             for d in c.devices:
-                known.setdefault(d.resource, set()).update(d.ids)
+                sources.setdefault(d.resource, []).append(d.ids)
     if checkpoint is not None:
         for resource, ids in checkpoint.registered_devices.items():
-            known.setdefault(resource, set()).update(ids)
+            sources.setdefault(resource, []).append(ids)
         for e in checkpoint.entries:
-            known.setdefault(e.resource, set()).update(i for group in e.device_ids.values() for i in group)
-    return known
+            sources.setdefault(e.resource, []).append([i for group in e.device_ids.values() for i in group])
+    return KnownIds(sources)
 
 
 def infer_resource(device_ids: Iterable[str], known: Mapping[str, set[str]]) -> str | None:
@@ -272,7 +304,10 @@ def infer_resource(device_ids: Iterable[str], known: Mapping[str, set[str]]) -> 
     ids = set(device_ids)
     if not ids:
         return None
-    overlapping = [r for r, known_ids in known.items() if ids & known_ids]
+    if isinstance(known, KnownIds):
+        overlapping = [r for r in known if known.overlaps(r, ids)]
+    else:
+        overlapping = [r for r, known_ids in known.items() if not known_ids.isdisjoint(ids)]
     if len(overlapping) == 1:
         return overlapping[0]
     exact = [r for r in overlapping if known[r] == ids]
@@ -304,7 +339,7 @@ def name_sockets(
             real = dial_path(paths, p)
             name = (registered.get(real) or claimed.get(real)) if real else None
             if name is None and (p.registry is None or p.registry.type == DEVICE_PLUGIN_TYPE):
-                name = infer_resource((d.id for d in p.devices), known)
+                name = infer_resource(DeviceList.of(p.devices).ids, known)
             if name is not None:
                 p = replace(p, resource=name)
         out.append(p)

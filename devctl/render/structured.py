@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from enum import Enum
 from typing import Any
 
@@ -42,6 +42,8 @@ def plain(value: Any) -> Any:
     if names is None:
         if isinstance(value, Enum):
             return value.value
+        if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):  # a DeviceList
+            return [plain(v) for v in value]
         if not dataclasses.is_dataclass(kind):
             return value
         names = _FIELDS[kind] = tuple(f.name for f in dataclasses.fields(kind))
@@ -73,6 +75,69 @@ def to_json(doc: dict[str, Any]) -> str:
             parts.append(f"  {dumps(key)}: [\n    {rows}\n  ]")
         else:
             parts.append(f"  {dumps(key)}: {dumps(value)}")
+    return escape_quoted("{\n" + ",\n".join(parts) + "\n}\n")
+
+
+def _fields(value: Any) -> Any:
+    """What json's C encoder cannot encode itself, one level deep: a dataclass as a dict of its fields.
+
+    The encoder then walks the fields' tuples, strings and numbers in C, and
+    calls back only for the next dataclass: the same JSON as ``plain`` makes,
+    without building the plain copy first.
+    """
+    kind = type(value)
+    names = _FIELDS.get(kind)
+    if names is None:
+        if isinstance(value, Enum):
+            return value.value
+        if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):  # a DeviceList
+            return list(value)
+        if not dataclasses.is_dataclass(kind):
+            raise TypeError(f"{kind.__name__} is not JSON")
+        names = _FIELDS[kind] = tuple(f.name for f in dataclasses.fields(kind))
+    return {name: getattr(value, name) for name in names}
+
+
+def _is_rows(value: Any) -> bool:
+    return (
+        isinstance(value, (list, tuple))
+        and bool(value)
+        and (isinstance(value[0], dict) or dataclasses.is_dataclass(value[0]))
+    )
+
+
+def _encoder() -> Callable[[Any], str]:
+    """``JSONEncoder(ensure_ascii=False, default=_fields).encode``, its C encoder made once, not once per row.
+
+    ``JSONEncoder.encode`` builds a new C encoder on every call: per row of
+    50,000 that was a third of the time.
+    """
+    from json import encoder as std
+
+    if std.c_make_encoder is None:
+        return json.JSONEncoder(ensure_ascii=False, default=_fields).encode
+    # The arguments JSONEncoder.iterencode passes for these settings (markers: check_circular).
+    make = std.c_make_encoder({}, _fields, std.encode_basestring, None, ": ", ", ", False, False, True)
+    return lambda value: "".join(make(value, 0))
+
+
+def json_document(body: Any, errors: Iterable[SourceError] | None = None) -> str:
+    """``to_json(document(body, errors))``, written by json's C encoder straight from the view's dataclasses.
+
+    50,000 pods are a million plain values: building them first took seconds.
+    """
+    encode = _encoder()
+    top = _fields(body) if dataclasses.is_dataclass(body) else dict(body)
+    if errors is not None:
+        top["errors"] = tuple(errors)
+    parts = []
+    for key, value in top.items():
+        name = encode(str(key))
+        if _is_rows(value):
+            rows = ",\n    ".join(map(encode, value))
+            parts.append(f"  {name}: [\n    {rows}\n  ]")
+        else:
+            parts.append(f"  {name}: {encode(value)}")
     return escape_quoted("{\n" + ",\n".join(parts) + "\n}\n")
 
 

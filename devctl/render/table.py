@@ -366,7 +366,9 @@ def checkpoint_table(view: CheckpointView, style: TableStyle) -> str:
             return ""
         fmt = view.format + (" (the flat DeviceIDs of Kubernetes <= 1.19)" if view.format == "v1" else "")
         verdict = "ok" if view.checksum_ok else paint("MISMATCH", "red", style.color)
-        if not view.checksum_ok and view.checksum is not None:
+        if view.checksum_ok is None:  # too large to verify: the warning above says why
+            verdict = paint("not verified", "yellow", style.color)
+        elif not view.checksum_ok and view.checksum is not None:
             verdict += f" (stored {view.checksum}, computed {view.computed_checksum}: the kubelet would start empty)"
         import textwrap
 

@@ -117,10 +117,10 @@ class FromKnownIds:
         self._ttl = ttl
         self._lock = asyncio.Lock()
         self._at = -1e9
-        self._known: dict[str, set[str]] = {}
+        self._known: Mapping[str, set[str]] = {}
         self._claimed: Mapping[str, str] = {}
 
-    async def _ids(self) -> tuple[dict[str, set[str]], Mapping[str, str]]:
+    async def _ids(self) -> tuple[Mapping[str, set[str]], Mapping[str, str]]:
         from devctl.collect import claimed_sockets, collect
         from devctl.model import CHECKPOINT, POD_RESOURCES
 

@@ -72,7 +72,7 @@ def sources_line(view: NodeView) -> str:
     if cp.format is None:
         checkpoint = "checkpoint NOT READ"
     else:
-        verdict = "checksum ok" if cp.checksum_ok else "checksum MISMATCH"
+        verdict = {True: "checksum ok", False: "checksum MISMATCH", None: "checksum not verified"}[cp.checksum_ok]
         checkpoint = f"checkpoint {cp.format} {len(cp.entries)} entries {verdict}"
     return f"{kubelet} · {pods} · {checkpoint}"
 
