@@ -12,6 +12,7 @@ from devctl.escape import escape
 from devctl.model import PluginStatus, SocketStatus
 from devctl.tui.state import DISCONNECTED_STATUS, NodeView
 from devctl.tui.widgets.table import Column, Row, RowSet, RowTable
+from devctl.tui.widgets.text import show_text
 from devctl.units import format_count
 
 COLUMNS = (
@@ -115,6 +116,6 @@ class ResourcesPane(Vertical):
     def show(self, view: NodeView, rows: RowSet) -> None:
         self.table.set_rows(rows)
         errors = errors_text(view)
-        self.query_one("#errors", Static).update(errors)
+        show_text(self.query_one("#errors", Static), errors)
         self.query_one("#errors", Static).display = bool(errors)
-        self.query_one("#sources", Static).update(sources_line(view))
+        show_text(self.query_one("#sources", Static), sources_line(view))

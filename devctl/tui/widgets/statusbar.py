@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from textual.widgets import Static
-
 from devctl.escape import escape
 from devctl.tui.state import NodeView
+from devctl.tui.widgets.text import TextLine
 
 
 def status_text(view: NodeView | None, source: str, live: bool = True) -> str:
@@ -32,7 +31,7 @@ def status_text(view: NodeView | None, source: str, live: bool = True) -> str:
     return f" devctl · {source} · {' · '.join(parts)} · {view.updated:%H:%M:%S}"
 
 
-class StatusBar(Static):
+class StatusBar(TextLine):
     DEFAULT_CSS = """
     StatusBar { height: 1; background: $panel; color: $foreground; text-style: bold; }
     StatusBar.-trouble { background: $error-muted; }
