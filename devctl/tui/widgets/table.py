@@ -6,6 +6,10 @@ a second. This table keeps plain tuples of strings and renders the visible lines
 on demand (the Line API), and a new list of rows replaces the old one at once.
 It then repaints only the lines on screen whose row changed: an update to a
 device out of sight, or a cursor that moves by a row, costs a line or two, not a table.
+
+It has no vertical scroll bar: drawing textual's costs more than the rows it
+stands beside (a quarter of a view switch), and on 10,000 rows its thumb is
+one cell. The header says where the cursor is instead (``1,234/10,000``).
 """
 
 from __future__ import annotations
@@ -97,7 +101,7 @@ class RowTable(ScrollView, can_focus=True):
     """Rows of text with a cursor, a header that stays put and a filter on the text of each row."""
 
     DEFAULT_CSS = """
-    RowTable { height: 1fr; }
+    RowTable { height: 1fr; scrollbar-size-vertical: 0; }
     RowTable > .rowtable--header { text-style: bold; color: $text-accent; }
     RowTable > .rowtable--cursor { background: $block-cursor-background; color: $block-cursor-foreground; }
     RowTable:blur > .rowtable--cursor { background: $block-cursor-blurred-background; }
@@ -309,10 +313,10 @@ class RowTable(ScrollView, can_focus=True):
             return
         lines = {i for i, (old, new) in enumerate(zip(shown, now_shown, strict=True)) if old != new}
         if cursor != now_cursor:
-            lines.update((cursor - top, now_cursor - top))
+            lines.update((cursor - top, now_cursor - top, -1))  # -1: the header, which says where the cursor is
         width = self.size.width
         for i in sorted(lines):
-            if 0 <= i < len(shown):
+            if -1 <= i < len(shown):
                 self.refresh(Region(0, i + 1, width, 1))  # line 0 is the header
 
     def _scroll_to_cursor(self) -> None:
@@ -374,7 +378,7 @@ class RowTable(ScrollView, can_focus=True):
         width = self.scrollable_content_region.width
         scroll_x = round(self.scroll_offset.x)
         if y == 0:
-            return self._strip(self._cells([c.title for c in self.columns]), self._style("header"), scroll_x, width)
+            return self._strip(self._header(scroll_x, width), self._style("header"), 0, width)
         index = round(self.scroll_offset.y) + y - 1
         if not self._visible and y == 1:
             return self._strip(" " + self.empty, self._style("empty"), 0, width)
@@ -385,6 +389,16 @@ class RowTable(ScrollView, can_focus=True):
         if index == self._cursor:
             names.append("cursor")
         return self._strip(self._cells(row.cells), self._style(*names), scroll_x, width)
+
+    def _header(self, scroll_x: int, width: int) -> str:
+        """The column titles, and at the right end, when the rows do not all fit, the cursor's place among them."""
+        text = self._cells([c.title for c in self.columns])[scroll_x : scroll_x + width].ljust(width)
+        if len(self._visible) <= max(self.scrollable_content_region.height - 1, 0):
+            return text
+        place = f" {self._cursor + 1:,}/{len(self._visible):,} "
+        if text.endswith(" " * (len(place) + 1)):
+            return text[: width - len(place)] + place
+        return text
 
     @staticmethod
     def _strip(text: str, style: Style, scroll_x: int, width: int) -> Strip:
