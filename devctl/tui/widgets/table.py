@@ -239,9 +239,8 @@ class RowTable(ScrollView, can_focus=True):
         if tail and self._visible:
             index = len(self._visible) - 1
         else:
-            index = self._index_of(old_key)
-            if index is None:
-                index = min(self._cursor, max(len(self._visible) - 1, 0))
+            found = self._index_of(old_key)
+            index = found if found is not None else min(self._cursor, max(len(self._visible) - 1, 0))
         self._move_to(index, announce=self._key_at(index) != old_key, before=before)
 
     def _index_of(self, key: str | None) -> int | None:
