@@ -147,6 +147,9 @@ async def test_the_header_says_where_the_cursor_is_when_the_rows_do_not_fit() ->
         assert screen_text(app).splitlines()[0].rstrip().endswith("3/10,000")
         await pilot.press("end")
         assert screen_text(app).splitlines()[0].rstrip().endswith("10,000/10,000")
+        app.table.set_rows([*rows(10_000), Row("x", ("x", "free", "-"))])  # one more, out of sight, as narrow
+        await pilot.pause()
+        assert screen_text(app).splitlines()[0].rstrip().endswith("10,000/10,001")
 
 
 async def test_a_changed_row_shows_and_the_others_stay() -> None:

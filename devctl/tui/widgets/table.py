@@ -70,8 +70,8 @@ class Row:
         object.__setattr__(self, "cells", tuple(map(escape, self.cells)))
 
 
-# What a table shows at one moment: the first row on screen, the cursor, the widths and the rows on screen.
-_Window = tuple[int, int, tuple[int, ...], tuple[Row, ...]]
+# What a table shows at one moment: the first row on screen, the cursor, the widths, the rows on screen, how many rows.
+_Window = tuple[int, int, tuple[int, ...], tuple[Row, ...], int]
 
 
 @dataclass(frozen=True)
@@ -301,18 +301,20 @@ class RowTable(ScrollView, can_focus=True):
     def _window(self) -> _Window:
         top = round(self.scroll_offset.y)
         body = max(self.scrollable_content_region.height - 1, 0)
-        return top, self._cursor, self._widths, self._visible[top : top + body]
+        return top, self._cursor, self._widths, self._visible[top : top + body], len(self._visible)
 
     def _repaint(self, before: _Window) -> None:
         """Repaint the lines whose row or cursor changed; every line only when the lines moved or changed width."""
-        top, cursor, widths, shown = before
-        now_top, now_cursor, now_widths, now_shown = self._window()
+        top, cursor, widths, shown, total = before
+        now_top, now_cursor, now_widths, now_shown, now_total = self._window()
         if (top, widths, len(shown)) != (now_top, now_widths, len(now_shown)) or not shown:
             self.refresh()
             return
         lines = {i for i, (old, new) in enumerate(zip(shown, now_shown, strict=True)) if old != new}
         if cursor != now_cursor:
-            lines.update((cursor - top, now_cursor - top, -1))  # -1: the header, which says where the cursor is
+            lines.update((cursor - top, now_cursor - top))
+        if cursor != now_cursor or total != now_total:
+            lines.add(-1)  # the header, which says where the cursor is among how many
         width = self.size.width
         for i in sorted(lines):
             if -1 <= i < len(shown):
