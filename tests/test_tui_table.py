@@ -168,3 +168,14 @@ async def test_a_changed_row_shows_and_the_others_stay() -> None:
         assert lines[4].split() == ["dev-3", "unhealthy", "ns/pod-3/main"]
         assert lines[2].split() == ["dev-1", "free", "ns/pod-1/main"] and app.table.cursor_key == "d1"
         assert lines[5].split() == ["dev-4", "free", "ns/pod-4/main"]
+
+
+async def test_fewer_rows_scroll_back_into_view() -> None:
+    app = TableApp(RowTable(COLUMNS))
+    async with app.run_test(size=(80, 12)) as pilot:
+        app.table.set_rows(rows(100))
+        await pilot.press("end")
+        app.table.set_rows(rows(100)[90:])  # the cursor's row stays; only 10 rows are left
+        await pilot.pause()
+        lines = screen_text(app).splitlines()
+        assert lines[1].split()[0] == "dev-90" and lines[10].split()[0] == "dev-99"

@@ -10,6 +10,8 @@ device out of sight, or a cursor that moves by a row, costs a line or two, not a
 It has no vertical scroll bar: drawing textual's costs more than the rows it
 stands beside (a quarter of a view switch), and on 10,000 rows its thumb is
 one cell. The header says where the cursor is instead (``1,234/10,000``).
+Scrolling is always on (a bar of no width), so rows that come or go never
+make textual lay out the whole screen again, only repaint what changed.
 """
 
 from __future__ import annotations
@@ -101,7 +103,7 @@ class RowTable(ScrollView, can_focus=True):
     """Rows of text with a cursor, a header that stays put and a filter on the text of each row."""
 
     DEFAULT_CSS = """
-    RowTable { height: 1fr; scrollbar-size-vertical: 0; }
+    RowTable { height: 1fr; overflow-y: scroll; scrollbar-size-vertical: 0; }
     RowTable > .rowtable--header { text-style: bold; color: $text-accent; }
     RowTable > .rowtable--cursor { background: $block-cursor-background; color: $block-cursor-foreground; }
     RowTable:blur > .rowtable--cursor { background: $block-cursor-blurred-background; }
@@ -233,8 +235,14 @@ class RowTable(ScrollView, can_focus=True):
             self._natural = self._set.widths
         self._widths = self._fit_widths()
         size = Size(self._line_width(), len(self._visible) + 1)
-        if size != self.virtual_size:  # a new size lays the screen out again: only when it is new
+        if size.width != self.virtual_size.width:  # a horizontal scroll bar may come or go: lay the screen out
             self.virtual_size = size
+        elif size != self.virtual_size:
+            # Only more or fewer rows (a log that grows): the vertical scroll bar is always there and has no
+            # width, so nothing else moves and the screen needs no new layout, only the lines that changed.
+            self.set_reactive(RowTable.virtual_size, size)
+            if self.scroll_y > self.max_scroll_y:  # fewer rows than the screen scrolled past
+                self.scroll_to(y=self.max_scroll_y, animate=False, force=True, immediate=True)
         old_key = self._cursor_key
         if tail and self._visible:
             index = len(self._visible) - 1
