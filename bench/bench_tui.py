@@ -290,10 +290,13 @@ than 400 ms at p99 on this machine. In order of what each step bought:
    One-line text now only repaints its line (`widgets/text.py`). A table compares the rows on screen before and
    after an update and repaints only the lines whose row changed: a device out of sight costs nothing, a cursor
    key two lines and the header. A scroll happens in the same frame as the cursor move, not one frame later.
-   The main thread's CPU for a cursor key halved (11.8 to 5.8 ms on the loaded machine, `time.thread_time`).
+   The main thread's CPU for a cursor key went from 11.8 to 5.8 ms on the loaded machine and from 7.9 to 4.4 ms
+   at load 3 (`time.thread_time`); in bench_tui at load 2-4, from 7.7-9.1 to 5.3-5.9 ms.
 8. The table has no vertical scroll bar: textual draws it line by line with styles blended for each, again at every
-   restyle (focus moves on every view switch), and it was a quarter of a view switch's CPU (57-63 ms to 39-44 ms
-   on the loaded machine). The header says where the cursor is instead (`1,234/10,000`) when the rows do not fit.
+   restyle (focus moves on every view switch). On the loaded machine (load 15) a view switch's CPU went from
+   57-63 ms to 39-44 ms with it gone, but at load 3 the same harness shows 31.3 ms before all of 3-8 and 29.8 ms
+   after: most of that was the loaded machine, and a view switch stays about 30-45 ms of CPU, nearly all of it
+   textual's. The header says where the cursor is instead (`1,234/10,000`) when the rows do not fit.
 9. More or fewer rows no longer lay the screen out: textual lays out the whole screen whenever a widget's virtual
    size changes, so the event log on screen, growing four times a second at 20 updates/s, laid out and rendered
    the whole screen four times a second. Scrolling is now always on (the bar has no width), so only the table's
@@ -303,21 +306,29 @@ Switching views is mostly textual's own work: the TabbedContent's tabs, underlin
 and a render of the whole screen, and a restyle of the two tables whose focus changes; textual's Footer, which
 builds a widget per key on every focus change, was replaced by one line of text, which halved it.
 
-Before and after steps 3 (widths), 7 and 8 (not 9), the same bench alternated on the same machine (2 CPUs shared with
-other work, load average 12-16 throughout, so every figure is several times what a quiet machine shows):
+Before (the code these steps started from) and after, the same bench alternated on the same machine (2 CPUs
+shared with other work): runs 1 and 2 at load 12-16 (after: steps 3, 7 and 8), runs 3 to 5 at load 1.5-4 (after:
+every step). The last column but one is the CPU of the app's thread per key / per view switch at the median.
 
-| | key p50 | key p95 | switch p50 | switch p95 | loop lag p99 | DRA key p95 |
-|---|---|---|---|---|---|---|
-| before (run 1, load 12.4) | 68.2 ms | 191.3 ms | 656.7 ms | 1348.7 ms | 667.3 ms | 104.5 ms |
-| after (run 1, load 13.6) | 15.8 ms | 100.1 ms | 331.2 ms | 588.4 ms | 338.3 ms | 35.0 ms |
-| before (run 2, load 16.2) | 34.5 ms | 263.0 ms | 221.4 ms | 325.5 ms | 264.9 ms | 86.7 ms |
-| after (run 2, load 13.5) | 6.7 ms | 95.3 ms | 109.2 ms | 276.7 ms | 126.5 ms | 51.6 ms |
+| | key p50 | key p95 | switch p50 | switch p95 | loop lag p99 | CPU key / switch | DRA key p95 |
+|---|---|---|---|---|---|---|---|
+| before (run 1, load 12.4) | 68.2 ms | 191.3 ms | 656.7 ms | 1348.7 ms | 667.3 ms | | 104.5 ms |
+| after (run 1, load 13.6) | 15.8 ms | 100.1 ms | 331.2 ms | 588.4 ms | 338.3 ms | | 35.0 ms |
+| before (run 2, load 16.2) | 34.5 ms | 263.0 ms | 221.4 ms | 325.5 ms | 264.9 ms | | 86.7 ms |
+| after (run 2, load 13.5) | 6.7 ms | 95.3 ms | 109.2 ms | 276.7 ms | 126.5 ms | | 51.6 ms |
+| before (run 3, load 2.0) | 10.6 ms | 39.9 ms | 51.8 ms | 184.2 ms | 76.6 ms | 7.7 / 36.9 ms | 29.9 ms |
+| after (run 3, load 2.0) | 9.5 ms | 54.6 ms | 108.8 ms | 211.7 ms | 123.7 ms | 5.3 / 40.3 ms | 16.0 ms |
+| after (run 4, load 4.0) | 10.9 ms | 37.0 ms | 85.9 ms | 269.7 ms | 118.7 ms | 5.9 / 47.0 ms | 13.8 ms |
+| before (run 4, load 3.6) | 13.6 ms | 45.0 ms | 75.0 ms | 229.5 ms | 99.2 ms | 9.1 / 40.3 ms | 12.1 ms |
+| after (run 5, load 1.8) | 4.5 ms | 25.3 ms | 41.8 ms | 59.4 ms | 67.8 ms | 4.3 / 28.0 ms | 7.8 ms |
+| before (run 5, load 1.5) | 11.4 ms | 114.3 ms | 55.4 ms | 121.6 ms | 83.7 ms | 9.6 / 47.3 ms | 10.8 ms |
 
-On this shared machine the targets (key p95 < 50 ms, switch p95 < 100 ms) could not be shown: at a load average
-of 12-16 on 2 CPUs each millisecond of CPU the app needs takes several on the clock, and a view switch still costs
-about 40 ms of CPU (textual's layout and render of the whole screen, its tabs and the restyle of two tables). The
-CPU per key and per switch, and the ratio before/after above, are the figures this machine can vouch for; run the
-command at the top on a quiet machine for the percentiles.
+A key costs about half the CPU it did. At load 1.5-1.8 (run 5, the quietest this machine was) both targets held
+after and neither before: key p95 114 to 25 ms, view switch p95 122 to 59 ms. At load 2-4 (runs 3 and 4) other
+work still decided the tails: a view switch is 30-45 ms of CPU, nearly all textual's (the layout and render of
+the whole screen, its tabs, the restyle of the two tables whose focus changes), and the switch p95 was about
+200 ms before and after. At load 12-16 nothing is near the targets; there the medians and the CPU per key are
+what the comparison can vouch for. Run the command at the top on a quiet machine for the percentiles.
 
 The DRA node's drivers are found and probed by each poll; whether their health streams are also followed by the
 app depends on the TUI's wiring (`NodeFeed`), and the row measures whatever that wiring does.

@@ -7,9 +7,9 @@ on demand (the Line API), and a new list of rows replaces the old one at once.
 It then repaints only the lines on screen whose row changed: an update to a
 device out of sight, or a cursor that moves by a row, costs a line or two, not a table.
 
-It has no vertical scroll bar: drawing textual's costs more than the rows it
-stands beside (a quarter of a view switch), and on 10,000 rows its thumb is
-one cell. The header says where the cursor is instead (``1,234/10,000``).
+It has no vertical scroll bar: textual draws its bar line by line, again at
+every restyle (focus moves with every view switch), and on 10,000 rows its
+thumb is one cell. The header says where the cursor is instead (``1,234/10,000``).
 Scrolling is always on (a bar of no width), so rows that come or go never
 make textual lay out the whole screen again, only repaint what changed.
 """
