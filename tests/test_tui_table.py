@@ -133,3 +133,49 @@ async def test_ten_thousand_rows() -> None:
         assert app.table.cursor_key == "d9999" and "dev-9999" in screen_text(app)
         await pilot.press("pageup")
         assert app.table.cursor_key == "d9970"
+
+
+async def test_the_header_says_where_the_cursor_is_when_the_rows_do_not_fit() -> None:
+    # No scroll bar (it cost a quarter of a view switch): the header says the cursor's place instead.
+    app = TableApp(RowTable(COLUMNS))
+    async with app.run_test(size=(80, 12)) as pilot:
+        app.table.set_rows(rows(5))
+        await pilot.pause()
+        assert "/5" not in screen_text(app).splitlines()[0]  # everything fits: nothing to say
+        app.table.set_rows(rows(10_000))
+        await pilot.press("down", "down")
+        assert screen_text(app).splitlines()[0].rstrip().endswith("3/10,000")
+        await pilot.press("end")
+        assert screen_text(app).splitlines()[0].rstrip().endswith("10,000/10,000")
+        app.table.set_rows([*rows(10_000), Row("x", ("x", "free", "-"))])  # one more, out of sight, as narrow
+        await pilot.pause()
+        assert screen_text(app).splitlines()[0].rstrip().endswith("10,000/10,001")
+
+
+async def test_a_changed_row_shows_and_the_others_stay() -> None:
+    # Only the lines whose row changed are repainted: what is on screen must still be exactly the rows.
+    app = TableApp(RowTable(COLUMNS))
+    async with app.run_test(size=(80, 12)) as pilot:
+        before = rows(100)
+        app.table.set_rows(before)
+        await pilot.press("down")
+        changed = list(before)
+        changed[3] = Row("d3", ("dev-3", "unhealthy", "ns/pod-3/main"), "bad")
+        changed[50] = Row("d50", ("dev-50", "unhealthy", "-"), "bad")  # out of sight
+        app.table.set_rows(changed)
+        await pilot.pause()
+        lines = screen_text(app).splitlines()
+        assert lines[4].split() == ["dev-3", "unhealthy", "ns/pod-3/main"]
+        assert lines[2].split() == ["dev-1", "free", "ns/pod-1/main"] and app.table.cursor_key == "d1"
+        assert lines[5].split() == ["dev-4", "free", "ns/pod-4/main"]
+
+
+async def test_fewer_rows_scroll_back_into_view() -> None:
+    app = TableApp(RowTable(COLUMNS))
+    async with app.run_test(size=(80, 12)) as pilot:
+        app.table.set_rows(rows(100))
+        await pilot.press("end")
+        app.table.set_rows(rows(100)[90:])  # the cursor's row stays; only 10 rows are left
+        await pilot.pause()
+        lines = screen_text(app).splitlines()
+        assert lines[1].split()[0] == "dev-90" and lines[10].split()[0] == "dev-99"

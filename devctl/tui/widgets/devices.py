@@ -11,6 +11,7 @@ from devctl.escape import escape
 from devctl.tui.state import NodeView
 from devctl.tui.widgets.resources import numa_list
 from devctl.tui.widgets.table import Column, Row, RowSet, RowTable
+from devctl.tui.widgets.text import show_text
 from devctl.units import UNKNOWN_COUNT, format_count
 
 COLUMNS = (
@@ -80,5 +81,5 @@ class DevicesPane(Vertical):
         return self.query_one(RowTable)
 
     def show(self, view: NodeView, resource: str | None, rows: RowSet | None) -> None:
-        self.query_one("#devices-title", Static).update(title_text(view, resource))
+        show_text(self.query_one("#devices-title", Static), title_text(view, resource))
         self.table.set_rows(rows or ())

@@ -7,7 +7,7 @@ does the same job for a keyboard-first tool.
 
 from __future__ import annotations
 
-from textual.widgets import Static
+from devctl.tui.widgets.text import TextLine
 
 COMMON_HEAD = (("Tab", "view"), ("/", "filter"), ("r", "refresh"))
 COMMON_TAIL = (("?", "help"), ("q", "quit"))
@@ -34,7 +34,7 @@ def keys_text(view: str, controllable: bool, live: bool = True) -> str:
     return " " + "  ".join(f"{key} {what}" for key, what in (*keys, *COMMON_TAIL))
 
 
-class KeyBar(Static):
+class KeyBar(TextLine):
     DEFAULT_CSS = "KeyBar { height: 1; background: $panel; color: $text-muted; }"
 
     def __init__(self, live: bool = True) -> None:

@@ -13,6 +13,7 @@ from devctl.model import PluginStatus, SocketStatus
 from devctl.tui.state import NodeView
 from devctl.tui.widgets.edge import EdgeTable
 from devctl.tui.widgets.table import Column, Row, RowSet, RowTable
+from devctl.tui.widgets.text import show_text
 from devctl.units import format_count
 
 COLUMNS = (
@@ -116,6 +117,6 @@ class ResourcesPane(Vertical):
     def show(self, view: NodeView, rows: RowSet) -> None:
         self.table.set_rows(rows)
         errors = errors_text(view)
-        self.query_one("#errors", Static).update(errors)
+        show_text(self.query_one("#errors", Static), errors)
         self.query_one("#errors", Static).display = bool(errors)
-        self.query_one("#sources", Static).update(sources_line(view))
+        show_text(self.query_one("#sources", Static), sources_line(view))

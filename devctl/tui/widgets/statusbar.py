@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from textual.widgets import Static
-
 from devctl.escape import escape
 from devctl.model import PluginStatus
 from devctl.tui.state import NodeView
+from devctl.tui.widgets.text import TextLine
 
 
 def _counts(view: NodeView) -> list[tuple[str, str]]:
@@ -64,7 +63,7 @@ def status_text(view: NodeView | None, source: str, live: bool = True, width: in
     return " " + _cut(source, max(width - len(tail) - 1, 8)) + tail
 
 
-class StatusBar(Static):
+class StatusBar(TextLine):
     DEFAULT_CSS = """
     StatusBar { height: 1; background: $panel; color: $foreground; text-style: bold; }
     StatusBar.-trouble { background: $error-muted; }
