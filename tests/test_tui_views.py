@@ -234,21 +234,6 @@ async def test_help_fits_80_by_24_and_names_every_view(sim: SimNode) -> None:  #
             assert word in text, word
 
 
-async def test_dra_feed_follows_a_driver_that_registers_later(sim: SimNode) -> None:  # noqa: F811
-    """The live feed asks the drivers' health streams through the watch layer; a driver is found by its name."""
-    from devctl.tui.dra import dra_events
-
-    names: set[str] = set()
-    events = dra_events(sim.paths, 2.0, lambda: names)
-    first = asyncio.ensure_future(events.__anext__())
-    await asyncio.sleep(0.3)
-    assert not first.done()  # no driver named yet: nothing followed
-    names.add(DRIVER)
-    item = await asyncio.wait_for(first, 10)
-    await events.aclose()
-    assert isinstance(item, WatchEvent) and item.resource == DRIVER and item.event == "snapshot"
-
-
 async def test_demo_keys_flip_a_dra_device_through_its_health_stream(sim: SimNode) -> None:  # noqa: F811
     """As `devctl demo` wires it: the DRA driver of the simulated node is under h, a and x too."""
     from devctl.tui.dra import DraHandle
@@ -273,6 +258,9 @@ async def test_demo_keys_flip_a_dra_device_through_its_health_stream(sim: SimNod
         line = ("health", DRIVER, "sim-node/gpu-1", "Healthy → Unhealthy · set from the devctl TUI")
         await pilot.press("1")  # the first screen's last events
         await until(pilot, lambda: line in [r.cells[1:] for r in table(app, "recent").rows], "the health event")
+        # once: the TUI's one watch follows the drivers too, nothing else follows them again
+        await pilot.pause(1.0)
+        assert [r.cells[1:] for r in table(app, "recent").rows].count(line) == 1
 
 
 async def test_a_dra_health_event_is_laid_over_the_polled_snapshot(sim: SimNode) -> None:  # noqa: F811

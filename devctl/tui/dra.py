@@ -1,30 +1,24 @@
 """DRA drivers' health streams in the TUI: followed live, and laid over the last polled snapshot.
 
-A DRA driver's ``DRAResourceHealth`` stream is followed by the watch layer's
-``DraFollower`` (``devctl.watch.dra``), the same one ``devctl watch DRIVER``
-uses, so the event log shows the same events with the same words (``snapshot``,
-``health`` with the driver's message, ``disconnected``/``reconnected``). Which
-drivers to follow comes from the polls: every registration socket whose GetInfo
-says ``DRAPlugin``. No widgets here.
+A DRA driver's ``DRAResourceHealth`` stream is followed by the whole-node watch
+(``devctl.watch``: every driver in ``plugins_registry/``, ones that register
+later too), the same one ``devctl watch`` uses, so the event log shows the same
+events with the same words (``snapshot``, ``health`` with the driver's
+message, ``disconnected``/``reconnected``). Here: telling those events apart
+and laying them over the last poll. No widgets here.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from devctl.events import ADDED, HEALTH, REMOVED, WatchEvent
-from devctl.model import HEALTHY, Device, DraDeviceHealth, NodePaths, NodeSnapshot
+from devctl.model import HEALTHY, Device, DraDeviceHealth, NodeSnapshot
 
 if TYPE_CHECKING:
     from devctl.plugin.dra import DraDriver
-
-# How often the set of drivers to follow is looked at again (a driver that registers later is followed too).
-DISCOVER_EVERY = 1.0
-
 
 def is_dra_event(item: object) -> bool:
     """A DRA driver's event: its resource is a driver name, a DNS name with no ``/``.
@@ -33,48 +27,6 @@ def is_dra_event(item: object) -> bool:
     (the kubelet refuses others), so the two never mix.
     """
     return isinstance(item, WatchEvent) and item.resource is not None and "/" not in item.resource
-
-
-def drivers_of(snapshot: NodeSnapshot) -> set[str]:
-    """The DRA drivers registered on the node (registration sockets that answered GetInfo as DRAPlugin)."""
-    from devctl.analyze.claims import live_drivers
-
-    return set(live_drivers(snapshot))
-
-
-async def dra_events(paths: NodePaths, timeout: float, drivers: Callable[[], Iterable[str]]) -> AsyncIterator[object]:
-    """Events of the health streams of every driver ``drivers()`` names, now or later, until the caller stops.
-
-    Each driver is found as the kubelet finds it (``find_drivers``: its
-    registration, its endpoint, its health API versions) and followed with
-    reconnects and backoff; one that offers no health service says so once.
-    """
-    from devctl.watch import Backoff, WatchItem
-    from devctl.watch.dra import DraFollower, find_drivers
-
-    out: asyncio.Queue[WatchItem] = asyncio.Queue()
-    following: set[str] = set()
-    tasks: list[asyncio.Future[None]] = []
-
-    async def discover() -> None:
-        while True:
-            wanted = sorted(set(drivers()) - following)
-            if wanted:
-                for name, driver in (await find_drivers(paths, wanted, timeout)).items():
-                    following.add(name)
-                    follower = DraFollower(out, driver, wait=True, once=False, timeout=timeout, backoff=Backoff())
-                    tasks.append(asyncio.ensure_future(follower.run()))
-            await asyncio.sleep(DISCOVER_EVERY)
-
-    tasks.append(asyncio.ensure_future(discover()))
-    try:
-        while True:
-            yield await out.get()
-    finally:
-        for task in tasks:
-            task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _patched(health: tuple[DraDeviceHealth, ...], events: Sequence[WatchEvent]) -> tuple[DraDeviceHealth, ...]:

@@ -17,7 +17,7 @@ import logging
 import os
 import re
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -182,12 +182,6 @@ class NodeFeed:
 
     def change_token(self) -> object:
         return file_token(self.paths.checkpoint)
-
-    def dra_events(self, drivers: Callable[[], Iterable[str]]) -> AsyncIterator[object]:
-        """The health streams of the DRA drivers ``drivers()`` names (``devctl.tui.dra``), in this process."""
-        from devctl.tui.dra import dra_events
-
-        return dra_events(self.paths, self.timeout, drivers)
 
 
 class WatchStopped(Exception):

@@ -26,7 +26,7 @@ from textual.worker import Worker, WorkerState
 
 from devctl.events import WatchEvent
 from devctl.model import NodeSnapshot
-from devctl.tui.dra import drivers_of, is_dra_event, with_dra_health
+from devctl.tui.dra import is_dra_event, with_dra_health
 from devctl.tui.feeds import Feed, LogCapture
 from devctl.tui.state import LogLine, NodeView, build_view, event_line, view_changes
 
@@ -155,7 +155,6 @@ class NodeSource(Widget):
         self._polled_once = threading.Event()
         # socket -> resource from every poll so far (see _resolve); replaced whole, never mutated, across threads
         self._names: dict[str, str | None] = {}
-        self._drivers: frozenset[str] = frozenset()  # DRA drivers registered, from every poll so far; replaced whole
         self._stopping = threading.Event()
         self._loops: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Task[None]]] = {}
         self._loops_lock = threading.Lock()
@@ -321,7 +320,6 @@ class NodeSource(Widget):
 
         learned = {socket: name for socket, name in socket_resources(snapshot).items() if name is not None}
         self._names = {**self._names, **learned}
-        self._drivers = self._drivers | drivers_of(snapshot)
 
     async def _resolve(self) -> dict[str, str | None]:
         # Which resource each socket serves, from the polls so far: no extra RPCs. A socket keeps the name
@@ -333,15 +331,8 @@ class NodeSource(Widget):
         # loop, which an asyncio.Event cannot be, hence a threading.Event looked at briefly.
         while not self._polled_once.is_set():  # noqa: ASYNC110
             await asyncio.sleep(0.05)
-        # DRA health streams on the same loop and the same timeline (a feed that offers them: a live node).
-        dra = getattr(self.feed, "dra_events", None)
-        follow_dra = asyncio.ensure_future(self._follow(dra(lambda: self._drivers))) if dra is not None else None
-        try:
-            await self._follow_plugins()
-        finally:
-            if follow_dra is not None:
-                follow_dra.cancel()
-                await asyncio.gather(follow_dra, return_exceptions=True)
+        # The watch follows the DRA drivers' health streams too, on the same timeline (devctl.watch).
+        await self._follow_plugins()
 
     def _take(self, item: object) -> None:
         self._buffer.append((self._seq, item))
