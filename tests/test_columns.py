@@ -29,6 +29,7 @@ from devctl.model import Device
 from devctl.node.pciids import pci_names
 from devctl.plugin.spec import PluginSpec
 from devctl.sim.scenario import default_scenario
+from devctl.sim.scenario_dra import DraScenario
 from devctl.sim.thread import running_sim
 
 WIDTH = 80
@@ -49,7 +50,7 @@ LONG_NAMES: dict[tuple[str, ...], tuple[str, ...]] = {
     ("doctor",): (),
     ("claims",): (),
     ("cdi",): (CDI_NAME,),  # NAME: a DRA claim's CDI names carry its UID
-    ("who",): (),
+    ("who",): ("inference/embed-0",),  # POD (a DRA claim's holder: who reads DRA devices too)
     ("call", "nvidia.com/gpu", "list"): (),
     ("call", "nvidia.com/gpu", "options"): (),
     ("watch", "--once"): (),
@@ -169,6 +170,7 @@ def two_names(short_root: Path):
         ),
         pods=(),
         processes=(),
+        dra=DraScenario(),  # device plugins only: a driver's lines would come between
     )
     with running_sim(short_root, scenario) as handle:
         yield handle

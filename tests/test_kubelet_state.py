@@ -120,7 +120,7 @@ def test_topo_shows_a_tampered_memory_state_as_one_warning_and_the_rest(sim_node
     ]
     assert len([line for line in r.stderr.splitlines() if "memory_manager_state: checksum" in line]) == 1
     assert "Memory manager:   policy None" in r.stdout and "checksum MISMATCH" in r.stdout
-    assert "CPU manager: policy static" in r.stdout
+    assert "CPU manager:      policy static" in r.stdout
 
 
 @pytest.mark.parametrize(
