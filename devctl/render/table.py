@@ -55,6 +55,11 @@ class TableStyle:
 
 
 def _cell(value: object) -> str:
+    kind = type(value)
+    if kind is str:  # most cells: one check
+        return escape(value) if value else NONE
+    if kind is Styled:
+        return value or NONE
     if value is None or value == "" or value == () or value == []:
         return NONE
     if isinstance(value, Styled):
@@ -78,21 +83,27 @@ def grid(headers: Sequence[str], rows: Iterable[Sequence[object]], style: TableS
         body.insert(0, [h.upper() for h in headers])
     if len({len(row) for row in body}) != 1:  # tabulate fills a short row with empty cells
         return _tabulated(body)
-    columns = list(zip(*body, strict=True))
     widths = []
-    for column in columns:
-        if not "".join(column).isascii():
+    coloured = False
+    for column in zip(*body, strict=True):
+        text = "".join(column)
+        if not text.isascii():
             return _tabulated(body)
-        widths.append(max(len(_SGR.sub("", c)) if "\x1b" in c else len(c) for c in column))
-    last = len(widths) - 1
-    out = []
-    for row in body:
-        line = _GAP.join(
-            c if i == last else c + " " * (widths[i] - (len(_SGR.sub("", c)) if "\x1b" in c else len(c)))
-            for i, c in enumerate(row)
+        if "\x1b" in text:
+            coloured = True
+            widths.append(max(len(_SGR.sub("", c)) for c in column))
+        else:
+            widths.append(max(map(len, column)))
+    if coloured:  # each cell padded by its visible width
+        last = len(widths) - 1
+        lines = (
+            _GAP.join(c if i == last else c + " " * (widths[i] - len(_SGR.sub("", c))) for i, c in enumerate(row))
+            for row in body
         )
-        out.append(line.rstrip())
-    return "\n".join(out) + "\n"
+    else:  # one format per table, one C call per row
+        line = _GAP.join([f"{{:<{w}}}" for w in widths[:-1]] + ["{}"]).format
+        lines = (line(*row) for row in body)
+    return "\n".join([line.rstrip() for line in lines]) + "\n"
 
 
 def _tabulated(body: list[list[str]]) -> str:
