@@ -67,6 +67,15 @@ def test_ls_json_imports_no_table_renderer(tmp_path):
             assert heavy(modules, heavy_part) == [], (command, heavy_part)
 
 
+def test_ls_on_a_node_without_kubelet_imports_no_tabulate(tmp_path):
+    # A table of plain text is written by devctl.render.table itself; tabulate only lays out non-ASCII cells.
+    env = {**os.environ, "DEVCTL_ROOT": str(tmp_path / "empty")}
+    for args in (["ls"], ["devices"], ["pods"], ["ls", "-o", "wide"]):
+        modules = modules_after(args, tmp_path, env=env, entry="start")
+        assert "devctl.render.table" in modules, args  # the warnings are written by it
+        assert heavy(modules, "tabulate") == [], args
+
+
 # Every module of the core as docs/architecture.md draws it; the packages are walked, so a new module is checked too.
 CORE = """
 import importlib, json, pkgutil, sys

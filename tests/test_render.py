@@ -192,3 +192,43 @@ def test_a_list_of_numbers_stays_on_one_line_in_json():
     text = structured.to_json(structured.document(analyze.topology_view(gpu_node())))
     assert '  "shared_pool": [4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 21,' in text
     assert json.loads(text)["shared_pool"][:2] == [4, 5]
+
+
+def _tabulate_grid(headers: list[str], rows: list[list[object]], style: TableStyle) -> str:
+    """What grid printed when tabulate laid out every table: the reference its own writer must match."""
+    from tabulate import DataRow, TableFormat, tabulate
+
+    from devctl.render.table import _cell
+
+    body = [[_cell(v) for v in row] for row in rows]
+    if not body:
+        return ""
+    if style.headers:
+        body.insert(0, [h.upper() for h in headers])
+    fmt = TableFormat(None, None, None, None, DataRow("", "   ", ""), DataRow("", "   ", ""), 0, None)
+    text = tabulate(body, tablefmt=fmt, disable_numparse=True, stralign="left")
+    return "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
+
+
+def test_grid_prints_what_tabulate_printed_for_plain_odd_and_coloured_cells():
+    from devctl.render.table import grid
+
+    odd = [
+        ["a", "", None, " padded ", "trailing   "],
+        ["longer-name", "x\ny", "tab\there", "\x1b[2Jesc", 7],
+        ["3.14", "0001", "-5", "1e3", True],
+        ["ünïcode", "日本語", "\u202ebidi", "é", "z"],
+        [paint("red", "red", True), word("Healthy", True), paint("", "red", True), "plain", paint("n", "dim", True)],
+    ]
+    cases = [
+        (["one"], [["x"]]),
+        (["a", "b"], [["1", "22"], ["333", "4"]]),
+        (["h1", "h2", "h3", "h4", "h5"], odd),
+        (["h1", "h2", "h3", "h4", "h5"], odd[:3] + odd[4:]),  # ASCII only: grid's own writer
+        (["h1", "h2", "h3", "h4", "h5"], [odd[4], odd[0]]),
+        (["a", "b", "c"], [["short"], ["x", "y", "z"]]),  # a short row
+        (["x"], []),
+    ]
+    for headers, rows in cases:
+        for style in (PLAIN, TableStyle(headers=False), TableStyle(color=True)):
+            assert grid(headers, rows, style) == _tabulate_grid(headers, rows, style), (headers, rows, style)

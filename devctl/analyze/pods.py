@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from operator import attrgetter
 
 from devctl.model import ContainerDevices, ContainerResources, NodeSnapshot, PodResources
 
@@ -59,7 +60,7 @@ def pods_view(
         if resource is not None and not view.containers:
             continue
         rows.append(view)
-    return tuple(sorted(rows, key=lambda p: (p.namespace, p.name)))
+    return tuple(sorted(rows, key=attrgetter("namespace", "name")))
 
 
 def find_pod(snapshot: NodeSnapshot, name: str, namespace: str) -> PodResources | None:

@@ -16,6 +16,7 @@ import dataclasses
 import json
 from collections.abc import Callable, Iterable, Sequence
 from enum import Enum
+from operator import attrgetter
 from typing import Any
 
 from devctl.escape import escape_quoted
@@ -23,6 +24,7 @@ from devctl.model import SourceError
 
 _SCALARS = (str, int, float, bool, type(None))
 _FIELDS: dict[type, tuple[str, ...]] = {}
+_GETTERS: dict[type, Callable[[Any], tuple[Any, ...]]] = {}  # _fields's reader of each class's fields
 
 
 def plain(value: Any) -> Any:
@@ -86,8 +88,8 @@ def _fields(value: Any) -> Any:
     without building the plain copy first.
     """
     kind = type(value)
-    names = _FIELDS.get(kind)
-    if names is None:
+    read = _GETTERS.get(kind)
+    if read is None:
         if isinstance(value, Enum):
             return value.value
         if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):  # a DeviceList
@@ -95,7 +97,15 @@ def _fields(value: Any) -> Any:
         if not dataclasses.is_dataclass(kind):
             raise TypeError(f"{kind.__name__} is not JSON")
         names = _FIELDS[kind] = tuple(f.name for f in dataclasses.fields(kind))
-    return {name: getattr(value, name) for name in names}
+        read = _GETTERS[kind] = _reader(names)
+    return dict(zip(_FIELDS[kind], read(value), strict=True))  # read in C: 150,000 objects for 50,000 pods
+
+
+def _reader(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
+    """The values of ``names`` of an object as a tuple (attrgetter gives a bare value for one name)."""
+    if len(names) > 1:
+        return attrgetter(*names)
+    return lambda value: tuple(getattr(value, name) for name in names)
 
 
 def _is_rows(value: Any) -> bool:
