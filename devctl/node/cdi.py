@@ -17,6 +17,7 @@ import json
 import os
 import re
 import stat
+from collections.abc import Callable
 from typing import Any
 
 from devctl.model import CdiDevice, CdiDeviceNode, CdiEdits, CdiMount, CdiSpec, CdiState, ErrorKind
@@ -59,7 +60,15 @@ def _int(value: Any, where: str) -> int | None:
     return value
 
 
-def _edits(obj: Any, where: str) -> CdiEdits:
+# Makes a spec's device node (path, host path, major, minor): as written, or traced to its PCI function.
+_NodeMaker = Callable[[str, str, "int | None", "int | None"], CdiDeviceNode]
+
+
+def _as_written(path: str, host: str, major: int | None, minor: int | None) -> CdiDeviceNode:
+    return CdiDeviceNode(path=path, host_path=host, major=major, minor=minor)
+
+
+def _edits(obj: Any, where: str, node: _NodeMaker) -> CdiEdits:
     if obj is None:
         return CdiEdits()
     obj = _strict(obj, _EDITS, where)
@@ -70,14 +79,9 @@ def _edits(obj: Any, where: str) -> CdiEdits:
         host = n.get("hostPath") or n["path"]
         if not isinstance(host, str):
             raise SpecError(f"{where}.deviceNodes[{i}].hostPath: not a string")
-        nodes.append(
-            CdiDeviceNode(
-                path=n["path"],
-                host_path=host,
-                major=_int(n.get("major"), f"{where}.deviceNodes[{i}].major"),
-                minor=_int(n.get("minor"), f"{where}.deviceNodes[{i}].minor"),
-            )
-        )
+        major = _int(n.get("major"), f"{where}.deviceNodes[{i}].major")
+        minor = _int(n.get("minor"), f"{where}.deviceNodes[{i}].minor")
+        nodes.append((n["path"], host, major, minor))
     mounts = []
     for i, m in enumerate(obj.get("mounts") or ()):
         if (
@@ -94,7 +98,7 @@ def _edits(obj: Any, where: str) -> CdiEdits:
         nets.append(d["hostInterfaceName"])
     return CdiEdits(
         env=_strings(obj.get("env"), f"{where}.env"),
-        device_nodes=tuple(nodes),
+        device_nodes=tuple(node(*n) for n in nodes),  # traced once the spec is known to be valid this far
         mounts=tuple(mounts),
         net_devices=tuple(nets),
     )
@@ -114,8 +118,8 @@ def _yaml(text: str) -> Any:
         raise SpecError(f"not YAML: {getattr(e, 'problem', None) or 'syntax error'}{at}") from None
 
 
-def parse_spec(text: str, path: str, priority: int) -> CdiSpec:
-    """One spec's text (YAML, of which JSON is a part); raises SpecError."""
+def parse_spec(text: str, path: str, priority: int, node: _NodeMaker = _as_written) -> CdiSpec:
+    """One spec's text (YAML, of which JSON is a part); raises SpecError. ``node`` makes each device node."""
     if path.endswith(".json"):
         try:
             data = json.loads(text)
@@ -141,13 +145,15 @@ def parse_spec(text: str, path: str, priority: int) -> CdiSpec:
         if name in seen:
             raise SpecError(f"device {name!r} defined twice")
         seen.add(name)
-        devices.append(CdiDevice(name=name, edits=_edits(d.get("containerEdits"), f"devices[{i}].containerEdits")))
+        devices.append(
+            CdiDevice(name=name, edits=_edits(d.get("containerEdits"), f"devices[{i}].containerEdits", node))
+        )
     return CdiSpec(
         path=path,
         priority=priority,
         kind=kind,
         cdi_version=version,
-        edits=_edits(data.get("containerEdits"), "containerEdits"),
+        edits=_edits(data.get("containerEdits"), "containerEdits", node),
         devices=tuple(devices),
     )
 
@@ -201,50 +207,39 @@ def _numa_node(device_dir: str) -> int | None:
     return numa if numa >= 0 else None
 
 
-def _traced(node: CdiDeviceNode, root: str, sysfs: str) -> CdiDeviceNode:
-    major, minor = node.major, node.minor
-    if major is None or minor is None:
-        try:
-            st = os.stat(in_root(root, node.host_path))
-        except (OSError, OutsideRoot):
-            return node
-        if not stat.S_ISCHR(st.st_mode):
-            return node
-        major, minor = os.major(st.st_rdev), os.minor(st.st_rdev)
-    pci, numa = _pci_of(sysfs, major, minor)
-    return CdiDeviceNode(node.path, node.host_path, major, minor, pci, numa)
+def _tracer(root: str, sysfs: str) -> _NodeMaker:
+    """Device nodes traced through sysfs: major:minor (the spec's, else the host path's ``stat``) to PCI and NUMA."""
+
+    def traced(path: str, host: str, major: int | None, minor: int | None) -> CdiDeviceNode:
+        if major is None or minor is None:
+            try:
+                st = os.stat(in_root(root, host))
+            except (OSError, OutsideRoot):
+                return CdiDeviceNode(path, host, major, minor)
+            if not stat.S_ISCHR(st.st_mode):
+                return CdiDeviceNode(path, host, major, minor)
+            major, minor = os.major(st.st_rdev), os.minor(st.st_rdev)
+        pci, numa = _pci_of(sysfs, major, minor)
+        return CdiDeviceNode(path, host, major, minor, pci, numa)
+
+    return traced
 
 
-def _trace_edits(edits: CdiEdits, root: str, sysfs: str) -> CdiEdits:
-    if not edits.device_nodes:
-        return edits
-    nodes = tuple(_traced(n, root, sysfs) for n in edits.device_nodes)
-    return CdiEdits(env=edits.env, device_nodes=nodes, mounts=edits.mounts, net_devices=edits.net_devices)
-
-
-def read_spec(path: str, priority: int, root: str, sysfs: str) -> CdiSpec:
-    """One spec file, its device nodes traced; a failure is the spec's one-line ``error``."""
+def read_spec(path: str, priority: int, node: _NodeMaker) -> CdiSpec:
+    """One spec file, its device nodes made by ``node`` (traced); a failure is the spec's one-line ``error``."""
     try:
-        spec = parse_spec(_read(path), path, priority)
+        return parse_spec(_read(path), path, priority, node)
     except SpecError as e:
         return CdiSpec(path=path, priority=priority, error=f"{path}: {e}", error_kind=ErrorKind.MALFORMED)
     except FileReadError as e:
         return CdiSpec(path=path, priority=priority, error=str(e), error_kind=e.kind)
-    devices = tuple(CdiDevice(d.name, _trace_edits(d.edits, root, sysfs)) for d in spec.devices)
-    return CdiSpec(
-        path=spec.path,
-        priority=spec.priority,
-        kind=spec.kind,
-        cdi_version=spec.cdi_version,
-        edits=_trace_edits(spec.edits, root, sysfs),
-        devices=devices,
-    )
 
 
 def read_cdi(dirs: tuple[str, ...], root: str, sysfs: str) -> tuple[CdiState, list[tuple[str, ErrorKind]]]:
     """Every spec in ``dirs`` (a missing dir is no spec, as for the runtime) and the dirs that could not be listed."""
     specs: list[CdiSpec] = []
     errors: list[tuple[str, ErrorKind]] = []
+    traced = _tracer(root, sysfs)
     for priority, directory in enumerate(dirs):
         try:
             names = sorted(os.listdir(directory))
@@ -257,5 +252,5 @@ def read_cdi(dirs: tuple[str, ...], root: str, sysfs: str) -> tuple[CdiState, li
             path = os.path.join(directory, name)
             if not name.endswith((".json", ".yaml")) or not os.path.isfile(path):
                 continue
-            specs.append(read_spec(path, priority, root, sysfs))
+            specs.append(read_spec(path, priority, traced))
     return CdiState(dirs=dirs, specs=tuple(specs)), errors
