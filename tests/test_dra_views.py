@@ -137,6 +137,18 @@ def test_ls_and_devices_have_dra_rows(sim_node) -> None:
     assert any(line.startswith(DRIVER) for line in table.splitlines())
 
 
+def test_ls_reads_cdi_specs_only_where_it_shows_numa(sim_node) -> None:
+    """The table has no NUMA column and skips the specs (docs/dra.md); -o wide shows the driver's NUMA through them."""
+    (sim_node.root / "etc/cdi").mkdir(parents=True, exist_ok=True)
+    (sim_node.root / "etc/cdi/broken.yaml").write_text("cdiVersion: [\n")
+    table = devctl(sim_node.root, "ls")
+    wide = devctl(sim_node.root, "ls", "-o", "wide")
+    assert table.exit_code == wide.exit_code == 0, wide.stderr
+    assert "broken.yaml" not in table.stderr and "broken.yaml" in wide.stderr
+    (line,) = [line.split() for line in wide.stdout.splitlines() if line.startswith(DRIVER)]
+    assert "0,1" in line
+
+
 def test_pods_and_get_give_each_claim_device_its_health_and_numa(sim_node) -> None:
     pods = devctl(sim_node.root, "pods", "-n", "ml", "--pod", "train-1", "-o", "json").json["pods"]
     got = devctl(sim_node.root, "get", "train-1", "-n", "ml", "-o", "json").json

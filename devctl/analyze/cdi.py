@@ -106,6 +106,19 @@ class Resolver:
             for i, d in enumerate(spec.devices):
                 self._by_name.setdefault(f"{spec.kind}={d.name}", []).append((spec, i))
 
+    def device_nodes(self, name: str) -> tuple[CdiDeviceNode, ...] | None:
+        """The device nodes of ``name`` when it resolves, else None: what a claim's NUMA needs, nothing more made."""
+        found = self._by_name.get(name)
+        if not found:
+            return None
+        if len(found) > 1:
+            top = max(spec.priority for spec, _ in found)
+            found = [(spec, i) for spec, i in found if spec.priority == top]
+            if len(found) > 1:
+                return None  # a conflict
+        spec, i = found[0]
+        return spec.edits.device_nodes + spec.devices[i].edits.device_nodes
+
     def resolve(self, name: str, used_by: Iterable[CdiUse] = ()) -> CdiName:
         found = self._by_name.get(name)
         if not found:
@@ -133,9 +146,9 @@ def resolver(snapshot: NodeSnapshot) -> Resolver:
     return Resolver(snapshot.cdi.specs if snapshot.cdi else ())
 
 
-def numa_of(resolved: Iterable[CdiName]) -> tuple[int, ...]:
-    """The NUMA nodes of the device nodes behind resolved names (sysfs through their major:minor)."""
-    return tuple(sorted({n.numa_node for r in resolved for n in r.device_nodes if n.numa_node is not None}))
+def numa_of_nodes(nodes: Iterable[CdiDeviceNode]) -> tuple[int, ...]:
+    """The NUMA nodes of device nodes (sysfs through their major:minor), sorted, each once."""
+    return tuple(sorted({n.numa_node for n in nodes if n.numa_node is not None}))
 
 
 def cdi_view(snapshot: NodeSnapshot, names: Iterable[str] | None = None) -> CdiView:

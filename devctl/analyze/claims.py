@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from devctl.analyze.cdi import RESOLVED, Resolver, numa_of, resolver
+from devctl.analyze.cdi import Resolver, numa_of_nodes, resolver
 from devctl.model import ClaimDevice, DraDeviceHealth, NodeSnapshot, PluginStatus, PodResources
 
 PREPARED = "prepared"
@@ -173,7 +173,7 @@ def _device(
 ) -> ClaimDeviceRow:
     h = health.get((driver, pool, device))
     cdi_devices = tuple(cdi_devices)
-    resolved = [cdi.resolve(n) for n in cdi_devices]
+    nodes = [cdi.device_nodes(n) for n in cdi_devices]  # None: not resolved
     return ClaimDeviceRow(
         driver=driver,
         pool=pool,
@@ -183,8 +183,8 @@ def _device(
         cdi_devices=tuple(cdi_devices),
         health=h.health if h else None,
         health_message=(h.message or None) if h else None,
-        numa_nodes=numa_of(r for r in resolved if r.status == RESOLVED),
-        cdi_resolved=all(r.status == RESOLVED for r in resolved) if resolved else None,
+        numa_nodes=numa_of_nodes(n for ns in nodes if ns is not None for n in ns),
+        cdi_resolved=all(ns is not None for ns in nodes) if nodes else None,
     )
 
 
@@ -218,8 +218,8 @@ def with_claim_health(pods: tuple[PodResources, ...], snapshot: NodeSnapshot) ->
 
     def device(d: ClaimDevice) -> ClaimDevice:
         h = health.get((d.driver, d.pool, d.device))
-        resolved = [r for r in (cdi.resolve(n) for n in d.cdi_devices) if r.status == RESOLVED]
-        return replace(d, health=h.health if h else None, numa_nodes=numa_of(resolved))
+        nodes = (n for name in d.cdi_devices for n in cdi.device_nodes(name) or ())
+        return replace(d, health=h.health if h else None, numa_nodes=numa_of_nodes(nodes))
 
     out = []
     for p in pods:

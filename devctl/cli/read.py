@@ -44,14 +44,16 @@ ResourcesArg = Annotated[
 DEFAULT_NAMESPACE = "default"
 
 
-def _dra_sources() -> set[str]:
+def _dra_sources(numa: bool = True) -> set[str]:
     """Read beside a view's own sources for its DRA rows (claims from dra_manager_state, NUMA through CDI specs).
 
+    The CDI specs only when the view shows NUMA nodes (``numa``): a node with
+    1,000 claims has 1,000 spec files, most of `ls`'s cost (docs/dra.md).
     A function, not a constant: the names live in devctl.model, which the commands import and `--help` does not.
     """
     from devctl import analyze
 
-    return {analyze.DRA_CHECKPOINT, analyze.CDI, analyze.IDENTITIES}
+    return {analyze.DRA_CHECKPOINT, analyze.IDENTITIES} | ({analyze.CDI} if numa else set())
 
 
 def _unknown_resources(asked: list[str] | None, snap: NodeSnapshot) -> list[str]:
@@ -128,7 +130,9 @@ def ls(
 
     def once() -> None:
         sources = {analyze.POD_RESOURCES, analyze.PLUGINS, analyze.CHECKPOINT}
-        snap = node_snapshot(ctx, sources | _dra_sources())
+        # The table has no NUMA column (-o wide has), the one thing `ls` takes from CDI specs.
+        numa = output not in (Output.table, Output.name) or sort_by is not None
+        snap = node_snapshot(ctx, sources | _dra_sources(numa))
         rows = sort_rows(analyze.resources_view(snap, resources), sort_by)
 
         def table(style: TableStyle) -> str:

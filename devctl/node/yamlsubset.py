@@ -26,6 +26,9 @@ _IMPLICIT = yaml.resolver.Resolver.yaml_implicit_resolvers
 _DECIMAL = re.compile(r"[-+]?(0|[1-9][0-9]*)\Z")  # YAML 1.1 reads 010 as octal: not here
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*\Z")
 _SPECIAL = set("'\"[]{}&*!|>%@`#\t")
+# Text of printable ASCII lines and none of _SPECIAL: each line's own checks below are then known to pass.
+_PLAIN_TEXT = re.compile(r"[ $()+,\-./0-9:;<=?A-Z\\^_a-z~\n]*\Z")
+_keys: dict[str, bool] = {}  # mapping keys seen: whether each is a plain string key (specs repeat a dozen)
 _scalars: dict[str, Any] = {}  # plain scalars a resolver matches, as the safe loader reads them
 
 
@@ -65,17 +68,19 @@ class _Lines:
 
     def __init__(self, text: str):
         lines = []
+        plain = _PLAIN_TEXT.match(text) is not None  # one scan of the whole text instead of two per line
         for raw in text.split("\n"):
             line = raw.rstrip(" \r")
             if not line:
                 continue
             content = line.lstrip(" ")
             if (
-                not content.isprintable()  # control characters, YAML's other line breaks, a BOM
-                or _SPECIAL.intersection(content)
-                or content.startswith(("---", "...", "? "))
-                or content == "?"
-            ):
+                not plain
+                and (
+                    not content.isprintable()  # control characters, YAML's other line breaks, a BOM
+                    or _SPECIAL.intersection(content)
+                )
+            ) or (content[0] in "-.?" and (content.startswith(("---", "...", "? ")) or content == "?")):
                 raise _Unsupported
             lines.append((len(line) - len(content), content))
         self.lines = lines
@@ -125,9 +130,12 @@ class _Lines:
         return out
 
     def _entry(self, out: dict[str, Any], indent: int, key: str, rest: str) -> None:
-        if not _KEY.match(key) or key in out or ": " in rest or rest.endswith(":"):
-            raise _Unsupported
-        if not isinstance(_scalar(key), str):
+        ok = _keys.get(key)
+        if ok is None:
+            ok = _KEY.match(key) is not None and isinstance(_scalar(key), str)
+            if len(_keys) < 4096:
+                _keys[key] = ok
+        if not ok or key in out or ": " in rest or rest.endswith(":"):
             raise _Unsupported
         out[key] = _scalar(rest) if rest else self._node(indent, in_mapping=True)
 
