@@ -56,6 +56,8 @@ from pathlib import Path
 
 from bench_read import DEVCTL, PYTHON
 
+from devctl.node.columns import varint
+
 HERE = Path(__file__).resolve().parent
 
 RESOURCES = 4
@@ -69,29 +71,22 @@ POD_RSS_RATIO = 3.0
 # --- wire bytes, laid out by joins ---------------------------------------------------------------
 
 
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def _field(number: int, value: bytes) -> bytes:
     """A length-delimited field."""
-    return _varint(number << 3 | 2) + _varint(len(value)) + value
+    return varint(number << 3 | 2) + varint(len(value)) + value
 
 
 def _topology(node: int) -> bytes:
     """TopologyInfo{nodes: [NUMANode{ID: node}]} (the same bytes in both APIs)."""
-    return _field(1, b"\x08" + _varint(node) if node else b"")
+    return _field(1, b"\x08" + varint(node) if node else b"")
 
 
 def _fields(number: int, values: Iterable[bytes]) -> bytes:
     """A repeated length-delimited field: one join."""
-    tag = _varint(number << 3 | 2)
-    return b"".join(tag + _varint(len(v)) + v for v in values)
+    tag = varint(number << 3 | 2)
+    return b"".join(tag + varint(len(v)) + v for v in values)
 
 
 def device_ids(resource: int, count: int) -> list[str]:
@@ -111,7 +106,7 @@ def allocatable(per_plugin: int) -> bytes:
         name = _field(1, f"volume.example/r{k}".encode())
         topologies = [_field(3, _topology(node)) for node in (0, 1)]
         items += [name + _field(2, d.encode()) + topologies[i % 2] for i, d in enumerate(device_ids(k, per_plugin))]
-    cpus = b"".join(_varint(c) for c in range(2, 512))
+    cpus = b"".join(varint(c) for c in range(2, 512))
     return _fields(1, items) + _field(2, cpus)
 
 

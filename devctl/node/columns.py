@@ -27,7 +27,8 @@ from google.protobuf.message import DecodeError, Message
 _MAX_LEN = 1 << 14
 
 
-def _varint(n: int) -> bytes:
+def varint(n: int) -> bytes:
+    """``n`` as a protobuf varint (the benches build wire messages with it too)."""
     out = bytearray()
     while n >= 0x80:
         out.append((n & 0x7F) | 0x80)
@@ -42,7 +43,7 @@ def _tables() -> tuple[tuple[int, ...], tuple[tuple[bytes, ...], ...]]:
 
     Made at the first long list, not at import: every command imports this module.
     """
-    varints = [_varint(n) for n in range(_MAX_LEN)]
+    varints = [varint(n) for n in range(_MAX_LEN)]
     sizes = tuple(1 + len(v) + n for n, v in enumerate(varints))
     heads = tuple(tuple(tag + v for v in varints) for tag in (b"\x0a", b"\x12", b"\x1a"))
     return sizes, heads
