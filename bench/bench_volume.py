@@ -81,8 +81,6 @@ POD_RSS_RATIO = 3.0
 # --- wire bytes, laid out by joins ---------------------------------------------------------------
 
 
-
-
 def _field(number: int, value: bytes) -> bytes:
     """A length-delimited field."""
     return varint(number << 3 | 2) + varint(len(value)) + value
