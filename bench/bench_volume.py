@@ -14,11 +14,16 @@ kubelet does (containerDevicesFromResourceDeviceInstances).
 
 Cases:
 
-- ``devices``: 1,000,000 devices over 4 plugins (250,000 each, NUMA 0 and 1),
-  2,000 pods holding 8 devices each; GetAllocatableResources and the
-  checkpoint's RegisteredDevices list every device. `devctl ls -o json` and
-  `devctl ls`: target < 4 s wall and < 400 MiB peak RSS.
-  ``--all-commands`` adds `devctl devices -o json` (a million rows).
+- ``devices``: 1,000,000 devices over 8 plugins (125,000 each, NUMA 0 and 1;
+  each list under the 4 MiB the kubelet reads, checked here), 2,000 pods
+  holding 8 devices each; GetAllocatableResources and the checkpoint's
+  RegisteredDevices list every device. `devctl ls -o json` and `devctl ls`:
+  target < 4 s wall and < 400 MiB peak RSS. A ninth plugin sends one list
+  above 4 MiB, which the kubelet cannot read (so neither its allocatable list
+  nor the checkpoint has it): every command says so in one line, checked
+  here, and `devctl call --socket big.sock list`, that refusal alone, is
+  timed (target < 1 s). ``--all-commands`` adds `devctl devices -o json` (a
+  million rows).
 - ``pods``: a List reply of 50,000 pods (one container, one device each,
   3.0 MiB; the issue's 5 MiB has longer names). `devctl pods -o json` and `devctl pods`: target < 2 s and a
   peak RSS, above that of the same command on a node with no pods, under 3x
@@ -60,17 +65,20 @@ from devctl.node.columns import varint
 
 HERE = Path(__file__).resolve().parent
 
-RESOURCES = 4
+RESOURCES = 4  # of the pods and checkpoint cases
+PLUGINS = 8  # of the devices case: 125,000 devices each, under the kubelet's 4 MiB
 DEVICE_PODS = 2_000
 PER_CONTAINER = 8
-TARGET_SECONDS = {"devices": 4.0, "pods": 2.0}
+# The devices case's plugin whose list the kubelet cannot read: 5.0 MiB.
+BIG_DEVICES = 200_000
+KUBELET_RECEIVE_BYTES = 4 * 1024 * 1024  # devctl.node.rpc's, not imported: the bench must not depend on it
+TOO_LARGE = "above the 4 MiB the kubelet reads"
+TARGET_SECONDS = {"devices": 4.0, "pods": 2.0, "refusal": 1.0}
 TARGET_MIB = {"devices": 400.0}
 POD_RSS_RATIO = 3.0
 
 
 # --- wire bytes, laid out by joins ---------------------------------------------------------------
-
-
 
 
 def _field(number: int, value: bytes) -> bytes:
@@ -99,10 +107,10 @@ def plugin_list(resource: int, count: int) -> bytes:
     return _fields(1, (_field(1, d.encode()) + tails[i % 2] for i, d in enumerate(device_ids(resource, count))))
 
 
-def allocatable(per_plugin: int) -> bytes:
+def allocatable(per_plugin: int, plugins: int) -> bytes:
     """AllocatableResourcesResponse: a ContainerDevices per device, and CPUs 2-511."""
     items = []
-    for k in range(RESOURCES):
+    for k in range(plugins):
         name = _field(1, f"volume.example/r{k}".encode())
         topologies = [_field(3, _topology(node)) for node in (0, 1)]
         items += [name + _field(2, d.encode()) + topologies[i % 2] for i, d in enumerate(device_ids(k, per_plugin))]
@@ -110,14 +118,14 @@ def allocatable(per_plugin: int) -> bytes:
     return _fields(1, items) + _field(2, cpus)
 
 
-def pod_list(pods: int, containers: int, per_container: int) -> bytes:
+def pod_list(pods: int, containers: int, per_container: int, resources: int = RESOURCES) -> bytes:
     """ListPodResourcesResponse: each container holds ``per_container`` devices, one ContainerDevices each."""
-    taken = [0] * RESOURCES
+    taken = [0] * resources
     out = []
     for p in range(pods):
         cs = []
         for c in range(containers):
-            k = (p * containers + c) % RESOURCES
+            k = (p * containers + c) % resources
             held = [f"r{k}-{i}" for i in range(taken[k], taken[k] + per_container)]
             taken[k] += per_container
             name = _field(1, f"volume.example/r{k}".encode())
@@ -171,20 +179,33 @@ def serve(root: str, case: str, scale: int) -> None:
     alloc = b""
     listed = b""
     note = ""
+    sockets: list[str] = []
     if case == "devices":
-        per_plugin = scale // RESOURCES
-        lists = [plugin_list(k, per_plugin) for k in range(RESOURCES)]
-        alloc = allocatable(per_plugin)
-        listed = pod_list(DEVICE_PODS, 1, PER_CONTAINER)
+        per_plugin = scale // PLUGINS
+        lists = [plugin_list(k, per_plugin) for k in range(PLUGINS)]
+        largest = max(map(len, lists))
+        if largest >= KUBELET_RECEIVE_BYTES:
+            raise SystemExit(f"a plugin list of {largest / 2**20:.1f} MiB: the kubelet could not read it")
+        sockets = [f"r{k}.sock" for k in range(PLUGINS)]
+        # The plugin the kubelet cannot read: not in the allocatable list nor in the checkpoint.
+        big = plugin_list(PLUGINS, BIG_DEVICES)
+        assert len(big) > KUBELET_RECEIVE_BYTES
+        lists.append(big)
+        sockets.append("big.sock")
+        alloc = allocatable(per_plugin, PLUGINS)
+        listed = pod_list(DEVICE_PODS, 1, PER_CONTAINER, PLUGINS)
         entries = []
         for p in range(DEVICE_PODS):
-            k = p % RESOURCES
-            start = (p // RESOURCES) * PER_CONTAINER
+            k = p % PLUGINS
+            start = (p // PLUGINS) * PER_CONTAINER
             held = [f"r{k}-{i}" for i in range(start, start + PER_CONTAINER)]
             entries.append(RawEntry(f"uid-{p:06d}", "c0", f"volume.example/r{k}", {"0": held}, b""))
-        registered = {f"volume.example/r{k}": device_ids(k, per_plugin) for k in range(RESOURCES)}
+        registered = {f"volume.example/r{k}": device_ids(k, per_plugin) for k in range(PLUGINS)}
         write_checkpoint(paths.checkpoint, entries, registered)
-        note = f"plugin lists {sum(map(len, lists)) / 1e6:.0f} MB, allocatable {len(alloc) / 1e6:.0f} MB"
+        note = (
+            f"{PLUGINS} plugin lists of {largest / 2**20:.1f} MiB at most, one of {len(big) / 2**20:.1f} MiB; "
+            f"allocatable {len(alloc) / 1e6:.0f} MB"
+        )
     elif case in ("pods", "empty"):
         listed = pod_list(scale, 1, 1) if case == "pods" else b""
         note = f"List {len(listed) / (1 << 20):.1f} MiB"
@@ -208,11 +229,11 @@ def serve(root: str, case: str, scale: int) -> None:
     options = [("grpc.max_send_message_length", -1)]
     pool = futures.ThreadPoolExecutor(16)
     servers = []
-    for k, reply in enumerate(lists):
+    for name, reply in zip(sockets, lists, strict=True):
         server = grpc.server(pool, options=options)
         handlers = {"GetDevicePluginOptions": unary(b""), "ListAndWatch": stream(reply)}
         server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler("v1beta1.DevicePlugin", handlers)])
-        server.add_insecure_port(f"unix://{paths.plugins_dir}/r{k}.sock")
+        server.add_insecure_port(f"unix://{paths.plugins_dir}/{name}")
         servers.append(server)
     server = grpc.server(pool, options=options)
     handlers = {"List": unary(listed), "GetAllocatableResources": unary(alloc)}
@@ -248,7 +269,7 @@ def decoded_mib(pods: int) -> float:
 # --- the measurement ---------------------------------------------------------------------------------
 
 
-def run_child(argv: list[str], env: dict[str, str]) -> tuple[float, float, float, str]:
+def run_child(argv: list[str], env: dict[str, str], exits: tuple[int, ...] = (0, 1)) -> tuple[float, float, float, str]:
     """Wall seconds, CPU seconds (user + system), peak RSS in MiB and stderr of one child, its stdout discarded.
 
     CPU time is given beside wall time because it moves less when other work
@@ -259,15 +280,17 @@ def run_child(argv: list[str], env: dict[str, str]) -> tuple[float, float, float
     err = proc.stderr.read().decode() if proc.stderr else ""
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
-    if os.waitstatus_to_exitcode(status) not in (0, 1):
+    if os.waitstatus_to_exitcode(status) not in exits:
         raise SystemExit(f"{' '.join(argv)} failed ({os.waitstatus_to_exitcode(status)}): {err.strip()}")
     return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, err
 
 
-def measure(argv: list[str], env: dict[str, str], runs: int) -> tuple[float, float, float, str]:
+def measure(
+    argv: list[str], env: dict[str, str], runs: int, exits: tuple[int, ...] = (0, 1)
+) -> tuple[float, float, float, str]:
     """Median wall and CPU seconds, the highest peak RSS (MiB) of ``runs`` runs after a warm-up, and the stderr."""
-    run_child(argv, env)  # warm the page cache
-    results = [run_child(argv, env) for _ in range(runs)]
+    run_child(argv, env, exits)  # warm the page cache
+    results = [run_child(argv, env, exits) for _ in range(runs)]
     return (
         statistics.median(r[0] for r in results),
         statistics.median(r[1] for r in results),
@@ -283,6 +306,8 @@ COMMANDS = {
     "checkpoint": [["checkpoint", "-o", "json"]],
 }
 ALL_COMMANDS = {"devices": [["devices", "-o", "json"]]}
+# The devices case's refusal alone: the plugin whose list is above the kubelet's 4 MiB (exit 1).
+REFUSAL = ["call", "--socket", "big.sock", "list"]
 
 Row = tuple[str, str, float, float, float, str]
 
@@ -300,17 +325,22 @@ def run_case(case: str, scale: int, args: argparse.Namespace) -> list[Row]:
             raise SystemExit(f"the {case} node did not start")
         print(f"{case}: node ready in {time.perf_counter() - t0:.0f}s; {line[7:].strip()}", flush=True)
         commands = COMMANDS[case] + (ALL_COMMANDS.get(case, []) if args.all_commands else [])
+        if case == "devices":
+            commands = [*commands, REFUSAL]
         for command in commands:
             child = [*DEVCTL, "--timeout", str(args.timeout), *command]
-            wall, cpu, rss, err = measure(child, env, args.runs)
+            refusal = command == REFUSAL
+            wall, cpu, rss, err = measure(child, env, args.runs, (1,) if refusal else (0, 1))
+            if case == "devices" and "-o" not in command and TOO_LARGE not in err:  # JSON has it in "errors"
+                raise SystemExit(f"devctl {' '.join(command)} did not say the list is too large: {err.strip()}")
             name = " ".join(command)
-            rows.append((case, name, wall, cpu, rss, err))
+            rows.append(("refusal" if refusal else case, name, wall, cpu, rss, err))
             print(f"  devctl {name:<22}{wall:>7.2f} s wall{cpu:>7.2f} s CPU{rss:>8.0f} MiB", flush=True)
             for warning in err.splitlines()[:2]:
                 print(f"    stderr: {warning[:150]}")
             if args.profile is not None:
                 out = args.profile / f"{case}-{'-'.join(command)}.prof"
-                run_child([PYTHON, "-m", "cProfile", "-o", str(out), *child[1:]], env)
+                run_child([PYTHON, "-m", "cProfile", "-o", str(out), *child[1:]], env, (0, 1, 3))
     finally:
         node.send_signal(signal.SIGTERM)
         try:

@@ -318,6 +318,16 @@ def _socket_failures(c: _Checkup) -> None:
                 "another program's socket in the plugins dir, or a plugin built for another API version: "
                 "find its owner (ss -xlp | grep SOCKET) and fix or move it",
             )
+        elif row.error_kind == ErrorKind.TOO_LARGE:
+            # The kubelet reads plugins with grpc-go's default 4 MiB receive limit (node/rpc.KUBELET_RECEIVE_BYTES).
+            c.add(
+                ERROR,
+                "plugin-list-too-large",
+                row.socket,
+                f"{row.error}{of}",
+                "the kubelet's ListAndWatch stream fails the same way, so none of these devices become "
+                "allocatable: the plugin must send less (fewer devices per resource, shorter IDs, less topology)",
+            )
         else:
             c.add(
                 ERROR, "plugin-unreachable", row.socket, f"{row.error}{of}", "read the plugin's logs, restart its pod"

@@ -42,7 +42,7 @@ class ErrorKind(str, Enum):
     UNIMPLEMENTED = "unimplemented"  # the server does not offer that RPC or API version
     MALFORMED = "malformed"  # an answer or file that does not parse, or fails its checksum
     RATE_LIMITED = "rate-limited"  # the kubelet's pod-resources rate limit
-    TOO_LARGE = "too-large"  # above a limit devctl documents (docs/safety.md); the rest is still read
+    TOO_LARGE = "too-large"  # above a limit devctl documents or the kubelet keeps (docs/safety.md, Bounds)
     WRONG_API = "wrong-api"  # something answers, but another protocol or service
     OTHER = "other"
 

@@ -5,7 +5,8 @@ async context manager that stops it and removes the socket on exit. They are
 the nodes a troubleshooter actually meets: a kubelet or plugin that accepts and
 never answers, a frozen process, a plugin that dies mid-stream, a socket file
 left behind, a node with thousands of pods, and a server speaking another
-protocol. Use paths under the ``short_root`` fixture.
+protocol, and a plugin whose device list the kubelet cannot read. Use paths
+under the ``short_root`` fixture.
 """
 
 from __future__ import annotations
@@ -285,3 +286,35 @@ async def rate_limited_pod_resources(path: str) -> AsyncIterator[PodResourcesSer
     """
     async with PodResourcesServer(path, _ManyPods(()), rate=0.0, burst=0) as server:
         yield server
+
+
+def too_large_list(devices: int = 200_000) -> bytes:
+    """A ListAndWatchResponse of ``devices`` healthy devices: 200,000 (``big-000000`` …) take 4.4 MiB, above 4 MiB."""
+    return dp.ListAndWatchResponse(
+        devices=[dp.Device(ID=f"big-{i:06d}", health="Healthy") for i in range(devices)]
+    ).SerializeToString()
+
+
+async def _empty(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+    return b""  # an empty message of any type: DevicePluginOptions with every option off
+
+
+@asynccontextmanager
+async def too_large_plugin(path: str, devices: int = 200_000) -> AsyncIterator[grpc.aio.Server]:
+    """A device plugin whose one ListAndWatch message is above gRPC's default 4 MiB receive limit.
+
+    The kubelet reads plugins with that default, so it cannot read this list
+    either. The server sends without limit (``max_send_message_length`` -1);
+    the stream stays open after the list, as a plugin's does. Every unary
+    method answers an empty message.
+    """
+    wire = too_large_list(devices)
+
+    async def once_then_silence(request: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
+        yield wire
+        await asyncio.Event().wait()
+
+    server = grpc.aio.server(options=[("grpc.max_send_message_length", -1)])
+    server.add_generic_rpc_handlers([_EveryMethod(_empty, once_then_silence)])
+    async with _serving(path, server) as s:
+        yield s

@@ -109,10 +109,18 @@ def _spy_columns(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     read: list[bool] = []
     original = columns.columns
 
-    def spy(messages):  # type: ignore[no-untyped-def]
-        cols = original(messages)
-        read.append(cols is not None)
-        return cols
+    def spy(wire):  # type: ignore[no-untyped-def]
+        passes = original(wire)
+        if passes is None:
+            read.append(False)
+            return None
+
+        def each():  # type: ignore[no-untyped-def]
+            for cols in passes:
+                read.append(cols is not None)
+                yield cols
+
+        return each()
 
     monkeypatch.setattr(columns, "columns", spy)
     return read
@@ -128,6 +136,66 @@ def test_a_list_that_repeats_a_field_reads_as_protobuf_reads_it(monkeypatch: pyt
     wire = b"".join(b"\x0a" + bytes([len(m)]) + m for m in (one, other))
     assert convert.device_list(wire) == (Device("g1", "Healthy"), Device("", "Healthy"))
     assert read == [False]
+
+
+def _item(*fields: bytes) -> bytes:
+    """A ListAndWatchResponse's field 1 holding these bytes as one Device."""
+    body = b"".join(fields)
+    return b"\x0a" + columns.varint(len(body)) + body
+
+
+ID, HEALTHY, NUMA0 = b"\x0a\x02g0", b"\x12\x07Healthy", b"\x1a\x04\x0a\x02\x08\x01"
+
+
+@pytest.mark.parametrize(
+    ("items", "by_columns"),
+    [
+        ([_item(ID, HEALTHY, NUMA0), _item(b"\x0a\x02g1", HEALTHY, NUMA0)], True),  # the usual form
+        ([_item(ID, HEALTHY, b"\x1a\x00"), _item(b"\x0a\x02g1", HEALTHY, b"\x1a\x00")], True),  # empty topology
+        ([_item(HEALTHY, ID, NUMA0)], False),  # fields out of order
+        ([_item(ID, HEALTHY, NUMA0, b"\x22\x01x")], True),  # an unknown field, skipped as protobuf skips it
+        ([_item(ID, b"\x22\x01x", HEALTHY, NUMA0)], False),  # ... between known ones
+        ([_item(b"\x0a\x82\x00g0", HEALTHY)], False),  # a length not in its shortest form
+        ([_item(ID, b"\x10\x01", NUMA0), _item(ID, HEALTHY, NUMA0)], False),  # field 2 as a varint
+        ([_item(ID, HEALTHY, NUMA0), _item(ID, NUMA0)], False),  # a field left out of one item
+        ([_item(b"\x0a\x05" + "ü\0é".encode(), HEALTHY), _item(ID, HEALTHY)], True),  # NUL, non-ASCII
+    ],
+)
+def test_columns_are_taken_only_when_they_read_as_protobuf_reads(
+    items: list[bytes], by_columns: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(columns, "LONG", 0)
+    read = _spy_columns(monkeypatch)
+    wire = b"".join(items)
+    assert convert.device_list(wire) == _by_message(wire)
+    assert read == [by_columns]
+
+
+def test_columns_read_in_passes_read_as_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(columns, "LONG", 0)
+    monkeypatch.setattr(columns, "CHUNK", 3)
+    read = _spy_columns(monkeypatch)
+    devices = [
+        dp.Device(ID=f"g{i}", health=("Healthy", "Unhealthy")[i % 3 == 0], topology=_topology(i % 2)) for i in range(10)
+    ]
+    wire = _devices_wire(*devices)
+    assert convert.device_list(wire) == _by_message(wire)
+    assert read == [True] * 4
+    # An item out of order in the second pass: that pass falls back, and the whole list is read message by message.
+    odd = _devices_wire(*devices[:4]) + _item(HEALTHY, b"\x0a\x02g4") + _devices_wire(*devices[5:])
+    assert convert.device_list(odd) == _by_message(odd)
+    assert read[4:] == [True, False]
+    reply = pr.AllocatableResourcesResponse(
+        devices=[
+            pr.ContainerDevices(
+                resource_name=r, device_ids=[f"{r}-{i}"], topology=pr.TopologyInfo(nodes=[pr.NUMANode(ID=i % 2)])
+            )
+            for r in ("a/x", "b/y", "a/x")  # a resource again after another: a run of its own
+            for i in range(5)
+        ],
+        cpu_ids=[3],
+    )
+    assert convert.allocatable_wire(reply.SerializeToString()) == convert.allocatable(reply)
 
 
 def test_a_list_that_is_no_list_is_none() -> None:

@@ -12,9 +12,8 @@ allocatable list and the checkpoint hold one string per device, not three.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from itertools import compress, repeat
-from operator import eq
+from itertools import compress, pairwise, repeat
+from operator import eq, ne
 from sys import intern
 from typing import Any
 
@@ -79,16 +78,16 @@ def device_list(wire: bytes) -> DeviceList | None:
     (``devctl.node.columns``): under a second where a Device object each took
     many. Anything not in the encoders' usual form is read message by message.
     """
-    items = columns.items(wire) if len(wire) >= columns.LONG else None
-    if items is not None:
+    chunks = columns.columns(wire) if len(wire) >= columns.LONG else None
+    if chunks is not None:
         ids: list[str] = []
         healths: list[str] = []
         numa: list[tuple[int, ...]] = []
         try:
-            for cols in columns.chunked(items):
+            for cols in chunks:
                 if cols is None:
                     break
-                ids += map(intern, map(bytes.decode, cols[0]))
+                ids += _ids(cols[0])
                 healths += _strings(cols[1])
                 numa += _numa_column(cols[2], len(cols[0]), dp.TopologyInfo)
             else:
@@ -99,6 +98,19 @@ def device_list(wire: bytes) -> DeviceList | None:
         return devices(dp.ListAndWatchResponse.FromString(wire))
     except DecodeError:
         return None
+
+
+def _ids(column: list[bytes]) -> map[str]:
+    """A column of device IDs decoded (UTF-8; UnicodeDecodeError when one is not) and interned.
+
+    Decoded in one call, joined by NUL and split again, where no ID holds a
+    NUL (a NUL is never part of another character's UTF-8, so the split
+    finds exactly the IDs); else one by one.
+    """
+    joined = b"\0".join(column)
+    if column and joined.count(0) == len(column) - 1:
+        return map(intern, joined.decode().split("\0"))
+    return map(intern, map(bytes.decode, column))
 
 
 def _strings(column: list[bytes]) -> list[str]:
@@ -252,17 +264,17 @@ def allocatable_wire(wire: bytes) -> AllocatableResources | None:
     with a million devices, read a column at a time (``devctl.node.columns``)
     when they are in the usual form, one device ID each.
     """
-    items = columns.items(wire) if len(wire) >= columns.LONG else None
-    if items is not None:
+    chunks = columns.columns(wire) if len(wire) >= columns.LONG else None
+    if chunks is not None:
         resources: list[str] = []
         ids: list[str] = []
         numa: list[tuple[int, ...]] = []
         try:
-            for cols in columns.chunked(items):
+            for cols in chunks:
                 if cols is None:
                     break
                 resources += _strings(cols[0])
-                ids += map(intern, map(bytes.decode, cols[1]))
+                ids += _ids(cols[1])
                 numa += _numa_column(cols[2], len(cols[1]), pr_v1.TopologyInfo)
             else:
                 rest = pr_v1.AllocatableResourcesResponse.FromString(columns.without_items(wire))
@@ -279,31 +291,31 @@ def allocatable_wire(wire: bytes) -> AllocatableResources | None:
         return None
 
 
-# More groups than this and grouping walks the IDs once in Python instead of once per group in C.
-_FEW_GROUPS = 64
+# More runs of one resource than this and grouping walks the IDs once in Python instead of a run at a time in C.
+_MANY_RUNS = 64
 
 
 def _grouped(resources: list[str], ids: list[str], numa: list[tuple[int, ...]]) -> tuple[ContainerDevices, ...]:
     """One ContainerDevices per resource and NUMA nodes, in order of first appearance, IDs in the order given.
 
-    What ``device_groups`` makes of the messages, from columns: each group's
-    IDs picked by ``itertools.compress`` over the key column.
+    What ``device_groups`` makes of the messages, from columns. The kubelet
+    lists a resource's devices together (containerDevicesFromResourceDeviceInstances
+    walks one resource at a time), so the resource column is a few runs: found
+    by comparing the column with itself shifted by one, and within each run the
+    IDs of each NUMA set picked by ``itertools.compress`` (a pass per NUMA set
+    of that run, in C), not a pass per group over the whole list.
     """
-    distinct = list(dict.fromkeys(zip(resources, numa, strict=True)))
-    if len(distinct) > _FEW_GROUPS:
-        groups: dict[tuple[str, tuple[int, ...]], list[str]] = {}
+    n = len(ids)
+    starts = [0, *compress(range(1, n), map(ne, resources[1:], resources[:-1])), n] if n else [0]
+    groups: dict[tuple[str, tuple[int, ...]], list[str]] = {}
+    if len(starts) - 1 > _MANY_RUNS:
         for key, dev_id in zip(zip(resources, numa, strict=True), ids, strict=True):
             groups.setdefault(key, []).append(dev_id)
-        picked: Sequence[tuple[tuple[str, tuple[int, ...]], Sequence[str]]] = list(groups.items())
-    elif len(distinct) == 1:
-        picked = [(distinct[0], ids)]
-    else:  # by resource, then by NUMA nodes within it: a few passes of one comparison each
-        picked = []
-        for resource in dict.fromkeys(key[0] for key in distinct):
-            mine = list(map(eq, resources, repeat(resource)))
-            of_resource, its_numa = list(compress(ids, mine)), list(compress(numa, mine))
-            for nodes in [key[1] for key in distinct if key[0] == resource]:
-                picked.append(((resource, nodes), list(compress(of_resource, map(eq, its_numa, repeat(nodes))))))
-        order = {key: i for i, key in enumerate(distinct)}
-        picked.sort(key=lambda group: order[group[0]])
-    return tuple(ContainerDevices(resource=resource, ids=tuple(group), numa_nodes=n) for (resource, n), group in picked)
+    else:
+        for a, b in pairwise(starts):
+            resource, run_ids, run_numa = resources[a], ids[a:b], numa[a:b]
+            distinct = list(dict.fromkeys(run_numa))
+            for nodes in distinct:
+                picked = run_ids if len(distinct) == 1 else compress(run_ids, map(eq, run_numa, repeat(nodes)))
+                groups.setdefault((resource, nodes), []).extend(picked)
+    return tuple(ContainerDevices(resource, tuple(group), nodes) for (resource, nodes), group in groups.items())

@@ -18,7 +18,7 @@ from devctl.api.pluginregistration.v1 import api_pb2 as reg
 from devctl.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from devctl.model import Allocation, Device, DeviceList, ErrorKind, PluginOptions, PluginStatus, RegistryInfo
 from devctl.node import convert
-from devctl.node.rpc import RpcFailure, channel, failure, parsed
+from devctl.node.rpc import RpcFailure, channel, failure, parsed, plugin_channel
 from devctl.node.rpclog import logged, outcome, since
 
 log = logging.getLogger(__name__)
@@ -38,7 +38,7 @@ class DevicePluginClient:
     def __init__(self, socket_path: str, timeout: float = 5.0):
         self.socket_path = socket_path
         self.timeout = timeout
-        self._channel = channel(socket_path)
+        self._channel = plugin_channel(socket_path)  # the kubelet's receive limit: it reads no more
         self._stub = dp_grpc.DevicePluginStub(self._channel)
         self.skipped = 0  # lists of the current ListAndWatch skipped for newer ones (see list_and_watch)
 
@@ -52,7 +52,8 @@ class DevicePluginClient:
         await self._channel.close()
 
     def _fail(self, e: grpc.aio.AioRpcError, rpc: str) -> RpcFailure:
-        return failure(e, f"{self.socket_path} {rpc}", self.timeout)
+        reply = "a device list" if rpc == "ListAndWatch" else "a reply"
+        return failure(e, f"{self.socket_path} {rpc}", self.timeout, reply)
 
     async def options(self) -> PluginOptions:
         try:
@@ -280,7 +281,7 @@ async def register(
 
 async def registry_info(socket_path: str, timeout: float = 5.0) -> RegistryInfo:
     """GetInfo of a plugin-watcher socket in plugins_registry/."""
-    async with channel(socket_path) as ch:
+    async with plugin_channel(socket_path) as ch:
         try:
             with logged(socket_path, "GetInfo"):
                 info = await reg_grpc.RegistrationStub(ch).GetInfo(reg.InfoRequest(), timeout=timeout)

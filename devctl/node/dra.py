@@ -40,7 +40,7 @@ from devctl.model import (
     PluginStatus,
     RegistryInfo,
 )
-from devctl.node.rpc import RpcFailure, channel, check_socket, failure, parsed
+from devctl.node.rpc import RpcFailure, check_socket, failure, parsed, plugin_channel
 from devctl.node.rpclog import logged
 from devctl.node.sockets import OutsideRoot, SocketFile, registry_endpoint, registry_sockets
 
@@ -83,13 +83,13 @@ async def first_health(path: str, version: str, timeout: float) -> tuple[DraDevi
     """The first NodeWatchResources message of ``version`` under ``timeout``; raises RpcFailure."""
     pb, pb_grpc = _API[version]
     what = f"{path} {version} NodeWatchResources"
-    async with channel(path) as ch:
+    async with plugin_channel(path) as ch:
         call = pb_grpc.DRAResourceHealthStub(ch).NodeWatchResources(pb.NodeWatchResourcesRequest(), timeout=timeout)
         try:
             with logged(path, f"{version} NodeWatchResources (first message)"):
                 reply = await call.read()
         except grpc.aio.AioRpcError as e:
-            raise failure(e, what, timeout) from None
+            raise failure(e, what, timeout, "a device list") from None
         finally:
             call.cancel()
     if reply is grpc.aio.EOF:
@@ -100,7 +100,7 @@ async def first_health(path: str, version: str, timeout: float) -> tuple[DraDevi
 
 async def _answers(path: str, timeout: float) -> None:
     """An HTTP/2 handshake with the socket: a gRPC server answers, anything else fails; raises RpcFailure."""
-    async with channel(path) as ch:
+    async with plugin_channel(path) as ch:
         try:
             await asyncio.wait_for(ch.channel_ready(), timeout)
         except asyncio.TimeoutError:
@@ -184,7 +184,7 @@ class HealthStream:
 
         pb, _ = _API[self.version]
         what = f"{self.path} {self.version} NodeWatchResources"
-        async with channel(self.path) as ch:
+        async with plugin_channel(self.path) as ch:
             call = ch.unary_stream(
                 f"/{self.version}.DRAResourceHealth/NodeWatchResources",
                 request_serializer=pb.NodeWatchResourcesRequest.SerializeToString,
@@ -202,7 +202,7 @@ class HealthStream:
                             PluginStatus.TIMEOUT, f"{what}: no device list within {within:g}s", kind=ErrorKind.TIMEOUT
                         ) from None
                     except grpc.aio.AioRpcError as e:
-                        raise failure(e, what) from None
+                        raise failure(e, what, reply="a device list") from None
                     if wire is None:
                         return
                     within = None
@@ -387,7 +387,7 @@ async def change_claim(path: str, driver: str, label: str, method: str, claim: C
     wire = pb.Claim(namespace=claim.namespace, name=claim.name, uid=claim.uid)
     make = pb.NodePrepareResourcesRequest if method == "NodePrepareResources" else pb.NodeUnprepareResourcesRequest
     request = make(claims=[wire])
-    async with channel(path) as ch:
+    async with plugin_channel(path) as ch:
         stub = pb_grpc.DRAPluginStub(ch)
         try:
             with logged(path, f"{DRA_APIS[label]} {method}"):

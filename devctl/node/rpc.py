@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import errno
 import os
+import re
 import stat
 from typing import TypeVar
 
@@ -21,11 +22,13 @@ from devctl.model import ErrorKind, PluginStatus
 # passes gRPC's 4 MiB default receive limit. A large ceiling costs nothing.
 MAX_RECEIVE_BYTES = 256 * 1024 * 1024
 
-CHANNEL_OPTIONS = (
-    ("grpc.max_receive_message_length", MAX_RECEIVE_BYTES),
-    # Unix sockets need no DNS or proxy; keep grpc from looking for either.
-    ("grpc.enable_http_proxy", 0),
-)
+# The kubelet dials device plugins (pkg/kubelet/cm/devicemanager/plugin/v1beta1/client.go, dial), DRA
+# drivers (pkg/kubelet/cm/dra/plugin, getOrCreateGRPCConn) and registration sockets
+# (pkg/kubelet/pluginmanager/operationexecutor/operation_generator.go, dial) with no MaxCallRecvMsgSize, so
+# grpc-go's default of 4 MiB holds: a plugin's reply above it never reaches the kubelet (its devices never
+# reach the node's capacity). devctl reads these channels with the same limit, so that it shows what the
+# kubelet sees and says why, instead of a list the kubelet cannot have.
+KUBELET_RECEIVE_BYTES = 4 * 1024 * 1024
 
 
 T = TypeVar("T")
@@ -57,9 +60,19 @@ class RpcFailure(Exception):
         self.kind = kind if kind is not None else _STATUS_KINDS.get(status, ErrorKind.OTHER)
 
 
-def channel(socket_path: str) -> grpc.aio.Channel:
+def channel(socket_path: str, max_receive: int = MAX_RECEIVE_BYTES) -> grpc.aio.Channel:
     """An insecure channel to a unix socket, created on the running loop."""
-    return grpc.aio.insecure_channel(f"unix:{os.path.abspath(socket_path)}", options=CHANNEL_OPTIONS)
+    options = (
+        ("grpc.max_receive_message_length", max_receive),
+        # Unix sockets need no DNS or proxy; keep grpc from looking for either.
+        ("grpc.enable_http_proxy", 0),
+    )
+    return grpc.aio.insecure_channel(f"unix:{os.path.abspath(socket_path)}", options=options)
+
+
+def plugin_channel(socket_path: str) -> grpc.aio.Channel:
+    """A channel to a device plugin, DRA driver or registration socket: it reads what the kubelet reads."""
+    return channel(socket_path, KUBELET_RECEIVE_BYTES)
 
 
 def _kind(path: str) -> str:
@@ -108,10 +121,32 @@ async def check_socket(socket_path: str, timeout: float) -> None:
         await writer.wait_closed()
 
 
-def failure(error: grpc.aio.AioRpcError, what: str, timeout: float | None = None) -> RpcFailure:
-    """Name a failed RPC the way a person reads it: what failed, and why, on one line."""
+# gRPC's words (core's message_size_filter) for a reply above the channel's receive limit.
+_LARGER_THAN_MAX = re.compile(r"Received message larger than max \((\d+) vs\. (\d+)\)")
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB" if n % 2**20 else f"{n // 2**20} MiB"
+
+
+def _too_large(what: str, reply: str, size: int, limit: int, code: grpc.StatusCode) -> RpcFailure:
+    """A reply above the receive limit: how large, and whose limit it is (the kubelet's, or devctl's own)."""
+    if limit == KUBELET_RECEIVE_BYTES:
+        why = f"above the {_mib(limit)} the kubelet reads (gRPC's default): the kubelet cannot read it either"
+    else:
+        why = f"above devctl's receive limit of {_mib(limit)}"
+    return RpcFailure(PluginStatus.UNREACHABLE, f"{what}: {reply} of {_mib(size)}, {why}", code, ErrorKind.TOO_LARGE)
+
+
+def failure(error: grpc.aio.AioRpcError, what: str, timeout: float | None = None, reply: str = "a reply") -> RpcFailure:
+    """Name a failed RPC the way a person reads it: what failed, and why, on one line.
+
+    ``reply`` names what the RPC answers with, for a reply too large to read ("a device list").
+    """
     code = error.code()
     details = (error.details() or "").splitlines()[0] if error.details() else ""
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED and (large := _LARGER_THAN_MAX.search(details)):
+        return _too_large(what, reply, int(large.group(1)), int(large.group(2)), code)
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:
         after = f" after {timeout:g}s" if timeout else ""
         return RpcFailure(PluginStatus.TIMEOUT, f"{what}: no answer{after} (deadline exceeded)", code)
@@ -131,7 +166,7 @@ def failure(error: grpc.aio.AioRpcError, what: str, timeout: float | None = None
 # gRPC status codes that say what kind of failure it was, beyond "unreachable".
 _CODE_KINDS = {
     grpc.StatusCode.UNIMPLEMENTED: ErrorKind.UNIMPLEMENTED,
-    grpc.StatusCode.RESOURCE_EXHAUSTED: ErrorKind.RATE_LIMITED,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: ErrorKind.RATE_LIMITED,  # a reply too large is told apart in ``failure``
     grpc.StatusCode.PERMISSION_DENIED: ErrorKind.PERMISSION_DENIED,
 }
 

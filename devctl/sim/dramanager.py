@@ -45,7 +45,7 @@ from devctl.api.drahealth.v1alpha1 import api_pb2_grpc as health_v1alpha1_grpc
 from devctl.model import HEALTHY, UNHEALTHY, ClaimDevice, DynamicResource, RegistryInfo
 from devctl.node.checkpoint import CheckpointError, write_atomically
 from devctl.node.dra_checkpoint import RawClaim, RawDevice, read_dra_raw
-from devctl.node.rpc import channel
+from devctl.node.rpc import plugin_channel
 from devctl.sim.dra_state import write_dra_checkpoint
 from devctl.sim.pluginwatcher import resolve_endpoint
 from devctl.sim.scenario import PodSpec
@@ -195,7 +195,7 @@ class DraManager:
         old = self.drivers.get(info.name)
         if old is not None:
             await self._drop(old)
-        conn = DriverConn(info.name, endpoint, service, health, registration_socket, channel(endpoint))
+        conn = DriverConn(info.name, endpoint, service, health, registration_socket, plugin_channel(endpoint))
         self.drivers[info.name] = conn
         if health is not None:
             conn.health_task = asyncio.create_task(self._follow_health(conn), name=f"DRA health {info.name}")

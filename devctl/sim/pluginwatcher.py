@@ -27,7 +27,7 @@ from devctl.api.pluginregistration.v1 import api_pb2 as reg
 from devctl.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from devctl.model import RegistryInfo
 from devctl.node.deviceplugin import API_VERSION
-from devctl.node.rpc import channel
+from devctl.node.rpc import plugin_channel
 from devctl.plugin.spec import resource_name_error
 from devctl.sim.registration import RegisterError, RegistrationServer, invalid_resource_name
 
@@ -139,7 +139,7 @@ class PluginWatcher:
 
     async def _register(self, path: str, seen: _Seen) -> None:
         try:
-            async with channel(path) as ch:
+            async with plugin_channel(path) as ch:
                 stub = reg_grpc.RegistrationStub(ch)
                 try:
                     pb = await stub.GetInfo(reg.InfoRequest(), timeout=GET_INFO_TIMEOUT)
