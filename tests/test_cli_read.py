@@ -509,19 +509,53 @@ def test_edge_checkpoint(edge_node):
 # --- bad input ---------------------------------------------------------------------------------------
 
 
-def test_an_empty_root_is_exit_3_with_one_warning_per_source(short_root):
-    r = devctl(short_root, "ls")
-    assert r.exit_code == 3 and r.stdout == ""
-    assert sorted(r.stderr.splitlines()) == [  # and no "No resources found.": nothing was asked successfully
-        f"warning: checkpoint: {short_root}/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint: no such file",
-        f"warning: plugins-dir: {short_root}/var/lib/kubelet/device-plugins: no such file",
-        f"warning: pod-resources: {short_root}/var/lib/kubelet/pod-resources/kubelet.sock: no such socket",
-    ]
-    for command in (["pods"], ["checkpoint"], ["devices"], ["plugins"], ["get", "x"]):
-        r = devctl(short_root, *command, "-o", "json")
+# Every read command, and one that names something: a wrong root is said the same way whatever the command.
+NOT_A_NODE_COMMANDS = [
+    ["ls"],
+    ["ls", GPU],
+    ["devices"],
+    ["devices", "gpu"],
+    ["pods"],
+    ["get", "ml/train-0"],
+    ["topo"],
+    ["plugins"],
+    ["checkpoint"],
+    ["claims"],
+    ["claims", "train-1-gpus"],
+    ["cdi"],
+    ["who"],
+    ["snapshot"],
+    ["watch", GPU],
+    ["watch", "--once"],
+    ["call", GPU, "list"],
+    ["call", "--dra", "gpu.example.com", "info"],
+]
+
+
+def test_a_root_that_is_no_node_is_one_line_and_exit_3_in_every_command(short_root):
+    # GIVEN a root with no kubelet under it (a wrong --root, or not a node)
+    line = f"devctl: {short_root}/var/lib/kubelet/device-plugins does not exist: is this a node? --root/--kubelet-dir"
+    for command in NOT_A_NODE_COMMANDS:
+        # WHEN a person runs any command there (watch in its own process: it takes the signals)
+        r = run_devctl(*command, root=short_root) if command[0] == "watch" else devctl(short_root, *command)
+        # THEN one line says why (not one warning per missing socket and file), exit 3: no source
         assert r.exit_code == 3, command
+        (said,) = r.stderr.splitlines()
+        assert said == line or said.startswith(f"{line} (use --wait"), command  # a whole-node watch may wait
+    # AND JSON keeps every source's error in errors[], with the same one line on stderr
+    ls = devctl(short_root, "ls", "-o", "json")
+    assert ls.exit_code == 3 and ls.stderr.splitlines() == [line]
+    assert sorted(e["source"] for e in ls.json["errors"]) == ["checkpoint", "plugins-dir", "pod-resources"]
+    assert {e["kind"] for e in ls.json["errors"]} == {"missing"}
     doc = devctl(short_root, "pods", "-o", "json").json
     assert doc == {"pods": [], "errors": [doc["errors"][0]]} and doc["errors"][0]["source"] == "pod-resources"
+
+
+def test_a_missing_pod_resources_socket_on_a_node_is_still_its_own_warning(sim_node, tmp_path):
+    # GIVEN a node whose plugins dir is there but whose pod-resources socket is not: not a wrong root
+    r = devctl(sim_node.root, "--pod-resources", str(tmp_path / "none.sock"), "pods")
+    assert r.exit_code == 3
+    assert r.stderr.splitlines() == [f"warning: pod-resources: {tmp_path}/none.sock: no such socket"]
 
 
 def test_an_output_that_cannot_encode_a_name_gets_an_escape_not_a_traceback(default_node, tmp_path):
@@ -752,6 +786,13 @@ READ_COMMANDS = [
     ["plugins"],
     ["checkpoint"],
     ["snapshot"],
+    ["claims"],
+    ["cdi"],
+    ["who"],
+    ["doctor"],
+    ["watch", "--duration", "3"],  # as root first (helpers.AS_NOBODY), so not for ever
+    ["watch", "--once"],
+    ["call", "--dra", "gpu.example.com", "info"],
 ]
 
 

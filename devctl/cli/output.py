@@ -143,6 +143,53 @@ def refused_line(snapshot: NodeSnapshot, shown: set[str] | frozenset[str]) -> st
     return f"devctl: {NO_RIGHTS}\n" if refused(snapshot, shown) else ""
 
 
+def folded(errors: Iterable[SourceError], denied: str, absent: str) -> tuple[SourceError, ...]:
+    """The warnings a table still shows beside the "run as root" or "is this a node?" line: not the ones it says.
+
+    Without rights, each socket's "permission denied"; at a root that is no node,
+    each "no such file or socket" (the sysfs, /proc and CRI socket under a wrong
+    root are just as missing).
+    """
+    from devctl.model import ErrorKind
+
+    said = {ErrorKind.PERMISSION_DENIED} if denied else set()
+    if absent:
+        said.add(ErrorKind.MISSING)
+    return tuple(e for e in errors if e.kind not in said)
+
+
+def absent_line(snapshot: NodeSnapshot, shown: set[str] | frozenset[str]) -> str:
+    """The "is this a node?" line (with its newline) when the kubelet's sources among ``shown`` gave nothing
+    and its device-plugins dir is not there; else "".
+
+    Then every "no such socket" and "no such file" follows from that one fact,
+    most likely a wrong ``--root``: a person needs that line, as ``watch`` and
+    ``call`` say it, not one warning per path (``-o json`` keeps them all in
+    ``errors[]``). A ``--from`` snapshot says so by its ``plugins-dir`` error; the
+    live node is looked at, as commands that do not list the dir (``pods``) do
+    not have that error.
+    """
+    import os
+
+    from typer._click.globals import get_current_context
+
+    from devctl.analyze import KUBELET_SOURCES, PLUGINS_DIR_SOURCE, source_of, sources_read
+    from devctl.model import ErrorKind
+    from devctl.node.paths import not_a_node
+
+    kubelet = KUBELET_SOURCES & shown
+    if not kubelet or sources_read(snapshot) & kubelet:
+        return ""
+    if any(source_of(e) in kubelet and e.kind != ErrorKind.MISSING for e in snapshot.errors):
+        return ""  # something is there and failed otherwise: its own warning says more
+    ctx = get_current_context(silent=True)
+    live = ctx is not None and not options(ctx).from_file
+    said = any(e.source == PLUGINS_DIR_SOURCE and e.kind == ErrorKind.MISSING for e in snapshot.errors)
+    if said or (live and not os.path.isdir(snapshot.paths.plugins_dir)):
+        return f"devctl: {not_a_node(snapshot.paths)}\n"
+    return ""
+
+
 def table_style(output: Output, no_headers: bool) -> TableStyle:
     """How a table is drawn for this invocation: wide or not, headers or not, colour only on a terminal."""
     from devctl.render.style import use_color
@@ -183,19 +230,17 @@ def emit(
 
     errors = errors_of(snapshot)
     denied = refused_line(snapshot, set(shown))
+    absent = absent_line(snapshot, set(shown))
     unread = bool(denied) or not sources_read(snapshot) & set(shown)
     if output in (Output.json, Output.yaml):
         write_structured(output, body, errors)
-        sys.stderr.write(denied)
+        sys.stderr.write(denied + absent)
     else:
         # The table renderer (and tabulate) only here: -o json and yaml never load them.
-        from devctl.model import ErrorKind
         from devctl.render import table as tables
         from devctl.render.style import use_color
 
-        if denied:  # one line for the lot, not one warning per socket that refused devctl
-            errors = tuple(e for e in errors if e.kind != ErrorKind.PERMISSION_DENIED)
-        sys.stderr.write(denied + tables.warnings(errors, use_color(sys.stderr)))
+        sys.stderr.write(denied + absent + tables.warnings(folded(errors, denied, absent), use_color(sys.stderr)))
         if quiet or output == Output.name:
             sys.stdout.write(tables.names(names()))
         else:

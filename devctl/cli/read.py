@@ -8,6 +8,7 @@ stays fast.
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import TYPE_CHECKING, Annotated
 
@@ -22,7 +23,9 @@ from devctl.cli.output import (
     QuietOpt,
     SortByOpt,
     WatchOpt,
+    absent_line,
     emit,
+    folded,
     node_snapshot,
     refused_line,
     rewatch,
@@ -271,6 +274,8 @@ def get(
     from devctl import analyze
     from devctl.analyze.claims import with_claim_health
     from devctl.collect import SnapshotError, collect, get_pod, load_snapshot
+    from devctl.model import ErrorKind
+    from devctl.node.paths import not_a_node
     from devctl.node.podresources import PodNotFound
     from devctl.node.rpc import RpcFailure
     from devctl.render.table import pods_table
@@ -299,6 +304,8 @@ def get(
             snap = run(collect(opts.paths(), opts.timeout, want={analyze.POD_RESOURCES}))
             fail(_pod_not_found(pod, namespace, snap), ExitCode.FINDINGS)
         except RpcFailure as e:
+            if e.kind == ErrorKind.MISSING and not os.path.isdir(opts.paths().plugins_dir):
+                fail(not_a_node(opts.paths()), ExitCode.NO_SOURCE)  # as every read command says a wrong root
             fail(_why(e.message, e.kind), ExitCode.NO_SOURCE)
         if any(c.dynamic_resources for c in found.containers):
             # Its DRA devices' health and NUMA nodes: the drivers' streams and the CDI specs, read now.
@@ -421,7 +428,7 @@ def snapshot(
     """Every source at once as one JSON document, for `devctl --from FILE ...` anywhere else."""
     from devctl.analyze import ALL_SOURCES, sources_read
     from devctl.collect import dump_snapshot
-    from devctl.model import EXTRA_SOURCES, ErrorKind
+    from devctl.model import EXTRA_SOURCES
     from devctl.render.table import warnings
 
     snap = node_snapshot(ctx, ALL_SOURCES | EXTRA_SOURCES)
@@ -430,8 +437,8 @@ def snapshot(
 
         snap = hide(snap)
     denied = refused_line(snap, ALL_SOURCES)
-    errors = [e for e in snap.errors if not denied or e.kind != ErrorKind.PERMISSION_DENIED]
-    sys.stderr.write(denied + warnings(errors))
+    absent = absent_line(snap, ALL_SOURCES)
+    sys.stderr.write(denied + absent + warnings(folded(snap.errors, denied, absent)))
     if file is None:
         dump_snapshot(snap, sys.stdout)
     else:
