@@ -130,6 +130,30 @@ def test_a_misspelt_resource_is_not_found_with_a_suggestion(default_node):
             assert (r.exit_code, r.stderr) == (1, f"devctl: resource {asked} not found (did you mean {GPU}?)\n")
 
 
+def test_devices_takes_a_device_id_after_its_resource_or_alone(default_node):
+    # GIVEN the default node; WHEN a person names a device as completion offers it (resource, then ID)
+    one = devctl(default_node.root, "devices", GPU, "GPU-0")
+    # THEN that device's row alone
+    assert one.exit_code == 0, one.stderr
+    assert [r.split()[:2] for r in one.stdout.splitlines()[1:]] == [[GPU, "GPU-0"]]
+    # AND an ID alone finds its resource, DRA devices included
+    two = devctl(default_node.root, "devices", "GPU-5", "sim-node/gpu-3", "-q")
+    assert (two.exit_code, two.stdout) == (0, "GPU-5\nsim-node/gpu-3\n")
+    # AND a device the resource does not have is exit 1 with a likely ID, the rows found still shown
+    typo = devctl(default_node.root, "devices", GPU, "GPU-0", "GPU-99", "-q")
+    assert (typo.exit_code, typo.stdout) == (1, "GPU-0\n")
+    assert typo.stderr == "devctl: device GPU-99 not found (did you mean GPU-7?)\n"
+
+
+def test_pods_resource_that_the_node_does_not_have_is_exit_1_with_a_suggestion(default_node):
+    for asked in ("gpu", "NVIDIA.com/gpu"):
+        r = devctl(default_node.root, "pods", "--resource", asked)
+        assert (r.exit_code, r.stdout) == (1, "")
+        assert r.stderr == f"devctl: resource {asked} not found (did you mean {GPU}?)\n"
+    held = devctl(default_node.root, "pods", "--resource", GPU, "-q")
+    assert (held.exit_code, held.stdout) == (0, "ml/train-0\nml/train-1\n")
+
+
 def test_devices_json(default_node):
     r = devctl(default_node.root, "devices", "-o", "json")
     assert r.exit_code == 0

@@ -8,6 +8,7 @@ here at module level: this module is on the start-up path of ``devctl --help``.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Annotated, Any
@@ -130,10 +131,26 @@ def node_snapshot(ctx: typer.Context, want: Iterable[str]) -> NodeSnapshot:
     opts = options(ctx)
     if opts.from_file:
         try:
-            return only_sources(load_snapshot(opts.from_file), set(want))
+            whole = load_snapshot(opts.from_file)
         except SnapshotError as e:
             fail(f"--from {e}", ExitCode.NO_SOURCE)
-    return run(collect_saying_what_waits(opts.paths(), opts.timeout, set(want)))
+        ctx.meta[_NO_PLUGINS_DIR] = no_plugins_dir(whole)  # before only_sources drops that error
+        return only_sources(whole, set(want))
+    snapshot = run(collect_saying_what_waits(opts.paths(), opts.timeout, set(want)))
+    ctx.meta[_NO_PLUGINS_DIR] = no_plugins_dir(snapshot) or not os.path.isdir(snapshot.paths.plugins_dir)
+    return snapshot
+
+
+# ctx.meta: whether the node read had no device-plugins dir (see absent_line).
+_NO_PLUGINS_DIR = "devctl.no_plugins_dir"
+
+
+def no_plugins_dir(snapshot: NodeSnapshot) -> bool:
+    """Whether the snapshot says its node had no device-plugins dir (a ``plugins-dir`` error of kind missing)."""
+    from devctl.analyze import PLUGINS_DIR_SOURCE
+    from devctl.model import ErrorKind
+
+    return any(e.source == PLUGINS_DIR_SOURCE and e.kind == ErrorKind.MISSING for e in snapshot.errors)
 
 
 def refused_line(snapshot: NodeSnapshot, shown: set[str] | frozenset[str]) -> str:
@@ -165,15 +182,13 @@ def absent_line(snapshot: NodeSnapshot, shown: set[str] | frozenset[str]) -> str
     Then every "no such socket" and "no such file" follows from that one fact,
     most likely a wrong ``--root``: a person needs that line, as ``watch`` and
     ``call`` say it, not one warning per path (``-o json`` keeps them all in
-    ``errors[]``). A ``--from`` snapshot says so by its ``plugins-dir`` error; the
-    live node is looked at, as commands that do not list the dir (``pods``) do
-    not have that error.
+    ``errors[]``). Whether the dir was there is noted by ``node_snapshot``, from
+    the live node or the whole ``--from`` file, as commands that do not list the
+    dir (``pods``) do not have its error.
     """
-    import os
-
     from typer._click.globals import get_current_context
 
-    from devctl.analyze import KUBELET_SOURCES, PLUGINS_DIR_SOURCE, source_of, sources_read
+    from devctl.analyze import KUBELET_SOURCES, source_of, sources_read
     from devctl.model import ErrorKind
     from devctl.node.paths import not_a_node
 
@@ -183,9 +198,7 @@ def absent_line(snapshot: NodeSnapshot, shown: set[str] | frozenset[str]) -> str
     if any(source_of(e) in kubelet and e.kind != ErrorKind.MISSING for e in snapshot.errors):
         return ""  # something is there and failed otherwise: its own warning says more
     ctx = get_current_context(silent=True)
-    live = ctx is not None and not options(ctx).from_file
-    said = any(e.source == PLUGINS_DIR_SOURCE and e.kind == ErrorKind.MISSING for e in snapshot.errors)
-    if said or (live and not os.path.isdir(snapshot.paths.plugins_dir)):
+    if no_plugins_dir(snapshot) or (ctx is not None and ctx.meta.get(_NO_PLUGINS_DIR)):
         return f"devctl: {not_a_node(snapshot.paths)}\n"
     return ""
 
