@@ -14,7 +14,7 @@ from devctl.tui.state import NodeView
 from devctl.tui.widgets.edge import EdgeTable
 from devctl.tui.widgets.table import Column, Row, RowSet, RowTable
 from devctl.tui.widgets.text import show_text
-from devctl.units import format_count
+from devctl.units import format_count, format_numa
 
 COLUMNS = (
     Column("RESOURCE", 40, min_width=20, give=1),
@@ -32,7 +32,7 @@ LEGEND = "CAP capacity · ALLOC allocatable (healthy) · USED held · BAD unheal
 
 
 def numa_list(nodes: tuple[int, ...]) -> str:
-    return ",".join(str(n) for n in nodes) if nodes else "-"
+    return format_numa(nodes)
 
 
 def resource_rows(view: NodeView) -> list[Row]:
