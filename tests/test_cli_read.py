@@ -358,6 +358,25 @@ def test_snapshot_and_from_give_the_same_answers(default_node, tmp_path):
         assert offline_doc == live, command
 
 
+def test_a_snapshot_read_an_hour_later_answers_as_the_node_did_then(default_node, tmp_path):
+    # GIVEN a snapshot of the default node, as if taken an hour ago (every time in it an hour back)
+    snap = tmp_path / "node.json"
+    assert devctl(default_node.root, "snapshot", "-f", str(snap)).exit_code == 0
+    doc = json.loads(snap.read_text())
+    for p in doc["plugins"]:
+        if p.get("dra"):
+            p["dra"]["read_at"] -= 3600
+            for h in p["dra"]["health"]:
+                h["last_updated"] -= 3600
+    snap.write_text(json.dumps(doc))
+    # WHEN it is read now THEN the DRA driver's devices keep the health its stream gave then (not all Unknown)
+    ls = invoke("--from", str(snap), "ls", "-o", "json")
+    dra = by(ls.json["resources"], "name")[DRA]
+    assert (dra["capacity"], dra["allocatable"], dra["unhealthy"]) == (4, 3, 1)
+    health = {d["id"]: d["health"] for d in invoke("--from", str(snap), "devices", DRA, "-o", "json").json["devices"]}
+    assert health == {f"sim-node/gpu-{i}": "Unhealthy" if i == 3 else "Healthy" for i in range(4)}
+
+
 def test_from_a_snapshot_of_a_broken_node_answers_as_the_node_did(short_root, tmp_path):
     # Warnings, errors and exit codes too: each command names the failures of the sources it reads.
     snap = tmp_path / "broken.json"

@@ -87,11 +87,24 @@ async def test_overview_shows_each_resource_with_its_counts(sim: SimNode) -> Non
         # view may show what answered first, with "?" for what depends on the rest)
         full = (GPU, "serving", "8", "7", "6", "1", "1", "0,1", "nvidia-gpu.sock")
         await until(pilot, lambda: cells(app, "resources", GPU) == full, "the complete first poll")
-        assert cells(app, "resources", "hardware-vendor.example/foo")[7] == "-"
+        assert cells(app, "resources", "hardware-vendor.example/foo")[7] == "<none>"  # as in the CLI: not "-"
         text = screen_text(app)
         # DRA counts too: gpu-3 unhealthy, and embed-0 whose DRA GPU is across from its CPUs.
         assert "6 pods · 2 unhealthy · 2 misaligned · 03:04:05" in text  # the pinned clock
         assert "checkpoint v2 5 entries checksum ok" in text
+
+
+async def test_at_80_columns_the_first_screen_names_each_resource_in_full(sim: SimNode) -> None:  # noqa: F811
+    # GIVEN the default node WHEN the app opens in an 80x24 terminal (an SSH window)
+    app = demo_app(sim)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until_view(pilot)
+        await until(pilot, lambda: cells(app, "resources", GPU)[7] == "0,1", "the complete first poll")
+        text = screen_text(app)
+        # THEN every resource is named whole (its longest, 27 characters, too), NUMA unknown is <none>
+        for name in ("hardware-vendor.example/foo", "intel.com/sriov_netdevice", GPU, "gpu.example.com"):
+            assert f" {name} " in text, name
+        assert " <none> " in text
 
 
 async def test_number_keys_and_tab_switch_views(sim: SimNode) -> None:  # noqa: F811

@@ -25,7 +25,7 @@ COLUMNS = (
     Column("FREE"),
     Column("BAD"),
     Column("NUMA", 8),
-    Column("SOCKET", 40, give=2),
+    Column("SOCK", 40, give=2),  # short, as CAP ALLOC: at 80 columns the resource name keeps the room
 )
 
 LEGEND = "CAP capacity · ALLOC allocatable (healthy) · USED held · BAD unhealthy"
