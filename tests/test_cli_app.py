@@ -149,7 +149,9 @@ def test_each_command_s_help_ends_with_examples_of_itself():
 
     runner = CliRunner()
     for path, lines in EXAMPLES.items():
-        text = runner.invoke(app, [*path.split(), "--help"], prog_name="devctl").output
+        text = runner.invoke(app, [*path.split(), "--help"], prog_name="devctl", env={"COLUMNS": "80"}).output
+        # every line fits the 80 columns of an SSH window, the examples' too (help never wraps a comment)
+        assert [line for line in text.splitlines() if len(line) > 80] == [], path
         tail = text.split("Examples:")[-1]
         assert "Examples:" in text and all(line in tail for line in lines), path
         assert all(line.startswith("devctl ") for line in lines), path
