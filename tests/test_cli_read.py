@@ -905,6 +905,10 @@ def test_kubectl_habits_sort_by_o_name_and_all_namespaces(default_node):
     assert [p["name"] for p in pods] == sorted(p["name"] for p in pods)
     bad = devctl(root, "devices", "--sort-by", "nope")
     assert bad.exit_code == 2 and "--sort-by nope: no such field; one of " in bad.stderr
+    # a column as the table heads it: FREE, and ls's short USED for allocated
+    assert devctl(root, "ls", "--sort-by", "FREE", "-q").stdout == "".join(f"{r['name']}\n" for r in by_free)
+    by_used = devctl(root, "ls", "--sort-by", "USED", "-o", "json").json["resources"]
+    assert [r["allocated"] for r in by_used] == sorted(r["allocated"] for r in by_used)
     # -o name is -q; -A is every namespace, the default
     for command in ("ls", "devices", "pods"):
         assert devctl(root, command, "-o", "name").stdout == devctl(root, command, "-q").stdout != ""

@@ -98,18 +98,25 @@ def rewatch(watch: bool, once: Callable[[], None]) -> None:
         raise typer.Exit(int(ExitCode.OK)) from None
 
 
+# The short headers of the tables (render/table.py's RESOURCE_COUNTS, the TUI's) -> the JSON field they show.
+_HEADERS = {"cap": "capacity", "alloc": "allocatable", "used": "allocated", "bad": "unhealthy", "numa": "numa_nodes"}
+
+
 def sort_rows(rows: Sequence[Any], field: str | None) -> list[Any]:
     """``--sort-by FIELD``: rows (dataclasses) ordered by one field, unknown values last; usage error for no such field.
 
     FIELD is the key of ``-o json``'s rows; kubectl's JSONPath form ``{.free}`` or
-    ``.free`` is taken too. Numbers sort as numbers, everything else as text.
+    ``.free`` is taken too, and so is a column as the table heads it (``FREE``,
+    ``ls``'s short ``CAP ALLOC USED BAD``). Numbers sort as numbers, everything else as text.
     """
     import dataclasses
 
     if field is None or not rows:
         return list(rows)
-    key = field.strip("{}").lstrip(".").replace("-", "_")
+    key = field.strip("{}").lstrip(".").replace("-", "_").lower()
     fields = [f.name for f in dataclasses.fields(rows[0])]
+    if key not in fields and _HEADERS.get(key) in fields:
+        key = _HEADERS[key]
     if key not in fields:
         fail(f"--sort-by {field}: no such field; one of {', '.join(fields)}")
 
