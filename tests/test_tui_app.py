@@ -13,6 +13,7 @@ import dataclasses
 import itertools
 import logging
 import os
+import re
 import threading
 import time
 from pathlib import Path
@@ -495,6 +496,26 @@ async def test_the_first_read_shows_what_answered_and_says_what_it_waits_for(sim
         # WHEN the read completes, THEN the mark goes
         feed.release.set()
         await until(pilot, lambda: "waiting for" not in screen_text(app), "the mark to go")
+
+
+async def test_a_long_waiting_mark_gives_way_in_its_names_and_keeps_its_seconds(sim: SimNode) -> None:  # noqa: F811
+    # GIVEN a first read that waits on a source with a long name, in a terminal too narrow for the whole mark
+    full = await collect(sim.paths, 2.0)
+    partial = dataclasses.replace(full, plugins=tuple(p for p in full.plugins if p.resource != NIC))
+    feed = _SlowFeed(full, partial, f"{sim.paths.plugins_dir}/a-plugin-with-a-long-socket-name.sock")
+    app = make_app(feed, clock=pinned_clock)
+    async with app.run_test(size=(100, 24)) as pilot:
+        # THEN the top line keeps the counts and clock, and the mark how long it has waited (its names give way)
+        def top() -> str:
+            return screen_text(app).splitlines()[0].rstrip()
+
+        await until(pilot, lambda: GPU in [r.key for r in table(app, "resources").rows], "the answered resources")
+        await until(pilot, lambda: "waiting for" in top(), "the waiting mark")
+        line = top()
+        assert "6 pods" in line and "03:04:05" in line, line
+        mark = line.split(" · ")[-1]
+        assert mark.startswith("waiting for a-plugin") and re.search(r"… \d+ s$", mark), line
+        feed.release.set()
 
 
 async def test_k9s_keys_colon_jumps_j_k_move_esc_goes_back_ctrl_c_quits(sim: SimNode) -> None:  # noqa: F811
