@@ -137,3 +137,15 @@ def format_count(n: int | None, at_least: int | None = None) -> str:
     if n is not None:
         return str(n)
     return f"≥{at_least}" if at_least else UNKNOWN_COUNT
+
+
+# --- NUMA nodes ------------------------------------------------------------------------------
+
+# A device or claim whose NUMA node nobody knows, as kubectl writes an empty column: one word in the
+# CLI's tables and the TUI alike (``null`` in JSON), never -1 or "-".
+NO_NUMA = "<none>"
+
+
+def format_numa(nodes: Iterable[int]) -> str:
+    """``0,1``; ``<none>`` when no node is known (the kubelet's -1 included)."""
+    return ",".join(str(n) for n in nodes if n >= 0) or NO_NUMA

@@ -93,12 +93,35 @@ def test_global_options_after_the_command_replace_the_groups(sim_node, tmp_path)
     assert bad.exit_code == 2 and "Invalid value for '--timeout'" in bad.output
 
 
+def test_the_cdi_proc_and_runtime_options_after_the_command_too(sim_node, tmp_path) -> None:
+    # GIVEN a simulated node; WHEN the paths of who and cdi come after the command
+    cdi = run_devctl("cdi", "--cdi-dirs", str(tmp_path), "-o", "json", root=sim_node.root)
+    who = run_devctl("who", "--proc", str(tmp_path / "none"), "--runtime-endpoint", str(tmp_path / "x.sock"),
+                     "-o", "json", root=sim_node.root)  # fmt: skip
+    # THEN they apply, as before the command
+    assert cdi.exit_code == 0, cdi.stderr
+    assert cdi.json["dirs"] == [str(tmp_path)]
+    sources = {e["source"]: e["message"] for e in who.json["errors"]}
+    assert str(tmp_path / "none") in sources["procs"] and str(tmp_path / "x.sock") in sources["runtime"]
+
+
 def test_each_command_s_help_lists_the_global_options_with_what_they_take():
     runner = CliRunner()
     for argv in (["ls"], ["pods"], ["doctor"], ["plugin", "set-health"], ["call"]):
         text = runner.invoke(app, [*argv, "--help"], prog_name="devctl").output
-        for shown in ("--root DIR", "--kubelet-dir DIR", "--pod-resources PATH", "--from FILE", "--timeout SECONDS"):
+        for shown in (
+            "--root DIR",
+            "--kubelet-dir DIR",
+            "--pod-resources PATH",
+            "--proc DIR",
+            "--runtime-endpoint PATH",
+            "--cdi-dirs DIR[:DIR]",
+            "--from FILE",
+            "--timeout SECONDS",
+        ):
             assert shown in text, (argv, shown)
+    # and the root's help names what each path option takes too, never TEXT
+    assert " TEXT " not in runner.invoke(app, ["--help"], prog_name="devctl").output
     # a command's own option of the same name stays its own
     sim = runner.invoke(app, ["sim", "--help"], prog_name="devctl").output
     assert len(re.findall(r"^  --root", sim, re.M)) == 1
@@ -126,7 +149,9 @@ def test_each_command_s_help_ends_with_examples_of_itself():
 
     runner = CliRunner()
     for path, lines in EXAMPLES.items():
-        text = runner.invoke(app, [*path.split(), "--help"], prog_name="devctl").output
+        text = runner.invoke(app, [*path.split(), "--help"], prog_name="devctl", env={"COLUMNS": "80"}).output
+        # every line fits the 80 columns of an SSH window, the examples' too (help never wraps a comment)
+        assert [line for line in text.splitlines() if len(line) > 80] == [], path
         tail = text.split("Examples:")[-1]
         assert "Examples:" in text and all(line in tail for line in lines), path
         assert all(line.startswith("devctl ") for line in lines), path

@@ -130,6 +130,30 @@ def test_a_misspelt_resource_is_not_found_with_a_suggestion(default_node):
             assert (r.exit_code, r.stderr) == (1, f"devctl: resource {asked} not found (did you mean {GPU}?)\n")
 
 
+def test_devices_takes_a_device_id_after_its_resource_or_alone(default_node):
+    # GIVEN the default node; WHEN a person names a device as completion offers it (resource, then ID)
+    one = devctl(default_node.root, "devices", GPU, "GPU-0")
+    # THEN that device's row alone
+    assert one.exit_code == 0, one.stderr
+    assert [r.split()[:2] for r in one.stdout.splitlines()[1:]] == [[GPU, "GPU-0"]]
+    # AND an ID alone finds its resource, DRA devices included
+    two = devctl(default_node.root, "devices", "GPU-5", "sim-node/gpu-3", "-q")
+    assert (two.exit_code, two.stdout) == (0, "GPU-5\nsim-node/gpu-3\n")
+    # AND a device the resource does not have is exit 1 with a likely ID, the rows found still shown
+    typo = devctl(default_node.root, "devices", GPU, "GPU-0", "GPU-99", "-q")
+    assert (typo.exit_code, typo.stdout) == (1, "GPU-0\n")
+    assert typo.stderr == "devctl: device GPU-99 not found (did you mean GPU-7?)\n"
+
+
+def test_pods_resource_that_the_node_does_not_have_is_exit_1_with_a_suggestion(default_node):
+    for asked in ("gpu", "NVIDIA.com/gpu"):
+        r = devctl(default_node.root, "pods", "--resource", asked)
+        assert (r.exit_code, r.stdout) == (1, "")
+        assert r.stderr == f"devctl: resource {asked} not found (did you mean {GPU}?)\n"
+    held = devctl(default_node.root, "pods", "--resource", GPU, "-q")
+    assert (held.exit_code, held.stdout) == (0, "ml/train-0\nml/train-1\n")
+
+
 def test_devices_json(default_node):
     r = devctl(default_node.root, "devices", "-o", "json")
     assert r.exit_code == 0
@@ -334,6 +358,25 @@ def test_snapshot_and_from_give_the_same_answers(default_node, tmp_path):
         assert offline_doc == live, command
 
 
+def test_a_snapshot_read_an_hour_later_answers_as_the_node_did_then(default_node, tmp_path):
+    # GIVEN a snapshot of the default node, as if taken an hour ago (every time in it an hour back)
+    snap = tmp_path / "node.json"
+    assert devctl(default_node.root, "snapshot", "-f", str(snap)).exit_code == 0
+    doc = json.loads(snap.read_text())
+    for p in doc["plugins"]:
+        if p.get("dra"):
+            p["dra"]["read_at"] -= 3600
+            for h in p["dra"]["health"]:
+                h["last_updated"] -= 3600
+    snap.write_text(json.dumps(doc))
+    # WHEN it is read now THEN the DRA driver's devices keep the health its stream gave then (not all Unknown)
+    ls = invoke("--from", str(snap), "ls", "-o", "json")
+    dra = by(ls.json["resources"], "name")[DRA]
+    assert (dra["capacity"], dra["allocatable"], dra["unhealthy"]) == (4, 3, 1)
+    health = {d["id"]: d["health"] for d in invoke("--from", str(snap), "devices", DRA, "-o", "json").json["devices"]}
+    assert health == {f"sim-node/gpu-{i}": "Unhealthy" if i == 3 else "Healthy" for i in range(4)}
+
+
 def test_from_a_snapshot_of_a_broken_node_answers_as_the_node_did(short_root, tmp_path):
     # Warnings, errors and exit codes too: each command names the failures of the sources it reads.
     snap = tmp_path / "broken.json"
@@ -509,19 +552,53 @@ def test_edge_checkpoint(edge_node):
 # --- bad input ---------------------------------------------------------------------------------------
 
 
-def test_an_empty_root_is_exit_3_with_one_warning_per_source(short_root):
-    r = devctl(short_root, "ls")
-    assert r.exit_code == 3 and r.stdout == ""
-    assert sorted(r.stderr.splitlines()) == [  # and no "No resources found.": nothing was asked successfully
-        f"warning: checkpoint: {short_root}/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint: no such file",
-        f"warning: plugins-dir: {short_root}/var/lib/kubelet/device-plugins: no such file",
-        f"warning: pod-resources: {short_root}/var/lib/kubelet/pod-resources/kubelet.sock: no such socket",
-    ]
-    for command in (["pods"], ["checkpoint"], ["devices"], ["plugins"], ["get", "x"]):
-        r = devctl(short_root, *command, "-o", "json")
+# Every read command, and one that names something: a wrong root is said the same way whatever the command.
+NOT_A_NODE_COMMANDS = [
+    ["ls"],
+    ["ls", GPU],
+    ["devices"],
+    ["devices", "gpu"],
+    ["pods"],
+    ["get", "ml/train-0"],
+    ["topo"],
+    ["plugins"],
+    ["checkpoint"],
+    ["claims"],
+    ["claims", "train-1-gpus"],
+    ["cdi"],
+    ["who"],
+    ["snapshot"],
+    ["watch", GPU],
+    ["watch", "--once"],
+    ["call", GPU, "list"],
+    ["call", "--dra", "gpu.example.com", "info"],
+]
+
+
+def test_a_root_that_is_no_node_is_one_line_and_exit_3_in_every_command(short_root):
+    # GIVEN a root with no kubelet under it (a wrong --root, or not a node)
+    line = f"devctl: {short_root}/var/lib/kubelet/device-plugins does not exist: is this a node? --root/--kubelet-dir"
+    for command in NOT_A_NODE_COMMANDS:
+        # WHEN a person runs any command there (watch in its own process: it takes the signals)
+        r = run_devctl(*command, root=short_root) if command[0] == "watch" else devctl(short_root, *command)
+        # THEN one line says why (not one warning per missing socket and file), exit 3: no source
         assert r.exit_code == 3, command
+        (said,) = r.stderr.splitlines()
+        assert said == line or said.startswith(f"{line} (use --wait"), command  # a whole-node watch may wait
+    # AND JSON keeps every source's error in errors[], with the same one line on stderr
+    ls = devctl(short_root, "ls", "-o", "json")
+    assert ls.exit_code == 3 and ls.stderr.splitlines() == [line]
+    assert sorted(e["source"] for e in ls.json["errors"]) == ["checkpoint", "plugins-dir", "pod-resources"]
+    assert {e["kind"] for e in ls.json["errors"]} == {"missing"}
     doc = devctl(short_root, "pods", "-o", "json").json
     assert doc == {"pods": [], "errors": [doc["errors"][0]]} and doc["errors"][0]["source"] == "pod-resources"
+
+
+def test_a_missing_pod_resources_socket_on_a_node_is_still_its_own_warning(sim_node, tmp_path):
+    # GIVEN a node whose plugins dir is there but whose pod-resources socket is not: not a wrong root
+    r = devctl(sim_node.root, "--pod-resources", str(tmp_path / "none.sock"), "pods")
+    assert r.exit_code == 3
+    assert r.stderr.splitlines() == [f"warning: pod-resources: {tmp_path}/none.sock: no such socket"]
 
 
 def test_an_output_that_cannot_encode_a_name_gets_an_escape_not_a_traceback(default_node, tmp_path):
@@ -752,6 +829,13 @@ READ_COMMANDS = [
     ["plugins"],
     ["checkpoint"],
     ["snapshot"],
+    ["claims"],
+    ["cdi"],
+    ["who"],
+    ["doctor"],
+    ["watch", "--duration", "3"],  # as root first (helpers.AS_NOBODY), so not for ever
+    ["watch", "--once"],
+    ["call", "--dra", "gpu.example.com", "info"],
 ]
 
 
@@ -821,6 +905,10 @@ def test_kubectl_habits_sort_by_o_name_and_all_namespaces(default_node):
     assert [p["name"] for p in pods] == sorted(p["name"] for p in pods)
     bad = devctl(root, "devices", "--sort-by", "nope")
     assert bad.exit_code == 2 and "--sort-by nope: no such field; one of " in bad.stderr
+    # a column as the table heads it: FREE, and ls's short USED for allocated
+    assert devctl(root, "ls", "--sort-by", "FREE", "-q").stdout == "".join(f"{r['name']}\n" for r in by_free)
+    by_used = devctl(root, "ls", "--sort-by", "USED", "-o", "json").json["resources"]
+    assert [r["allocated"] for r in by_used] == sorted(r["allocated"] for r in by_used)
     # -o name is -q; -A is every namespace, the default
     for command in ("ls", "devices", "pods"):
         assert devctl(root, command, "-o", "name").stdout == devctl(root, command, "-q").stdout != ""

@@ -13,6 +13,7 @@ import dataclasses
 import itertools
 import logging
 import os
+import re
 import threading
 import time
 from pathlib import Path
@@ -87,11 +88,24 @@ async def test_overview_shows_each_resource_with_its_counts(sim: SimNode) -> Non
         # view may show what answered first, with "?" for what depends on the rest)
         full = (GPU, "serving", "8", "7", "6", "1", "1", "0,1", "nvidia-gpu.sock")
         await until(pilot, lambda: cells(app, "resources", GPU) == full, "the complete first poll")
-        assert cells(app, "resources", "hardware-vendor.example/foo")[7] == "-"
+        assert cells(app, "resources", "hardware-vendor.example/foo")[7] == "<none>"  # as in the CLI: not "-"
         text = screen_text(app)
         # DRA counts too: gpu-3 unhealthy, and embed-0 whose DRA GPU is across from its CPUs.
         assert "6 pods · 2 unhealthy · 2 misaligned · 03:04:05" in text  # the pinned clock
         assert "checkpoint v2 5 entries checksum ok" in text
+
+
+async def test_at_80_columns_the_first_screen_names_each_resource_in_full(sim: SimNode) -> None:  # noqa: F811
+    # GIVEN the default node WHEN the app opens in an 80x24 terminal (an SSH window)
+    app = demo_app(sim)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until_view(pilot)
+        await until(pilot, lambda: cells(app, "resources", GPU)[7] == "0,1", "the complete first poll")
+        text = screen_text(app)
+        # THEN every resource is named whole (its longest, 27 characters, too), NUMA unknown is <none>
+        for name in ("hardware-vendor.example/foo", "intel.com/sriov_netdevice", GPU, "gpu.example.com"):
+            assert f" {name} " in text, name
+        assert " <none> " in text
 
 
 async def test_number_keys_and_tab_switch_views(sim: SimNode) -> None:  # noqa: F811
@@ -482,6 +496,26 @@ async def test_the_first_read_shows_what_answered_and_says_what_it_waits_for(sim
         # WHEN the read completes, THEN the mark goes
         feed.release.set()
         await until(pilot, lambda: "waiting for" not in screen_text(app), "the mark to go")
+
+
+async def test_a_long_waiting_mark_gives_way_in_its_names_and_keeps_its_seconds(sim: SimNode) -> None:  # noqa: F811
+    # GIVEN a first read that waits on a source with a long name, in a terminal too narrow for the whole mark
+    full = await collect(sim.paths, 2.0)
+    partial = dataclasses.replace(full, plugins=tuple(p for p in full.plugins if p.resource != NIC))
+    feed = _SlowFeed(full, partial, f"{sim.paths.plugins_dir}/a-plugin-with-a-long-socket-name.sock")
+    app = make_app(feed, clock=pinned_clock)
+    async with app.run_test(size=(100, 24)) as pilot:
+        # THEN the top line keeps the counts and clock, and the mark how long it has waited (its names give way)
+        def top() -> str:
+            return screen_text(app).splitlines()[0].rstrip()
+
+        await until(pilot, lambda: GPU in [r.key for r in table(app, "resources").rows], "the answered resources")
+        await until(pilot, lambda: "waiting for" in top(), "the waiting mark")
+        line = top()
+        assert "6 pods" in line and "03:04:05" in line, line
+        mark = line.split(" · ")[-1]
+        assert mark.startswith("waiting for a-plugin") and re.search(r"… \d+ s$", mark), line
+        feed.release.set()
 
 
 async def test_k9s_keys_colon_jumps_j_k_move_esc_goes_back_ctrl_c_quits(sim: SimNode) -> None:  # noqa: F811

@@ -104,3 +104,11 @@ def test_format_bytes(n: int, text: str) -> None:
 @pytest.mark.parametrize("n", [0, 1000, 2048, 3 * 2**29, 64 * 2**30, 2**40 + 2**39, 7 * 2**50])
 def test_exact_sizes_round_trip_through_format_and_parse(n: int) -> None:
     assert parse_quantity(format_bytes(n)) == n
+
+
+def test_numa_unknown_is_one_word_in_the_tui_as_in_the_cli_tables():
+    from devctl.render.style import NONE
+    from devctl.units import format_numa
+
+    assert format_numa((0, 1)) == "0,1"
+    assert format_numa(()) == format_numa((-1,)) == NONE == "<none>"  # never -1 or "-" (issue 10, item 9)

@@ -72,14 +72,19 @@ def live_drivers(snapshot: NodeSnapshot) -> dict[str, bool]:
 
 
 def device_health(snapshot: NodeSnapshot, now: float | None = None) -> dict[tuple[str, str, str], DraDeviceHealth]:
-    """(driver, pool, device) -> health as the kubelet would read it: Unknown once older than its timeout."""
-    now = time.time() if now is None else now
+    """(driver, pool, device) -> health as the kubelet would read it: Unknown once older than its timeout.
+
+    Older as of when the stream was read (``now`` when given): a ``--from``
+    snapshot answers as its node did then, not with every device gone Unknown
+    half a minute later (as doctor judges it, devctl.doctor_dra).
+    """
     out = {}
     for p in snapshot.plugins:
         if p.registry is None or p.dra is None or p.dra.health is None:
             continue
+        at = now if now is not None else (p.dra.read_at or time.time())
         for h in p.dra.health:
-            if h.last_updated is not None and h.last_updated + h.timeout_seconds < now and h.health != UNKNOWN_HEALTH:
+            if h.last_updated is not None and h.last_updated + h.timeout_seconds < at and h.health != UNKNOWN_HEALTH:
                 h = DraDeviceHealth(h.pool, h.device, UNKNOWN_HEALTH, h.last_updated, h.timeout_seconds, h.message)
             out[(p.registry.name, h.pool, h.device)] = h
     return out

@@ -128,12 +128,15 @@ def main_options(
     ] = None,
     proc: Annotated[
         str | None,
-        typer.Option("--proc", envvar="DEVCTL_PROC", help="Processes, for who holds a device [<root>/proc]."),
+        typer.Option(
+            "--proc", envvar="DEVCTL_PROC", metavar="DIR", help="Processes, for who holds a device [<root>/proc]."
+        ),
     ] = None,
     runtime_endpoint: Annotated[
         str | None,
         typer.Option(
             envvar="DEVCTL_RUNTIME_ENDPOINT",
+            metavar="PATH",
             help="The CRI socket [the first of <root>/run/containerd/containerd.sock, <root>/run/crio/crio.sock].",
         ),
     ] = None,
@@ -141,6 +144,7 @@ def main_options(
         str | None,
         typer.Option(
             envvar="DEVCTL_CDI_DIRS",
+            metavar="DIR[:DIR]",
             help="CDI spec dirs, lowest priority first [<root>/etc/cdi:<root>/var/run/cdi].",
         ),
     ] = None,

@@ -272,8 +272,8 @@ def _not_served(paths: NodePaths, plugins: Sequence[PluginProbe], resource: str)
 
     from devctl.model import PluginStatus
     from devctl.names import likely
+    from devctl.node.paths import not_a_node
     from devctl.node.rpc import RpcFailure
-    from devctl.watch import not_a_node
 
     if not os.path.isdir(paths.plugins_dir):
         return RpcFailure(PluginStatus.NO_PLUGIN, not_a_node(paths))

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from devctl.cli.common import ExitCode, fail, say
+from devctl.cli.common import AS_ROOT, ExitCode, fail, say
 
 if TYPE_CHECKING:
     from devctl.model import NodePaths
@@ -110,6 +110,32 @@ class DraCallResult:
     rpc: str
 
 
+def _unreachable(paths: NodePaths) -> None:
+    """Raise why no DRA driver answered when it is not the name: a root that is no node, or no rights (exit 3).
+
+    As the read commands say them: the kubelet's dirs missing, or registration
+    sockets that devctl may not connect to (that needs write permission on them).
+    """
+    import os
+
+    from devctl.model import PluginStatus
+    from devctl.node.paths import not_a_node
+    from devctl.node.rpc import RpcFailure
+    from devctl.node.sockets import registry_sockets
+
+    if not os.path.isdir(paths.plugins_dir):
+        raise RpcFailure(PluginStatus.NO_PLUGIN, not_a_node(paths))
+    try:
+        sockets = registry_sockets(paths.plugins_registry, paths.root)
+    except OSError:
+        return
+    if sockets and not any(os.access(s.real, os.W_OK) for s in sockets):
+        raise RpcFailure(
+            PluginStatus.PERMISSION_DENIED,
+            f"the DRA registration sockets in {paths.plugins_registry} refused devctl (permission denied): {AS_ROOT}",
+        )
+
+
 async def _driver(paths: NodePaths, timeout: float, name: str) -> Driver:
     from devctl.names import not_found
     from devctl.node.dra import find_drivers
@@ -117,6 +143,8 @@ async def _driver(paths: NodePaths, timeout: float, name: str) -> Driver:
     drivers = await find_drivers(paths, timeout)
     if name in drivers:
         return drivers[name]
+    if not drivers:
+        _unreachable(paths)
     from devctl.collect import collect
     from devctl.model import DRA_CHECKPOINT
 

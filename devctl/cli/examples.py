@@ -16,7 +16,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     ),
     "devices": (
         "devctl devices nvidia.com/gpu  # each GPU: health, state, NUMA, holder",
-        "devctl devices -o wide         # with sockets and topology",
+        "devctl devices nvidia.com/gpu GPU-0  # one device",
+        "devctl devices -o wide         # with state, PCI address, model, driver",
         "devctl devices -q              # device IDs only",
     ),
     "pods": (
@@ -34,7 +35,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     ),
     "plugins": (
         "devctl plugins                 # every socket: resource, status, latency",
-        "devctl plugins -o wide         # with endpoints and options",
+        "devctl plugins -o wide         # with full paths, kind, options, registry",
     ),
     "checkpoint": (
         "devctl checkpoint              # the device manager's checkpoint, decoded",
@@ -49,13 +50,13 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "devctl doctor -o json          # findings with their codes and hints",
     ),
     "call": (
-        "devctl call nvidia.com/gpu list          # the plugin's first ListAndWatch list",
+        "devctl call nvidia.com/gpu list          # the plugin's first device list",
         "devctl call nvidia.com/gpu options       # GetDevicePluginOptions",
         "devctl call --socket x.sock list         # a socket the kubelet may not know",
-        "devctl call --dra gpu.example.com health # one message of a DRA driver's health stream",
+        "devctl call --dra gpu.example.com health # one DRA health stream message",
     ),
     "watch": (
-        "devctl watch                   # every plugin and DRA driver of the node, until Ctrl-C",
+        "devctl watch                   # every plugin and DRA driver, until Ctrl-C",
         "devctl watch nvidia.com/gpu    # one resource",
         "devctl watch -o json --count 5 # five events as JSON lines",
     ),
@@ -67,7 +68,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "plugin add": ("devctl plugin add example.com/gpu gpu-8@1",),
     "plugin remove": ("devctl plugin remove example.com/gpu gpu-8",),
     "sim": (
-        "devctl sim                     # prints export DEVCTL_ROOT=...; runs until Ctrl-C",
+        "devctl sim                     # prints export DEVCTL_ROOT=...; until Ctrl-C",
         "devctl sim -- devctl ls        # one command against a fresh simulated node",
         "devctl sim --scenario node.yaml --root /tmp/node",
     ),

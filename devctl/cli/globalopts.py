@@ -42,6 +42,19 @@ _PATH_OPTIONS = (
     ),
     ("sysfs", ("--sysfs",), "DIR", "Host topology [<root>/sys]."),
     ("pod_logs", ("--pod-logs",), "DIR", "Per-pod log dirs [<root>/var/log/pods]."),
+    ("proc", ("--proc",), "DIR", "Processes, for who holds a device [<root>/proc]."),
+    (
+        "runtime_endpoint",
+        ("--runtime-endpoint",),
+        "PATH",
+        "The CRI socket [the first of <root>/run/containerd/containerd.sock, <root>/run/crio/crio.sock].",
+    ),
+    (
+        "cdi_dirs",
+        ("--cdi-dirs",),
+        "DIR[:DIR]",
+        "CDI spec dirs, lowest priority first [<root>/etc/cdi:<root>/var/run/cdi].",
+    ),
     ("from_file", ("--from",), "FILE", "Read a snapshot file instead of the live node."),
 )
 TIMEOUT_HELP = "Deadline of each RPC, in seconds."

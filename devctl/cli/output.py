@@ -8,6 +8,7 @@ here at module level: this module is on the start-up path of ``devctl --help``.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Annotated, Any
@@ -97,18 +98,25 @@ def rewatch(watch: bool, once: Callable[[], None]) -> None:
         raise typer.Exit(int(ExitCode.OK)) from None
 
 
+# The short headers of the tables (render/table.py's RESOURCE_COUNTS, the TUI's) -> the JSON field they show.
+_HEADERS = {"cap": "capacity", "alloc": "allocatable", "used": "allocated", "bad": "unhealthy", "numa": "numa_nodes"}
+
+
 def sort_rows(rows: Sequence[Any], field: str | None) -> list[Any]:
     """``--sort-by FIELD``: rows (dataclasses) ordered by one field, unknown values last; usage error for no such field.
 
     FIELD is the key of ``-o json``'s rows; kubectl's JSONPath form ``{.free}`` or
-    ``.free`` is taken too. Numbers sort as numbers, everything else as text.
+    ``.free`` is taken too, and so is a column as the table heads it (``FREE``,
+    ``ls``'s short ``CAP ALLOC USED BAD``). Numbers sort as numbers, everything else as text.
     """
     import dataclasses
 
     if field is None or not rows:
         return list(rows)
-    key = field.strip("{}").lstrip(".").replace("-", "_")
+    key = field.strip("{}").lstrip(".").replace("-", "_").lower()
     fields = [f.name for f in dataclasses.fields(rows[0])]
+    if key not in fields and _HEADERS.get(key) in fields:
+        key = _HEADERS[key]
     if key not in fields:
         fail(f"--sort-by {field}: no such field; one of {', '.join(fields)}")
 
@@ -130,10 +138,26 @@ def node_snapshot(ctx: typer.Context, want: Iterable[str]) -> NodeSnapshot:
     opts = options(ctx)
     if opts.from_file:
         try:
-            return only_sources(load_snapshot(opts.from_file), set(want))
+            whole = load_snapshot(opts.from_file)
         except SnapshotError as e:
             fail(f"--from {e}", ExitCode.NO_SOURCE)
-    return run(collect_saying_what_waits(opts.paths(), opts.timeout, set(want)))
+        ctx.meta[_NO_PLUGINS_DIR] = no_plugins_dir(whole)  # before only_sources drops that error
+        return only_sources(whole, set(want))
+    snapshot = run(collect_saying_what_waits(opts.paths(), opts.timeout, set(want)))
+    ctx.meta[_NO_PLUGINS_DIR] = no_plugins_dir(snapshot) or not os.path.isdir(snapshot.paths.plugins_dir)
+    return snapshot
+
+
+# ctx.meta: whether the node read had no device-plugins dir (see absent_line).
+_NO_PLUGINS_DIR = "devctl.no_plugins_dir"
+
+
+def no_plugins_dir(snapshot: NodeSnapshot) -> bool:
+    """Whether the snapshot says its node had no device-plugins dir (a ``plugins-dir`` error of kind missing)."""
+    from devctl.analyze import PLUGINS_DIR_SOURCE
+    from devctl.model import ErrorKind
+
+    return any(e.source == PLUGINS_DIR_SOURCE and e.kind == ErrorKind.MISSING for e in snapshot.errors)
 
 
 def refused_line(snapshot: NodeSnapshot, shown: set[str] | frozenset[str]) -> str:
@@ -141,6 +165,49 @@ def refused_line(snapshot: NodeSnapshot, shown: set[str] | frozenset[str]) -> st
     from devctl.analyze import refused
 
     return f"devctl: {NO_RIGHTS}\n" if refused(snapshot, shown) else ""
+
+
+def folded(errors: Iterable[SourceError], denied: str, absent: str) -> tuple[SourceError, ...]:
+    """The warnings a table still shows beside the "run as root" or "is this a node?" line: not the ones it says.
+
+    Without rights, each socket's "permission denied"; at a root that is no node,
+    each "no such file or socket" (the sysfs, /proc and CRI socket under a wrong
+    root are just as missing).
+    """
+    from devctl.model import ErrorKind
+
+    said = {ErrorKind.PERMISSION_DENIED} if denied else set()
+    if absent:
+        said.add(ErrorKind.MISSING)
+    return tuple(e for e in errors if e.kind not in said)
+
+
+def absent_line(snapshot: NodeSnapshot, shown: set[str] | frozenset[str]) -> str:
+    """The "is this a node?" line (with its newline) when the kubelet's sources among ``shown`` gave nothing
+    and its device-plugins dir is not there; else "".
+
+    Then every "no such socket" and "no such file" follows from that one fact,
+    most likely a wrong ``--root``: a person needs that line, as ``watch`` and
+    ``call`` say it, not one warning per path (``-o json`` keeps them all in
+    ``errors[]``). Whether the dir was there is noted by ``node_snapshot``, from
+    the live node or the whole ``--from`` file, as commands that do not list the
+    dir (``pods``) do not have its error.
+    """
+    from typer._click.globals import get_current_context
+
+    from devctl.analyze import KUBELET_SOURCES, source_of, sources_read
+    from devctl.model import ErrorKind
+    from devctl.node.paths import not_a_node
+
+    kubelet = KUBELET_SOURCES & shown
+    if not kubelet or sources_read(snapshot) & kubelet:
+        return ""
+    if any(source_of(e) in kubelet and e.kind != ErrorKind.MISSING for e in snapshot.errors):
+        return ""  # something is there and failed otherwise: its own warning says more
+    ctx = get_current_context(silent=True)
+    if no_plugins_dir(snapshot) or (ctx is not None and ctx.meta.get(_NO_PLUGINS_DIR)):
+        return f"devctl: {not_a_node(snapshot.paths)}\n"
+    return ""
 
 
 def table_style(output: Output, no_headers: bool) -> TableStyle:
@@ -183,19 +250,17 @@ def emit(
 
     errors = errors_of(snapshot)
     denied = refused_line(snapshot, set(shown))
+    absent = absent_line(snapshot, set(shown))
     unread = bool(denied) or not sources_read(snapshot) & set(shown)
     if output in (Output.json, Output.yaml):
         write_structured(output, body, errors)
-        sys.stderr.write(denied)
+        sys.stderr.write(denied + absent)
     else:
         # The table renderer (and tabulate) only here: -o json and yaml never load them.
-        from devctl.model import ErrorKind
         from devctl.render import table as tables
         from devctl.render.style import use_color
 
-        if denied:  # one line for the lot, not one warning per socket that refused devctl
-            errors = tuple(e for e in errors if e.kind != ErrorKind.PERMISSION_DENIED)
-        sys.stderr.write(denied + tables.warnings(errors, use_color(sys.stderr)))
+        sys.stderr.write(denied + absent + tables.warnings(folded(errors, denied, absent), use_color(sys.stderr)))
         if quiet or output == Output.name:
             sys.stdout.write(tables.names(names()))
         else:

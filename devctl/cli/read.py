@@ -8,6 +8,7 @@ stays fast.
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import TYPE_CHECKING, Annotated
 
@@ -22,7 +23,10 @@ from devctl.cli.output import (
     QuietOpt,
     SortByOpt,
     WatchOpt,
+    absent_line,
     emit,
+    folded,
+    no_plugins_dir,
     node_snapshot,
     refused_line,
     rewatch,
@@ -155,9 +159,44 @@ def ls(
     rewatch(watch, once)
 
 
+def _resources_and_ids(asked: list[str] | None, snap: NodeSnapshot) -> tuple[list[str], list[str] | None, list[str]]:
+    """``devices``' arguments: the resources named, the device IDs to keep (None: all), a not-found line per rest.
+
+    ``devctl devices nvidia.com/gpu GPU-0`` (a resource, then a device of it, as
+    completion offers them) or ``devctl devices GPU-0`` shows that device. After
+    a resource, a name close to one of its devices is a device not found (with
+    that ID as the guess); any other name keeps the resource's "did you mean"
+    (the usual slip is a resource's spelling), and the rows found still show.
+    """
+    if not asked:
+        return [], None, []
+    from devctl import analyze
+    from devctl.names import likely, not_found
+
+    known = {r.name for r in analyze.resources_view(snap)}
+    named = [n for n in dict.fromkeys(asked) if n in known]
+    rest = [n for n in dict.fromkeys(asked) if n not in known]
+    if not rest:
+        return named, None, []
+    ids = {d.id for d in analyze.devices_view(snap, named or None)}
+    # After a resource, a name like one of its devices is that device misspelt; any other, a resource.
+    devices = [n for n in rest if n in ids or (named and likely(n, ids))]
+    lines = [not_found("device", n, ids) for n in devices if n not in ids]
+    lines += _unknown_resources([n for n in rest if n not in devices], snap)
+    return named, devices or None, lines
+
+
 def devices(
     ctx: typer.Context,
-    resources: ResourcesArg = None,
+    resources: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="[RESOURCE|ID]...",
+            help="Only these resources (e.g. nvidia.com/gpu) or devices (e.g. GPU-0).",
+            show_default=False,
+            autocompletion=resources,
+        ),
+    ] = None,
     output: OutputOpt = Output.table,
     no_headers: NoHeadersOpt = False,
     quiet: QuietOpt = False,
@@ -175,7 +214,10 @@ def devices(
         # The PCI function behind each device (-o wide and the structured forms): sysfs names it.
         hardware = output in (Output.wide, Output.json, Output.yaml)
         snap = node_snapshot(ctx, sources | _dra_sources() | wide | ({analyze.TOPOLOGY} if hardware else set()))
-        rows = analyze.devices_view(snap, resources)
+        named, ids, not_found = _resources_and_ids(resources, snap)
+        rows = analyze.devices_view(snap, named or (None if ids else resources))
+        if ids is not None:
+            rows = tuple(r for r in rows if r.id in ids)
         if hardware:
             from devctl.analyze.hardware import with_hardware
 
@@ -197,7 +239,7 @@ def devices(
             lambda: (d.id for d in rows),
             no_headers=no_headers,
             quiet=quiet,
-            not_found=_unknown_resources(resources, snap),
+            not_found=not_found,
         )
 
     rewatch(watch, once)
@@ -234,6 +276,9 @@ def pods(
             # the List itself). What they could not tell is a null, not a warning: their errors are not shown.
             view = with_claim_health(view, node_snapshot(ctx, {analyze.PLUGINS, analyze.CDI}))
         rows = sort_rows(view, sort_by)
+        # --resource names a resource: one the node does not know is exit 1 with a likely spelling, as in ls
+        # (asked only when no pod holds it, so a node of many pods pays nothing more).
+        unknown = _unknown_resources([resource], snap) if resource is not None and not view else []
 
         def table(style: TableStyle) -> str:
             from devctl.render.table import pods_table  # only for a table: -o json never loads tabulate
@@ -249,6 +294,7 @@ def pods(
             lambda: (f"{p.namespace}/{p.name}" for p in rows),
             no_headers=no_headers,
             quiet=quiet,
+            not_found=unknown,
         )
 
     rewatch(watch, once)
@@ -271,6 +317,8 @@ def get(
     from devctl import analyze
     from devctl.analyze.claims import with_claim_health
     from devctl.collect import SnapshotError, collect, get_pod, load_snapshot
+    from devctl.model import ErrorKind
+    from devctl.node.paths import not_a_node
     from devctl.node.podresources import PodNotFound
     from devctl.node.rpc import RpcFailure
     from devctl.render.table import pods_table
@@ -286,6 +334,8 @@ def get(
             reasons = [e for e in snap.errors if e.source == analyze.POD_RESOURCES]
             if not reasons:
                 fail("the snapshot holds no pod-resources", ExitCode.NO_SOURCE)
+            if reasons[0].kind == ErrorKind.MISSING and no_plugins_dir(snap):
+                fail(not_a_node(snap.paths), ExitCode.NO_SOURCE)  # as on the node itself
             fail(_why(reasons[0].message, reasons[0].kind), ExitCode.NO_SOURCE)
         found = analyze.find_pod(snap, pod, namespace)
         if found is None:
@@ -299,6 +349,8 @@ def get(
             snap = run(collect(opts.paths(), opts.timeout, want={analyze.POD_RESOURCES}))
             fail(_pod_not_found(pod, namespace, snap), ExitCode.FINDINGS)
         except RpcFailure as e:
+            if e.kind == ErrorKind.MISSING and not os.path.isdir(opts.paths().plugins_dir):
+                fail(not_a_node(opts.paths()), ExitCode.NO_SOURCE)  # as every read command says a wrong root
             fail(_why(e.message, e.kind), ExitCode.NO_SOURCE)
         if any(c.dynamic_resources for c in found.containers):
             # Its DRA devices' health and NUMA nodes: the drivers' streams and the CDI specs, read now.
@@ -421,7 +473,7 @@ def snapshot(
     """Every source at once as one JSON document, for `devctl --from FILE ...` anywhere else."""
     from devctl.analyze import ALL_SOURCES, sources_read
     from devctl.collect import dump_snapshot
-    from devctl.model import EXTRA_SOURCES, ErrorKind
+    from devctl.model import EXTRA_SOURCES
     from devctl.render.table import warnings
 
     snap = node_snapshot(ctx, ALL_SOURCES | EXTRA_SOURCES)
@@ -430,8 +482,8 @@ def snapshot(
 
         snap = hide(snap)
     denied = refused_line(snap, ALL_SOURCES)
-    errors = [e for e in snap.errors if not denied or e.kind != ErrorKind.PERMISSION_DENIED]
-    sys.stderr.write(denied + warnings(errors))
+    absent = absent_line(snap, ALL_SOURCES)
+    sys.stderr.write(denied + absent + warnings(folded(snap.errors, denied, absent)))
     if file is None:
         dump_snapshot(snap, sys.stdout)
     else:

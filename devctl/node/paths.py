@@ -90,3 +90,12 @@ def _cdi_dirs(flag: str | None, root: str) -> tuple[str, ...]:
     if flag:
         return tuple(d for d in flag.split(":") if d)
     return tuple(_join(root, d) for d in DEFAULT_CDI_DIRS)
+
+
+def not_a_node(paths: NodePaths) -> str:
+    """The line for a plugins dir that is not there: most likely devctl looks at the wrong root.
+
+    One sentence for every command (``watch``, ``call``, the read commands), so
+    that a wrong ``--root`` reads the same whichever command met it.
+    """
+    return f"{paths.plugins_dir} does not exist: is this a node? --root/--kubelet-dir"

@@ -38,6 +38,7 @@ from devctl.events import (
 )
 from devctl.model import NodePaths
 from devctl.node.dra import Driver, driver_at, find_drivers
+from devctl.node.paths import not_a_node
 from devctl.node.rpc import RpcFailure
 from devctl.node.sockets import OutsideRoot, SocketFile, registry_sockets
 from devctl.node.udev import UdevUnavailable, kernel_events
@@ -82,11 +83,6 @@ class NoRights(WatchError):
 
 class NoPluginsDir(WatchError):
     """The whole node or a resource was to be watched, but the plugins dir does not exist (and no ``wait``)."""
-
-
-def not_a_node(paths: NodePaths) -> str:
-    """The line for a plugins dir that is not there: most likely devctl looks at the wrong root."""
-    return f"{paths.plugins_dir} does not exist: is this a node? --root/--kubelet-dir"
 
 
 def _absolute(path: str) -> str:
@@ -157,13 +153,21 @@ async def _forward_udev(out: asyncio.Queue[WatchItem]) -> None:
 _DONE = object()
 
 
-def _check_targets(paths: NodePaths, sockets: Sequence[str], whole_node: bool) -> None:
-    """Refuse named sockets that do not exist, and a whole-node watch without a plugins dir."""
+def _check_targets(paths: NodePaths, sockets: Sequence[str], whole_node: bool, drivers: bool) -> None:
+    """Refuse named sockets that do not exist, and a whole-node watch without a plugins dir or without rights.
+
+    A whole-node watch of a node whose every plugin socket refuses devctl (and
+    no DRA driver answered) would retry for ever, one "permission denied" per
+    socket: it is the user's rights, said once as the read commands say it.
+    """
     missing = [s for s in sockets if not os.path.exists(s)]
     if missing:
         raise UnknownTarget(f"{missing[0]}: no such socket (use --wait to wait for it)")
     if whole_node and not os.path.isdir(paths.plugins_dir):
         raise NoPluginsDir(f"{not_a_node(paths)} (use --wait to wait for plugins)")
+    found = plugin_sockets(paths.plugins_dir, paths.root) if whole_node and not drivers else []
+    if found and not any(os.access(s, os.W_OK) for s in found):
+        raise NoRights(f"none of the {len(found)} plugin socket(s) in {paths.plugins_dir} lets devctl connect")
 
 
 def _not_served(paths: NodePaths, unknown: Sequence[str], served: set[str | None]) -> WatchError:
@@ -260,7 +264,7 @@ async def watch(
 
     socket_paths = [_absolute(s) for s in sockets]
     if not wait:
-        _check_targets(paths, socket_paths, whole_node)
+        _check_targets(paths, socket_paths, whole_node, bool(drivers))
     try:
         if isinstance(name, FromKnownIds):
             tasks.append(asyncio.ensure_future(name.prime()))

@@ -26,7 +26,7 @@ from devctl.model import Allocation
 from devctl.tui.state import ContainerDetail, NodeView
 from devctl.tui.widgets.claims import device_lines
 from devctl.tui.widgets.pods import alignment_text
-from devctl.units import format_bytes, format_cpulist
+from devctl.units import format_bytes, format_cpulist, format_numa
 
 
 def _line(out: Text, text: str, style: str = "") -> None:
@@ -85,13 +85,13 @@ def detail_text(
 
     _heading(out, "Holds (pod-resources)")
     for dev in c.devices:
-        numa = ",".join(str(n) for n in dev.numa_nodes) or "-"
+        numa = format_numa(dev.numa_nodes)
         _line(out, f"  {dev.resource}: {', '.join(dev.ids)}  (NUMA {numa})")
     if not c.devices:
         _line(out, "  no devices", "dim")
     _line(out, f"  exclusive CPUs: {format_cpulist(c.cpu_ids) or 'none (shared pool)'}")
     for m in c.memory:
-        numa = ",".join(str(n) for n in m.numa_nodes) or "-"
+        numa = format_numa(m.numa_nodes)
         _line(out, f"  {m.type}: {format_bytes(m.size)}  (NUMA {numa})")
     for claim in c.dynamic_resources:
         _line(out, f"  DRA claim {claim.claim_namespace}/{claim.claim_name}")

@@ -17,7 +17,7 @@ from devctl.analyze.cdi import Resolver
 from devctl.analyze.claims import CHECKPOINTED, DRIVER_MISSING, PREPARED, STALE, ClaimDeviceRow, ClaimRow
 from devctl.escape import escape
 from devctl.tui.widgets.table import Column, Row, RowSet, RowTable
-from devctl.units import UNKNOWN_COUNT
+from devctl.units import UNKNOWN_COUNT, format_numa
 
 COLUMNS = (
     Column("CLAIM", 36, min_width=16, give=1),
@@ -52,7 +52,7 @@ def claim_row(r: ClaimRow) -> Row:
         ",".join(r.drivers) or ",".join(sorted({d.driver for d in r.devices})) or "-",
         ",".join(f"{d.pool}/{d.device}" for d in r.devices) or "-",
         ",".join(health) or "-",
-        ",".join(str(n) for n in sorted({n for d in r.devices for n in d.numa_nodes})) or "-",
+        format_numa(sorted({n for d in r.devices for n in d.numa_nodes})),
         pods_text(r),
     )
     return Row(claim_key(r), cells, tone)
@@ -64,7 +64,7 @@ def claim_rows(rows: tuple[ClaimRow, ...]) -> list[Row]:
 
 def device_lines(out: Text, d: ClaimDeviceRow, cdi: Resolver, indent: str = "  ") -> None:
     """One claim device: health with the driver's message, NUMA, and each CDI name resolved as the runtime would."""
-    numa = ",".join(str(n) for n in d.numa_nodes) or "-"
+    numa = format_numa(d.numa_nodes)
     health = d.health or "no health stream"
     tone = "bold red" if d.health not in (None, "Healthy") else ""
     out.append(escape(f"{indent}{d.driver} {d.pool}/{d.device}  {health}  (NUMA {numa})") + "\n", tone)

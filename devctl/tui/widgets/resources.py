@@ -14,7 +14,7 @@ from devctl.tui.state import NodeView
 from devctl.tui.widgets.edge import EdgeTable
 from devctl.tui.widgets.table import Column, Row, RowSet, RowTable
 from devctl.tui.widgets.text import show_text
-from devctl.units import format_count
+from devctl.units import format_count, format_numa
 
 COLUMNS = (
     Column("RESOURCE", 40, min_width=20, give=1),
@@ -25,14 +25,14 @@ COLUMNS = (
     Column("FREE"),
     Column("BAD"),
     Column("NUMA", 8),
-    Column("SOCKET", 40, give=2),
+    Column("SOCK", 40, give=2),  # short, as CAP ALLOC: at 80 columns the resource name keeps the room
 )
 
 LEGEND = "CAP capacity · ALLOC allocatable (healthy) · USED held · BAD unhealthy"
 
 
 def numa_list(nodes: tuple[int, ...]) -> str:
-    return ",".join(str(n) for n in nodes) if nodes else "-"
+    return format_numa(nodes)
 
 
 def resource_rows(view: NodeView) -> list[Row]:

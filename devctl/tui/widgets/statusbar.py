@@ -63,6 +63,14 @@ def status_text(view: NodeView | None, source: str, live: bool = True, width: in
     return " " + _cut(source, max(width - len(tail) - 1, 8)) + tail
 
 
+def fit_waiting(text: str, width: int) -> str:
+    """``waiting for a.sock, b.sock… 3 s`` cut in its names to ``width``, so the seconds stay on screen."""
+    names, sep, tail = text.rpartition("… ")
+    if len(text) <= width or not sep:
+        return text
+    return names[: max(width - len(sep) - len(tail), 0)] + sep + tail
+
+
 class StatusBar(TextLine):
     DEFAULT_CSS = """
     StatusBar { height: 1; background: $panel; color: $foreground; text-style: bold; }
@@ -83,7 +91,10 @@ class StatusBar(TextLine):
         if self.failed:
             marks.append(f"{self.failed} task(s) failed, see events")
         room = self.size.width - sum(len(m) + 3 for m in marks) if self.size.width else None
-        self.update(" · ".join([status_text(view, self.source, self.live, room), *marks]))
+        head = status_text(view, self.source, self.live, room)
+        if self.waiting and room is not None and len(head) > room:  # the counts and clock kept: the names give way
+            marks[0] = fit_waiting(self.waiting, len(self.waiting) - (len(head) - room))
+        self.update(" · ".join([head, *marks]))
         down = view is not None and any(view.status_of(r) != PluginStatus.SERVING.value for r in view.resources)
         self.set_class(bool((view is not None and (down or view.errors)) or self.failed), "-trouble")
 
