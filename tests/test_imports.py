@@ -109,3 +109,14 @@ def test_the_event_renderer_does_not_import_the_watch_machinery():
     modules = set(json.loads(out.stdout))
     assert "devctl.events" in modules
     assert heavy(modules, "devctl.watch") == []
+
+
+def test_read_commands_on_a_root_without_a_kubelet_import_no_grpc(tmp_path):
+    # No socket exists, so no RPC is made: a missing socket is known from a stat, and grpc, protobuf and the
+    # generated stubs are left unloaded (most of a cold start's cost; docs/performance.md).
+    env = {**os.environ, "DEVCTL_ROOT": str(tmp_path / "empty")}
+    for args in (["ls"], ["devices"], ["pods"], ["ls", "-o", "json"]):
+        modules = modules_after(args, tmp_path, env=env, entry="start")
+        assert "devctl.collect" in modules, args
+        for library in ("grpc", "google.protobuf", "devctl.api"):
+            assert heavy(modules, library) == [], (args, library)
