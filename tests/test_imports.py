@@ -120,3 +120,15 @@ def test_read_commands_on_a_root_without_a_kubelet_import_no_grpc(tmp_path):
         assert "devctl.collect" in modules, args
         for library in ("grpc", "google.protobuf", "devctl.api"):
             assert heavy(modules, library) == [], (args, library)
+
+
+def test_analyze_loads_only_the_views_a_command_shows(tmp_path):
+    env = {**os.environ, "DEVCTL_ROOT": str(tmp_path / "empty")}
+    modules = modules_after(["ls"], tmp_path, env=env, entry="start")
+    assert "devctl.analyze.inventory" in modules
+    for view in ("devctl.analyze.topology", "devctl.analyze.plugins", "devctl.analyze.checkpoint"):
+        assert view not in modules, view
+    # and every public name of devctl.analyze is still there, from the module that defines it
+    probe = "import devctl.analyze as a; print(sorted(n for n in a.__all__ if getattr(a, n) is None))"
+    out = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "[]"
