@@ -126,7 +126,13 @@ def test_analyze_loads_only_the_views_a_command_shows(tmp_path):
     env = {**os.environ, "DEVCTL_ROOT": str(tmp_path / "empty")}
     modules = modules_after(["ls"], tmp_path, env=env, entry="start")
     assert "devctl.analyze.inventory" in modules
-    for view in ("devctl.analyze.topology", "devctl.analyze.plugins", "devctl.analyze.checkpoint"):
+    # nor, on a node without a DRA driver, the claims' analysis
+    for view in (
+        "devctl.analyze.topology",
+        "devctl.analyze.plugins",
+        "devctl.analyze.checkpoint",
+        "devctl.analyze.claims",
+    ):
         assert view not in modules, view
     # and every public name of devctl.analyze is still there, from the module that defines it
     probe = "import devctl.analyze as a; print(sorted(n for n in a.__all__ if getattr(a, n) is None))"
