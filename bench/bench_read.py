@@ -10,7 +10,8 @@ ls` (the same RPCs: List, GetAllocatableResources, options and first
 ListAndWatch of every plugin), `devctl pods -o json` beside `bare_client.py
 pods` (List and GetAllocatableResources); `devctl --help`, `--version`,
 `version`, `devctl ls` on a root with no kubelet, and live shell completions
-(on the node, on an empty root, on a plugin socket that never answers). It
+(on the node, on an empty root, on a pod-resources socket that never answers,
+with and without the pod log dirs that answer namespaces without it). It
 prints the median wall time and peak RSS of each child alone (os.wait4) and
 checks the targets of docs/performance.md; `--json FILE` writes the figures in
 the format bench/compare.py reads.
@@ -172,6 +173,13 @@ def cases(root: Path, empty: Path, frozen: Path, env: dict[str, str]) -> list[Ca
             DEVCTL,
             completing("devctl pods -n ", env, DEVCTL_POD_RESOURCES=str(frozen)),
         ),
+        # The same without pod log dirs to list: the List is made and its deadline (the budget's rest) ends it.
+        Case(
+            "complete_hung_no_logs",
+            "complete: pods -n (hung, no logs)",
+            DEVCTL,
+            completing("devctl pods -n ", env, DEVCTL_POD_RESOURCES=str(frozen), DEVCTL_POD_LOGS=str(empty / "none")),
+        ),
         Case("python", "python -c pass", [PYTHON, "-c", "pass"], env),
     ]
 
@@ -181,7 +189,7 @@ RATIOS = (("ls_json", "bare_ls", 1.2), ("devices_json", "bare_ls", 1.2), ("pods_
 # Wall time targets in ms (docs/performance.md).
 TARGETS_MS = {"help": 100, "version": 100, "version_command": 100, "ls_no_kubelet": 200}
 TARGETS_MS |= {k: 300 for k in ("complete_ls", "complete_namespace", "complete_call_rpc")}
-TARGETS_MS |= {k: 300 for k in ("complete_no_node", "complete_hung")}
+TARGETS_MS |= {k: 300 for k in ("complete_no_node", "complete_hung", "complete_hung_no_logs")}
 
 
 def figures(by: dict[str, Case]) -> dict[str, dict]:

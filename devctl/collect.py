@@ -4,6 +4,10 @@ Every source runs concurrently (``asyncio.gather``), so a plugin that never
 answers costs one deadline, not one per socket; a source that fails becomes a
 ``SourceError`` in the snapshot and never stops the others. Nothing here writes
 to the node: sockets are only connected to, files only read.
+
+Each reader imports its client or parser only once its socket or file is
+there: a node without a kubelet is told from a stat and a refused connect,
+without loading grpc, protobuf or the generated stubs (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -19,8 +23,6 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import IO, TypeVar
-
-import grpc
 
 from devctl.model import (
     ALL_SOURCES,
@@ -55,8 +57,7 @@ from devctl.model import (
     SocketStatus,
     SourceError,
 )
-from devctl.node.dra import DRA_PLUGIN_TYPE
-from devctl.node.rpc import RpcFailure, check_socket
+from devctl.node.connect import RpcFailure, check_socket
 from devctl.node.sockets import (
     DEVICE_PLUGIN_TYPE,
     OutsideRoot,
@@ -70,7 +71,6 @@ from devctl.node.sockets import (
     registry_endpoint,
     registry_sockets,
 )
-from devctl.serial import PlainError, from_plain, to_plain
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -157,8 +157,6 @@ def _oserror(path: str, err: OSError) -> str:
 
 
 async def _pod_resources(paths: NodePaths, timeout: float, out: _Result) -> None:
-    from devctl.node.podresources import PodResourcesClient
-
     socket = paths.pod_resources
     try:
         # One socket-level connect first: it tells missing, stale and forbidden
@@ -167,6 +165,10 @@ async def _pod_resources(paths: NodePaths, timeout: float, out: _Result) -> None
     except RpcFailure as e:
         out.errors.append(SourceError(POD_RESOURCES, e.message, e.kind))
         return
+    import grpc
+
+    from devctl.node.podresources import PodResourcesClient
+
     async with PodResourcesClient(socket, timeout) as client:
         pods, alloc = await asyncio.gather(client.list(), client.allocatable(), return_exceptions=True)
     if isinstance(pods, RpcFailure):
@@ -209,10 +211,10 @@ async def _kubelet_socket(paths: NodePaths, timeout: float, out: _Result) -> Non
 
 async def probe_socket(socket: str, timeout: float) -> PluginProbe:
     """Options and the first device list of one plugin socket; a failure is a status, not an exception."""
-    from devctl.node.deviceplugin import DevicePluginClient
-
     try:
         await check_socket(socket, timeout)
+        from devctl.node.deviceplugin import DevicePluginClient
+
         async with DevicePluginClient(socket, timeout) as client:
             options, devices, latency = await client.probe()
     except RpcFailure as e:
@@ -226,17 +228,19 @@ async def probe_socket(socket: str, timeout: float) -> PluginProbe:
 
 async def _registry_socket(s: SocketFile, paths: NodePaths, timeout: float) -> PluginProbe:
     """GetInfo of a registry socket (dialled as the file it is) and, for a device plugin, a probe of its endpoint."""
-    from devctl.node.deviceplugin import registry_info
-
     socket = s.path
     try:
         await check_socket(s.real, timeout)
+        from devctl.node.deviceplugin import registry_info
+
         info = await registry_info(s.real, timeout)
     except RpcFailure as e:
         return PluginProbe(socket=socket, status=e.status, error=e.message, error_kind=e.kind)
     except _UNDECODABLE:
         error = _undecodable(f"{socket} GetInfo")
         return PluginProbe(socket=socket, status=PluginStatus.UNREACHABLE, error=error, error_kind=ErrorKind.WRONG_API)
+    from devctl.node.dra import DRA_PLUGIN_TYPE
+
     if info.type == DRA_PLUGIN_TYPE:
         return await _dra_driver(s, paths, info, timeout)
     if info.type != DEVICE_PLUGIN_TYPE:
@@ -298,6 +302,8 @@ async def _plugins(paths: NodePaths, timeout: float, out: _Result, pending: _Pen
     except OSError as e:
         out.errors.append(SourceError("registry", _oserror(paths.plugins_registry, e), ErrorKind.of_oserror(e)))
         registry = []
+    if not sockets and not registry:
+        return  # no socket to name: the running devctl plugins' control sockets are not asked
     claimed, probes = await asyncio.gather(
         claimed_sockets(paths, timeout),
         asyncio.gather(
@@ -321,10 +327,10 @@ async def _plugins(paths: NodePaths, timeout: float, out: _Result, pending: _Pen
 
 
 def _read_checkpoint(path: str) -> Checkpoint | SourceError:
-    from devctl.node.checkpoint import CheckpointError, read_checkpoint
-
     if not os.path.lexists(path):
         return SourceError(CHECKPOINT, f"{path}: no such file", ErrorKind.MISSING)
+    from devctl.node.checkpoint import CheckpointError, read_checkpoint
+
     try:
         return read_checkpoint(path)
     except CheckpointError as e:
@@ -344,11 +350,11 @@ async def _checkpoint(paths: NodePaths, out: _Result) -> None:
 
 
 def _read_dra_checkpoint(path: str) -> DraCheckpoint | SourceError | None:
+    if not os.path.lexists(path):
+        return None  # a kubelet that never ran DRA has none: not an error
     from devctl.node.checkpoint import CheckpointError
     from devctl.node.dra_checkpoint import read_dra_checkpoint
 
-    if not os.path.lexists(path):
-        return None  # a kubelet that never ran DRA has none: not an error
     try:
         return read_dra_checkpoint(path)
     except CheckpointError as e:
@@ -588,6 +594,8 @@ async def reread(snapshot: NodeSnapshot, timeout: float, sockets: Iterable[str],
 
 def dump_snapshot(snapshot: NodeSnapshot, stream: IO[str]) -> None:
     """Write a snapshot as one JSON document that ``load_snapshot`` reads back without loss."""
+    from devctl.serial import to_plain
+
     json.dump({"kind": SNAPSHOT_KIND, **to_plain(snapshot)}, stream, indent=2)
     stream.write("\n")
 
@@ -595,6 +603,7 @@ def dump_snapshot(snapshot: NodeSnapshot, stream: IO[str]) -> None:
 def load_snapshot(path: str) -> NodeSnapshot:
     """A snapshot written by ``devctl snapshot``; raises SnapshotError with a one-line reason."""
     from devctl.node.files import FileReadError, read_file
+    from devctl.serial import PlainError, from_plain
 
     try:
         text = read_file(path).decode("utf-8")

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from fractions import Fraction
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from fractions import Fraction
 
 # --- CPU lists (the kernel's bitmap list format, lib/bitmap-str.c) ------------------
 
@@ -73,6 +76,9 @@ def parse_quantity(text: str | int) -> int:
     same way; a fraction of a byte rounds up, as ``Quantity.Value()`` does.
     Negative sizes are refused: nothing on a node has one.
     """
+    # Here, not at the top: fractions imports decimal, which every table's formatting below would pay for.
+    from fractions import Fraction
+
     if isinstance(text, bool):
         raise ValueError(f"invalid quantity {text!r}: expected a number of bytes like 1024, 512Mi or 1.5Gi")
     if isinstance(text, int):
@@ -92,6 +98,8 @@ def parse_quantity(text: str | int) -> int:
 
 
 def _multiplier(suffix: str) -> Fraction:
+    from fractions import Fraction
+
     if suffix in _BINARY:
         return Fraction(_BINARY[suffix])
     if suffix in _DECIMAL:

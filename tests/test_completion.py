@@ -107,3 +107,51 @@ def test_completion_imports_only_what_it_reads(tmp_path: Path) -> None:
     for heavy in ("grpc", "asyncio", "textual", "tabulate", "yaml", "devctl.analyze", "devctl.collect"):
         assert heavy not in loaded, heavy
     assert not any(m.startswith("devctl.render") for m in modules)
+
+
+def test_namespaces_and_pods_come_from_the_pod_log_dirs_while_the_kubelet_hangs(tmp_path: Path) -> None:
+    # The kubelet's <root>/var/log/pods/<ns>_<name>_<uid> answer at the cost of a listing: a pod-resources socket
+    # that never accepts is not asked (with DEVCTL_TIMEOUT=60 and the List's deadline at 20 s, asking would
+    # outlast the run's 60 s or complete nothing), and neither gRPC nor asyncio is loaded.
+    import socket
+
+    logs = tmp_path / "var/log/pods"
+    for name in ("ml_train-0_0b1c", "ml_train-1_9f2e", "monitoring_node-exporter-x7_5d3a", "not-a-pod-dir"):
+        (logs / name).mkdir(parents=True)
+    (logs / "kube-system_a-file_1a2b").write_text("")  # only directories are pods
+    path = tmp_path / "hung.sock"
+    probe = (
+        "import json, sys\n"
+        "from devctl.cli.start import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "sys.stderr.write(json.dumps(sorted(sys.modules)))\n"
+    )
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as hung:
+        hung.bind(str(path))
+        hung.listen(64)
+        more = {"DEVCTL_POD_RESOURCES": str(path), "DEVCTL_TIMEOUT": "60"}
+        assert _complete("devctl pods -n ", tmp_path, **more) == ["ml", "monitoring"]
+        assert _complete("devctl get -n ml ", tmp_path, **more) == ["train-0", "train-1"]
+        assert _complete("devctl get mo", tmp_path, **more) == ["monitoring/node-exporter-x7"]
+        env = {**os.environ, "_DEVCTL_COMPLETE": "complete_bash", "COMP_WORDS": "devctl pods -n ", "COMP_CWORD": "3"}
+        env |= {"DEVCTL_ROOT": str(tmp_path), **more}
+        out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, env=env)
+    assert out.stdout.split() == ["ml", "monitoring"]
+    loaded = {m.split(".")[0] for m in __import__("json").loads(out.stderr)}
+    assert "grpc" not in loaded and "asyncio" not in loaded
+
+
+def test_the_completion_budget_counts_from_the_process_start() -> None:
+    # The interpreter and typer take part of the budget before devctl.cli.complete is imported: the deadline is
+    # counted from when the process started, not from that import (here made 0.2 s later than the script's start).
+    probe = (
+        "import time\n"
+        "t0 = time.monotonic()\n"
+        "time.sleep(0.2)\n"
+        "from devctl.cli import complete\n"
+        "print(complete._STARTED - t0)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    # /proc's start time has the clock tick's resolution (10 ms); the process began before its script ran (by the
+    # interpreter's start-up: well under 10 s, however loaded the machine).
+    assert -10 < float(out.stdout) <= 0.011

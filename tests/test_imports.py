@@ -109,3 +109,32 @@ def test_the_event_renderer_does_not_import_the_watch_machinery():
     modules = set(json.loads(out.stdout))
     assert "devctl.events" in modules
     assert heavy(modules, "devctl.watch") == []
+
+
+def test_read_commands_on_a_root_without_a_kubelet_import_no_grpc(tmp_path):
+    # No socket exists, so no RPC is made: a missing socket is known from a stat, and grpc, protobuf and the
+    # generated stubs are left unloaded (most of a cold start's cost; docs/performance.md).
+    env = {**os.environ, "DEVCTL_ROOT": str(tmp_path / "empty")}
+    for args in (["ls"], ["devices"], ["pods"], ["ls", "-o", "json"]):
+        modules = modules_after(args, tmp_path, env=env, entry="start")
+        assert "devctl.collect" in modules, args
+        for library in ("grpc", "google.protobuf", "devctl.api"):
+            assert heavy(modules, library) == [], (args, library)
+
+
+def test_analyze_loads_only_the_views_a_command_shows(tmp_path):
+    env = {**os.environ, "DEVCTL_ROOT": str(tmp_path / "empty")}
+    modules = modules_after(["ls"], tmp_path, env=env, entry="start")
+    assert "devctl.analyze.inventory" in modules
+    # nor, on a node without a DRA driver, the claims' analysis
+    for view in (
+        "devctl.analyze.topology",
+        "devctl.analyze.plugins",
+        "devctl.analyze.checkpoint",
+        "devctl.analyze.claims",
+    ):
+        assert view not in modules, view
+    # and every public name of devctl.analyze is still there, from the module that defines it
+    probe = "import devctl.analyze as a; print(sorted(n for n in a.__all__ if getattr(a, n) is None))"
+    out = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "[]"

@@ -4,42 +4,99 @@ Each ``*_view`` function returns frozen dataclasses whose ``devctl.serial.to_pla
 form is exactly the JSON of the CLI contract (``docs/commands.md``), so the JSON,
 YAML and table renderers and the TUI all read the same rows. One module per view
 family; every public name is importable from ``devctl.analyze`` itself.
+
+The modules are imported when one of their names is first used (PEP 562):
+a command imports only the views it shows, so ``devctl ls`` on a node
+without a kubelet does not pay for the topology, plugin and checkpoint views
+(docs/performance.md).
 """
 
-from devctl.analyze.checkpoint import CheckpointEntryRow, CheckpointView, PodRef, checkpoint_view
-from devctl.analyze.inventory import (
-    CAPACITY_NOTE,
-    MISSING,
-    UNKNOWN,
-    DeviceRow,
-    Holder,
-    ResourceRow,
-    devices_view,
-    resources_view,
-)
-from devctl.analyze.plugins import CheckpointState, PluginRow, PluginsView, SocketState, plugins_view
-from devctl.analyze.pods import find_pod, merge_devices, pod_view, pods_view
-from devctl.analyze.sources import (
-    ALL_SOURCES,
-    CDI,
-    CHECKPOINT,
-    DRA_CHECKPOINT,
-    IDENTITIES,
-    KUBELET_SOURCES,
-    KUBELET_STATE,
-    PLUGINS,
-    PLUGINS_DIR_SOURCE,
-    POD_RESOURCES,
-    PROCS,
-    RUNTIME,
-    TOPOLOGY,
-    errors_of,
-    only_sources,
-    refused,
-    source_of,
-    sources_read,
-)
-from devctl.analyze.topology import NO_NUMA, AlignmentRow, DeviceCount, NumaRow, TopologyView, topology_view
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from devctl.analyze.checkpoint import CheckpointEntryRow, CheckpointView, PodRef, checkpoint_view
+    from devctl.analyze.inventory import (
+        CAPACITY_NOTE,
+        MISSING,
+        UNKNOWN,
+        DeviceRow,
+        Holder,
+        ResourceRow,
+        devices_view,
+        resources_view,
+    )
+    from devctl.analyze.plugins import CheckpointState, PluginRow, PluginsView, SocketState, plugins_view
+    from devctl.analyze.pods import find_pod, merge_devices, pod_view, pods_view
+    from devctl.analyze.sources import (
+        ALL_SOURCES,
+        CDI,
+        CHECKPOINT,
+        DRA_CHECKPOINT,
+        IDENTITIES,
+        KUBELET_SOURCES,
+        KUBELET_STATE,
+        PLUGINS,
+        PLUGINS_DIR_SOURCE,
+        POD_RESOURCES,
+        PROCS,
+        RUNTIME,
+        TOPOLOGY,
+        errors_of,
+        only_sources,
+        refused,
+        source_of,
+        sources_read,
+    )
+    from devctl.analyze.topology import NO_NUMA, AlignmentRow, DeviceCount, NumaRow, TopologyView, topology_view
+
+# Each public name -> the module of devctl.analyze that defines it.
+_HOME = {
+    **dict.fromkeys(("CheckpointEntryRow", "CheckpointView", "PodRef", "checkpoint_view"), "checkpoint"),
+    **dict.fromkeys(
+        ("CAPACITY_NOTE", "MISSING", "UNKNOWN", "DeviceRow", "Holder", "ResourceRow", "devices_view", "resources_view"),
+        "inventory",
+    ),
+    **dict.fromkeys(("CheckpointState", "PluginRow", "PluginsView", "SocketState", "plugins_view"), "plugins"),
+    **dict.fromkeys(("find_pod", "merge_devices", "pod_view", "pods_view"), "pods"),
+    **dict.fromkeys(
+        (
+            "ALL_SOURCES",
+            "CDI",
+            "CHECKPOINT",
+            "DRA_CHECKPOINT",
+            "IDENTITIES",
+            "KUBELET_SOURCES",
+            "KUBELET_STATE",
+            "PLUGINS",
+            "PLUGINS_DIR_SOURCE",
+            "POD_RESOURCES",
+            "PROCS",
+            "RUNTIME",
+            "TOPOLOGY",
+            "errors_of",
+            "only_sources",
+            "refused",
+            "source_of",
+            "sources_read",
+        ),
+        "sources",
+    ),
+    **dict.fromkeys(("NO_NUMA", "AlignmentRow", "DeviceCount", "NumaRow", "TopologyView", "topology_view"), "topology"),
+}
+
+
+def __getattr__(name: str) -> object:
+    """A public name, from its module (imported now, once; the name is then a plain attribute)."""
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "ALL_SOURCES",

@@ -8,15 +8,22 @@ devices claims name), so ``capacity`` is null and ``capacity_min`` says how
 many. ``allocated`` counts devices of prepared claims; a driver with claims in
 the checkpoint and no live endpoint is ``driver-missing``. NUMA nodes come
 from CDI device nodes through sysfs, so only for devices a claim holds.
+
+The claims' analysis (devctl.analyze.claims and its CDI resolver) is imported
+only on a node that has a DRA driver: `ls` on a node without one does not pay
+for it (docs/performance.md).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-from devctl.analyze.claims import DRIVER_MISSING, PREPARED, ClaimRow, claims_view, device_health, live_drivers
 from devctl.analyze.inventory import UNKNOWN, ClaimHolder, DeviceRow, ResourceRow
 from devctl.model import HEALTHY, NodeSnapshot, PluginProbe, PluginStatus
+
+if TYPE_CHECKING:
+    from devctl.analyze.claims import ClaimRow
 
 DRA_KIND = "dra"
 
@@ -64,6 +71,8 @@ def _holders(snapshot: NodeSnapshot, claims: Iterable[ClaimRow]) -> dict[tuple[s
 
 
 def _status(driver: str, probe: PluginProbe | None, live: dict[str, bool], claimed: set[str]) -> str:
+    from devctl.analyze.claims import DRIVER_MISSING
+
     if not live.get(driver, False) and driver in claimed:
         return DRIVER_MISSING
     if probe is None:
@@ -81,6 +90,8 @@ def dra_inventory(
     drivers = {d: p for d, p in sorted(_drivers(snapshot).items()) if not names or d in names}
     if not drivers:
         return [], []
+    from devctl.analyze.claims import PREPARED, claims_view, device_health, live_drivers
+
     claims = claims_view(snapshot)
     live = live_drivers(snapshot)
     health = device_health(snapshot)

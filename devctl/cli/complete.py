@@ -2,14 +2,15 @@
 
 Resource names and device IDs come from the kubelet's checkpoint
 (RegisteredDevices: every resource a plugin registered and its device IDs), a
-file read with no RPC; namespaces and pod names from one pod-resources List.
-Anything that fails (no node, no rights, a hung socket) completes nothing: a
-completion must never print an error into the shell's line nor keep a person
-waiting. A person pressing Tab waits at most BUDGET from the command's start
-(docs/performance.md), so each read takes what is left of it and only what it
-needs: the checkpoint's JSON without its checksum or allocations, the List
-reply's names without the model's conversion, one synchronous call without an
-event loop.
+file read with no RPC; namespaces and pod names from the kubelet's pod log
+directories (one listing, devctl.node.podlogs), and only where those cannot be
+listed from one pod-resources List. Anything that fails (no node, no rights, a
+hung socket) completes nothing: a completion must never print an error into
+the shell's line nor keep a person waiting. A person pressing Tab waits at
+most BUDGET from the process's start (docs/performance.md), so each read takes
+what is left of it and only what it needs: the checkpoint's JSON without its
+checksum or allocations, the List reply's names without the model's
+conversion, one synchronous call without an event loop.
 """
 
 from __future__ import annotations
@@ -26,7 +27,26 @@ BUDGET = 0.28
 MIN_DEADLINE = 0.03
 # A deadline in seconds for the List instead (a slow node, or a test on a loaded machine).
 DEADLINE_VAR = "DEVCTL_COMPLETE_TIMEOUT"
-_STARTED = time.monotonic()  # when devctl.cli imported this module: within a few ms of the interpreter's start
+
+
+def _process_start() -> float:
+    """When this process started, on time.monotonic's clock: the person's wait began there, not at this import.
+
+    The interpreter and typer are loaded by then (about a third of the budget).
+    /proc/self/stat's start time (clock ticks after boot) against CLOCK_BOOTTIME;
+    an age that cannot be read, or is negative, counts from now.
+    """
+    now = time.monotonic()
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            ticks = int(f.read().rsplit(b")", 1)[1].split()[19])  # field 22, starttime
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return now
+    return now - age if age >= 0 else now
+
+
+_STARTED = _process_start()
 
 
 def _deadline() -> float:
@@ -47,6 +67,7 @@ def _paths(ctx: typer.Context):
         ("kubelet_dir", "DEVCTL_KUBELET_DIR"),
         ("plugins_dir", "DEVCTL_PLUGINS_DIR"),
         ("pod_resources", "DEVCTL_POD_RESOURCES"),
+        ("pod_logs", "DEVCTL_POD_LOGS"),
     ):
         given[field] = params.get(field) or os.environ.get(env)
     return GlobalOptions(**given).paths()
@@ -99,12 +120,29 @@ def device_ids(ctx: typer.Context, incomplete: str) -> list[str]:
 
 
 def _pods(ctx: typer.Context) -> list[tuple[str, str]]:
-    """(namespace, name) of every pod, by pod-resources List within what is left of the budget."""
+    """(namespace, name) of every pod: from the pod log directories, else by pod-resources List.
+
+    The directories answer at the cost of a listing whatever state the
+    kubelet is in (hung, restarting); a pod that has ended keeps its directory
+    until the kubelet cleans it up, which a completion may offer. The List only
+    where they cannot be listed (a kubelet logging elsewhere, no rights), within
+    what is left of the budget.
+    """
+    from devctl.node.podlogs import logged_pods
+
+    try:
+        paths = _paths(ctx)
+    except Exception:
+        return []
+    try:
+        return logged_pods(paths.pod_logs)
+    except OSError:
+        pass
     from devctl.cli import grpclog
 
     grpclog.quiet()  # the app's callback, which does this for a command, does not run for a completion
     try:
-        socket = _paths(ctx).pod_resources
+        socket = paths.pod_resources
         if not os.path.exists(socket):  # no kubelet here: nothing to ask, and gRPC not worth importing
             return []
         import grpc

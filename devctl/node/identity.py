@@ -12,17 +12,9 @@ logs and at least say that a UID still exists.
 from __future__ import annotations
 
 import os
-import re
 
 from devctl.model import ErrorKind, PodIdentity, SourceError
-
-# A namespace is a DNS-1123 label (at most 63 characters); a pod name a DNS-1123
-# subdomain (at most 253) (k8s.io/apimachinery/pkg/util/validation/validation.go).
-_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
-_SUBDOMAIN_PART = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_POD_NAME = re.compile(rf"(?=.{{1,253}}\Z){_SUBDOMAIN_PART}(\.{_SUBDOMAIN_PART})*")
-# API-server UIDs are UUIDs; static pods get a hex hash of their manifest (pkg/kubelet/config/common.go).
-_UID = re.compile(r"[A-Za-z0-9][-A-Za-z0-9]*")
+from devctl.node.podlogs import is_uid, parse_log_dir
 
 
 def read_pod_identities(pod_logs: str, kubelet_dir: str) -> tuple[tuple[PodIdentity, ...], tuple[SourceError, ...]]:
@@ -42,19 +34,17 @@ def read_pod_identities(pod_logs: str, kubelet_dir: str) -> tuple[tuple[PodIdent
     unnamed = [
         PodIdentity(uid, "", "")
         for uid in sorted(_subdirs(os.path.join(kubelet_dir, "pods"), errors))
-        if _UID.fullmatch(uid) and uid not in known
+        if is_uid(uid) and uid not in known
     ]
     return (*named, *unnamed), tuple(errors)
 
 
 def _from_log_dir(name: str) -> PodIdentity | None:
-    parts = name.split("_")
-    if len(parts) != 3:
+    parsed = parse_log_dir(name)
+    if parsed is None:
         return None
-    namespace, pod, uid = parts
-    if _NAMESPACE.fullmatch(namespace) and _POD_NAME.fullmatch(pod) and _UID.fullmatch(uid):
-        return PodIdentity(uid=uid, namespace=namespace, name=pod)
-    return None
+    namespace, pod, uid = parsed
+    return PodIdentity(uid=uid, namespace=namespace, name=pod)
 
 
 def _subdirs(path: str, errors: list[SourceError]) -> list[str]:

@@ -6,17 +6,18 @@ the way a failure is named are the same everywhere.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import errno
 import os
 import re
-import stat
 from typing import TypeVar
 
 import grpc
 
 from devctl.model import ErrorKind, PluginStatus
+
+# The socket-level connect and the failure type live in a module without grpc (a missing socket needs no
+# grpc to be told); the clients import them from here, with the channel.
+from devctl.node.connect import RpcFailure as RpcFailure
+from devctl.node.connect import check_socket as check_socket
 
 # The kubelet sends pod-resources replies without limit; a node with many pods
 # passes gRPC's 4 MiB default receive limit. A large ceiling costs nothing.
@@ -34,32 +35,6 @@ KUBELET_RECEIVE_BYTES = 4 * 1024 * 1024
 T = TypeVar("T")
 
 
-# The kind of failure each socket status is, where nothing more precise is known.
-_STATUS_KINDS = {
-    PluginStatus.STALE: ErrorKind.STALE,
-    PluginStatus.TIMEOUT: ErrorKind.TIMEOUT,
-    PluginStatus.PERMISSION_DENIED: ErrorKind.PERMISSION_DENIED,
-    PluginStatus.NO_PLUGIN: ErrorKind.MISSING,
-}
-
-
-class RpcFailure(Exception):
-    """A source that failed: the status devctl shows for it, a one-line message, and its kind."""
-
-    def __init__(
-        self,
-        status: PluginStatus,
-        message: str,
-        code: grpc.StatusCode | None = None,
-        kind: ErrorKind | None = None,
-    ):
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.code = code
-        self.kind = kind if kind is not None else _STATUS_KINDS.get(status, ErrorKind.OTHER)
-
-
 def channel(socket_path: str, max_receive: int = MAX_RECEIVE_BYTES) -> grpc.aio.Channel:
     """An insecure channel to a unix socket, created on the running loop."""
     options = (
@@ -73,52 +48,6 @@ def channel(socket_path: str, max_receive: int = MAX_RECEIVE_BYTES) -> grpc.aio.
 def plugin_channel(socket_path: str) -> grpc.aio.Channel:
     """A channel to a device plugin, DRA driver or registration socket: it reads what the kubelet reads."""
     return channel(socket_path, KUBELET_RECEIVE_BYTES)
-
-
-def _kind(path: str) -> str:
-    """What sits at ``path``: socket, directory, regular file, other file, or missing."""
-    try:
-        mode = os.stat(path).st_mode
-    except OSError:
-        return "missing"
-    if stat.S_ISSOCK(mode):
-        return "socket"
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    return "a regular file" if stat.S_ISREG(mode) else "another kind of file"
-
-
-async def check_socket(socket_path: str, timeout: float) -> None:
-    """Connect once at the socket level, to tell a missing, stale or forbidden socket apart.
-
-    gRPC reports all of these as UNAVAILABLE; the person at the node needs to know which.
-    """
-    try:
-        _, writer = await asyncio.wait_for(asyncio.open_unix_connection(socket_path), timeout)
-    except FileNotFoundError:
-        raise RpcFailure(PluginStatus.UNREACHABLE, f"{socket_path}: no such socket", kind=ErrorKind.MISSING) from None
-    except PermissionError:
-        raise RpcFailure(PluginStatus.PERMISSION_DENIED, f"{socket_path}: permission denied") from None
-    except ConnectionRefusedError:
-        # Linux refuses a connect to a regular file the same way as to a dead socket.
-        kind = _kind(socket_path)
-        if kind not in ("socket", "missing"):
-            raise RpcFailure(
-                PluginStatus.UNREACHABLE, f"{socket_path}: not a socket ({kind})", kind=ErrorKind.NOT_A_SOCKET
-            ) from None
-        raise RpcFailure(PluginStatus.STALE, f"{socket_path}: stale socket (nothing listens on it)") from None
-    except asyncio.TimeoutError:
-        raise RpcFailure(PluginStatus.TIMEOUT, f"{socket_path}: connect timed out after {timeout:g}s") from None
-    except OSError as e:
-        if e.errno == errno.ENOTSOCK:
-            message = f"{socket_path}: not a socket"
-            raise RpcFailure(PluginStatus.UNREACHABLE, message, kind=ErrorKind.NOT_A_SOCKET) from None
-        if e.errno == errno.ECONNREFUSED:
-            raise RpcFailure(PluginStatus.STALE, f"{socket_path}: not a listening socket") from None
-        raise RpcFailure(PluginStatus.UNREACHABLE, f"{socket_path}: {e.strerror or e}") from None
-    writer.close()
-    with contextlib.suppress(OSError):
-        await writer.wait_closed()
 
 
 # gRPC's words (core's message_size_filter) for a reply above the channel's receive limit.

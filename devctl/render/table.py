@@ -16,15 +16,9 @@ import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from devctl.analyze import (
-    CAPACITY_NOTE,
-    CheckpointView,
-    DeviceRow,
-    PluginsView,
-    ResourceRow,
-    TopologyView,
-)
+from devctl.analyze import CAPACITY_NOTE
 from devctl.escape import escape
 from devctl.model import (
     ContainerMemory,
@@ -37,6 +31,9 @@ from devctl.model import (
 )
 from devctl.render.style import NONE, Styled, paint, word
 from devctl.units import UNKNOWN_COUNT, format_bytes, format_count, format_cpulist
+
+if TYPE_CHECKING:  # the views' modules load with the command that shows them (devctl.analyze imports lazily)
+    from devctl.analyze import CheckpointView, DeviceRow, PluginsView, ResourceRow, TopologyView
 
 # kubectl's columns: left-aligned, three spaces between them, nothing else
 # (k8s.io/cli-runtime/pkg/printers/tabwriter.go: padding 3).
