@@ -9,14 +9,18 @@ major:minor. The cgroup file names the container (containerd, CRI-O, Docker;
 cgroup v1 and v2; systemd and cgroupfs drivers).
 
 Bounded: one pass over the processes, only the matches are kept, and a stat is
-made only for links that point under ``/dev/`` and did not match by path.
-Processes that exit during the scan are skipped without a word; fds that
-cannot be read for lack of rights are counted into one error. The cost is the
-kernel's: a ``readlink`` per fd and a listing per process (about 2-4 µs and
-15-20 µs of system time on the build VM). ``scan`` can share the processes
-among threads, whose system calls release the GIL; measured on the loaded
-build machine that was no faster (each call hands the GIL over and waits to
-get it back), so one thread is the default (docs/performance.md).
+made only for a distinct link target of a process that points under ``/dev/``
+and did not match by path. Processes that exit during the scan are skipped
+without a word; fds that cannot be read for lack of rights are counted into one
+error. The cost is the kernel's: per process an open, a listing and a close of
+its ``fd/`` directory, per fd a ``readlink`` relative to that open directory
+(no path walk). Nothing cheaper says what an fd is: a listing of ``fd/`` gives
+only numbers, and a ``stat`` through the link costs as much as reading it.
+bench/bench_who.py times this against the same system calls made from C
+(the kernel's floor). ``scan`` can share the processes among threads, whose
+system calls release the GIL; measured on the loaded build machine that was no
+faster (each call hands the GIL over and waits to get it back), so one thread
+is the default (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ PROC_FILE_LIMIT = 1024 * 1024
 SCAN_THREADS = 1
 # Fewer processes than this are read by the calling thread alone: a pool costs more than it saves.
 CHUNK = 2048
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 
 # The last path element of a container's cgroup: containerd (systemd driver)
 # "cri-containerd-<id>.scope", CRI-O "crio-<id>.scope", Docker "docker-<id>.scope",
@@ -148,7 +153,7 @@ class _Closed(Exception):
     """The process' fds are closed to us (not root): counted, not an error per process."""
 
 
-def _rdev_at(name: bytes, dir_fd: int) -> int | None:
+def _rdev_at(name: str, dir_fd: int) -> int | None:
     try:
         st = os.stat(name, dir_fd=dir_fd)  # follows the fd's own link, whatever the process calls the node
     except OSError:
@@ -156,9 +161,9 @@ def _rdev_at(name: bytes, dir_fd: int) -> int | None:
     return st.st_rdev if stat.S_ISCHR(st.st_mode) else None
 
 
-def _each(names: list[bytes], dir_fd: int) -> list[bytes | None]:
+def _each(names: list[str], dir_fd: int) -> list[str | None]:
     """The link targets one at a time: the slow path, for a process that closed an fd since its listing."""
-    out: list[bytes | None] = []
+    out: list[str | None] = []
     for name in names:
         try:
             out.append(os.readlink(name, dir_fd=dir_fd))
@@ -170,51 +175,61 @@ def _each(names: list[bytes], dir_fd: int) -> list[bytes | None]:
 
 
 class _Matcher:
-    """The watch in bytes (``readlink`` of a bytes name skips a decode per fd), read-only, so threads share it."""
+    """The watch, read-only, so threads share it."""
 
     def __init__(self, proc: str, watch: Watch):
-        self.proc = os.fsencode(proc)
-        self.paths = {os.fsencode(p): p for p in watch.paths}
+        self.proc = proc
+        self.paths = watch.paths
         self.rdevs = watch.rdevs
 
-    def held(self, pid: bytes) -> list[str]:
+    def held(self, pid: str) -> list[str]:
         """The watched nodes process ``pid`` holds open; raises _Closed when its fds are closed to us."""
-        fd_dir = self.proc + b"/" + pid + b"/fd"
         try:
-            # Names as bytes from the path (a listing of an fd gives str); the links read relative to an open
-            # fd of the directory, so no path walk per fd.
-            names = os.listdir(fd_dir)
-            dir_fd = os.open(fd_dir, os.O_RDONLY | os.O_DIRECTORY)
+            # One open of the directory serves its listing and every readlink (relative to it): no path walk
+            # through <proc>/PID per fd, nor a second one for the listing.
+            dir_fd = os.open(f"{self.proc}/{pid}/fd", _DIRECTORY)
         except PermissionError:
             raise _Closed from None
         except OSError:  # gone, or not a process directory
             return []
         try:
-            targets: list[bytes] | list[bytes | None]
+            try:
+                names = os.listdir(dir_fd)
+            except PermissionError:
+                raise _Closed from None
+            except OSError:
+                return []
+            targets: list[str] | list[str | None]
             try:
                 # The common case in one C-level loop; any failure falls back to the careful one.
                 targets = list(map(functools.partial(os.readlink, dir_fd=dir_fd), names))
             except OSError:
                 targets = _each(names, dir_fd)
             paths = self.paths
-            held = dict.fromkeys(sorted(paths[t] for t in paths.keys() & set(targets)))
+            held = dict.fromkeys(sorted(paths.intersection(targets)))
             if self.rdevs:
+                # A node by another name (a container's /dev): one stat per distinct /dev/ target of the process
+                # (its 0, 1 and 2 are often the same /dev/null), only where the path did not match.
+                seen: set[str] = set()
                 for name, target in zip(names, targets, strict=True):
-                    if target is not None and target not in paths and target.startswith(b"/dev/"):
-                        rdev = _rdev_at(name, dir_fd)
-                        if rdev is not None and rdev in self.rdevs:
-                            held[self.rdevs[rdev]] = None
+                    if target is None or target in paths or target in seen or not target.startswith("/dev/"):
+                        continue
+                    if not target.endswith(" (deleted)"):  # two removed nodes may share a name
+                        seen.add(target)
+                    rdev = _rdev_at(name, dir_fd)
+                    if rdev is not None and rdev in self.rdevs:
+                        held[self.rdevs[rdev]] = None
         finally:
             os.close(dir_fd)
         return list(held)
 
     def chunk(self, pids: list[str]) -> tuple[list[Process], int]:
         """The holders among ``pids``, and how many of them closed their fds to us."""
-        proc = os.fsdecode(self.proc)
+        proc = self.proc
         found, denied = [], 0
         for pid in pids:
             try:
-                held = self.held(pid.encode())
+                held = self.held(pid)
             except _Closed:
                 denied += 1
                 continue
