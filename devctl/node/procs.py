@@ -17,20 +17,23 @@ its ``fd/`` directory, per fd a ``readlink`` relative to that open directory
 (no path walk). Nothing cheaper says what an fd is: a listing of ``fd/`` gives
 only numbers, and a ``stat`` through the link costs as much as reading it.
 bench/bench_who.py times this against the same system calls made from C
-(the kernel's floor). ``scan`` can share the processes among threads, whose
-system calls release the GIL; measured on the loaded build machine that was no
-faster (each call hands the GIL over and waits to get it back), so one thread
-is the default (docs/performance.md).
+(the kernel's floor). Threads, whose system calls release the GIL, measured no
+faster (each of a million short calls hands the GIL over and waits to get it
+back), so a scan of many processes gives a share to a worker process instead,
+which shares no GIL: on two CPUs each half runs at once (docs/performance.md).
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import os
 import re
 import stat
+import subprocess
+import sys
+import time
 from collections.abc import Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from devctl.model import CdiState, Checkpoint, ErrorKind, Process, ProcScan, SourceError
@@ -39,11 +42,19 @@ from devctl.node.files import FileReadError, read_file
 PROCS_SOURCE = "procs"
 # A process' cmdline or cgroup file is small; the cap bounds what a hostile or fake proc tree can make devctl read.
 PROC_FILE_LIMIT = 1024 * 1024
-# Threads that read processes at once by default: one, as more measured no faster (see the module's docstring);
-# bench/bench_who.py times two beside it.
-SCAN_THREADS = 1
-# Fewer processes than this are read by the calling thread alone: a pool costs more than it saves.
-CHUNK = 2048
+# Processes that read <proc> at once by default (the caller and worker processes), at most one per CPU: two, as
+# threads measured no faster (see the module's docstring). bench/bench_who.py times one beside it.
+SCAN_WORKERS = 2
+# The least share of the processes a worker process is given: fewer are read by the caller alone, as starting
+# a worker (an interpreter, this module's imports) costs about what reading a few thousand processes does.
+CHUNK = 4096
+# How long the caller waits for a worker after its own share, as a multiple of the time that share took (at
+# least WORKER_GRACE seconds); then it stops the worker and reads the worker's share itself.
+WORKER_PATIENCE = 4
+WORKER_GRACE = 5.0
+# The worker's program: this module, imported from where the caller's was (-I: no environment, no user site).
+_WORKER = "import sys; sys.path.insert(0, sys.argv[1]); from devctl.node.procs import worker_main; worker_main()"
+_PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 
 # The last path element of a container's cgroup: containerd (systemd driver)
@@ -240,13 +251,85 @@ class _Matcher:
         return found, denied
 
 
-def scan(proc: str, watch: Watch, threads: int | None = None) -> tuple[ProcScan | None, list[SourceError]]:
+class _Worker:
+    """A share of the processes read by another process, which shares no GIL with the caller: its system calls
+    and the caller's run on two CPUs at once (threads measured no faster: each call hands the GIL over).
+
+    The share goes as a range of PIDs, so the job stays small (a pipe's buffer); the worker lists ``<proc>``
+    itself and reads the PIDs in the range. A worker that cannot start, fails, says something unreadable or
+    takes too long gives None, and the caller reads the share itself.
+    """
+
+    def __init__(self, proc: str, watch: Watch, first: int, last: int):
+        job = {"proc": proc, "paths": sorted(watch.paths), "rdevs": list(watch.rdevs.items()), "range": [first, last]}
+        self.child: subprocess.Popen[bytes] | None
+        try:
+            self.child = subprocess.Popen(
+                [sys.executable, "-I", "-S", "-c", _WORKER, _PACKAGE_ROOT],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+            )
+            assert self.child.stdin is not None
+            # One line, and stdin left open: communicate() closes it (a closed one would fail its flush).
+            self.child.stdin.write(json.dumps(job).encode() + b"\n")
+            self.child.stdin.flush()
+        except OSError:
+            self.child = None
+
+    def result(self, patience: float) -> tuple[list[Process], int] | None:
+        """The worker's holders and how many processes closed their fds to it, or None (see the class)."""
+        if self.child is None:
+            return None
+        try:
+            out, _ = self.child.communicate(timeout=patience)
+            if self.child.returncode != 0:
+                return None
+            reply = json.loads(out)
+            found = [Process(pid, command, tuple(held), cid, pod) for pid, command, held, cid, pod in reply["found"]]
+            return found, int(reply["denied"])
+        except subprocess.TimeoutExpired:
+            self.child.kill()
+            self.child.communicate()
+            return None
+        except (ValueError, TypeError, KeyError):
+            return None
+
+    def stop(self) -> None:
+        """Ends a worker still running (its caller failed) and reaps it; nothing for one already done."""
+        if self.child is not None and self.child.returncode is None:
+            self.child.kill()
+            self.child.communicate()
+
+
+def worker_main() -> None:
+    """A worker process' part (see _Worker): the job from stdin, its holders as JSON to stdout."""
+    job = json.loads(sys.stdin.readline())
+    first, last = job["range"]
+    watch = Watch(frozenset(job["paths"]), {rdev: path for rdev, path in job["rdevs"]})
+    with os.scandir(job["proc"]) as entries:
+        pids = [e.name for e in entries if e.name.isdigit() and first <= int(e.name) <= last]
+    found, denied = _Matcher(job["proc"], watch).chunk(pids)
+    rows = [[p.pid, p.command, list(p.devices), p.container_id, p.pod_uid] for p in found]
+    json.dump({"found": rows, "denied": denied}, sys.stdout)
+
+
+def _shares(pids: list[str], workers: int) -> list[list[str]]:
+    """The PIDs in ascending order, cut into at most ``workers`` shares of at least CHUNK each."""
+    count = max(1, min(workers, len(pids) // CHUNK))
+    ordered = sorted(pids, key=int)
+    size = -(-len(ordered) // count)
+    return [ordered[i : i + size] for i in range(0, len(ordered), size)]
+
+
+def scan(proc: str, watch: Watch, workers: int | None = None) -> tuple[ProcScan | None, list[SourceError]]:
     """Every process under ``proc`` that holds a watched node open; one error when some fds were closed to us.
 
     None, with the error, when ``proc`` itself cannot be listed. The processes
-    are read by ``threads`` threads (default SCAN_THREADS, at most one per
-    CPU); only the matches are kept, so memory grows with the holders, not
-    with the processes.
+    are read by up to ``workers`` processes (default SCAN_WORKERS, at most one
+    per CPU, each given CHUNK processes at least): the caller and worker
+    processes (see _Worker). Only the matches are kept, so memory grows with
+    the holders, not with the processes.
     """
     errors: list[SourceError] = []
     try:
@@ -258,18 +341,20 @@ def scan(proc: str, watch: Watch, threads: int | None = None) -> tuple[ProcScan 
     found: list[Process] = []
     denied = 0
     if watch.paths and pids:
-        workers = max(1, min(threads if threads is not None else SCAN_THREADS, os.cpu_count() or 1))
         matcher = _Matcher(proc, watch)
-        size = max(CHUNK, -(-len(pids) // workers))
-        chunks = [pids[i : i + size] for i in range(0, len(pids), size)]
-        if len(chunks) == 1:
-            results = [matcher.chunk(chunks[0])]
-        else:
-            with ThreadPoolExecutor(workers, thread_name_prefix="devctl-procs") as pool:
-                results = list(pool.map(matcher.chunk, chunks))
-        for part, closed in results:
-            found.extend(part)
-            denied += closed
+        mine, *others = _shares(pids, min(workers if workers is not None else SCAN_WORKERS, os.cpu_count() or 1))
+        started = [_Worker(proc, watch, int(share[0]), int(share[-1])) for share in others]
+        try:
+            began = time.monotonic()
+            found, denied = matcher.chunk(mine)
+            patience = max(WORKER_GRACE, WORKER_PATIENCE * (time.monotonic() - began))
+            for worker, share in zip(started, others, strict=True):
+                part, closed = worker.result(patience) or matcher.chunk(share)
+                found.extend(part)
+                denied += closed
+        finally:
+            for worker in started:
+                worker.stop()
         found.sort(key=lambda p: p.pid)
     if denied:
         errors.append(
