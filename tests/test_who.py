@@ -77,6 +77,7 @@ def test_scan_finds_holders_and_skips_what_is_not_a_process(tmp_path):
     _process(proc, 12, ["pipe:[3]"])
     (proc / "13").mkdir()  # exited between listing and reading: no fd dir
     (proc / "self").mkdir()
+    (proc / "\u00b2").mkdir()  # "²": str.isdigit() says yes, int() says no
     loop = proc / "12" / "fd" / "9"
     os.symlink(loop, loop)  # a link to itself: read, never followed
     result, errors = scan(str(proc), Watch.of(["/dev/nvidia0"], str(tmp_path)))

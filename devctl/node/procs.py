@@ -164,6 +164,11 @@ class _Closed(Exception):
     """The process' fds are closed to us (not root): counted, not an error per process."""
 
 
+def _is_pid(name: str) -> bool:
+    """A process' directory: ASCII digits only (str.isdigit alone would take "²", which int() refuses)."""
+    return name.isascii() and name.isdigit()
+
+
 def _rdev_at(name: str, dir_fd: int) -> int | None:
     try:
         st = os.stat(name, dir_fd=dir_fd)  # follows the fd's own link, whatever the process calls the node
@@ -270,12 +275,16 @@ class _Worker:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
             )
-            assert self.child.stdin is not None
+        except OSError:
+            self.child = None
+            return
+        assert self.child.stdin is not None
+        try:
             # One line, and stdin left open: communicate() closes it (a closed one would fail its flush).
             self.child.stdin.write(json.dumps(job).encode() + b"\n")
             self.child.stdin.flush()
         except OSError:
-            self.child = None
+            pass  # the worker is gone already: result() finds it failed, and reaps it
 
     def result(self, patience: float) -> tuple[list[Process], int] | None:
         """The worker's holders and how many processes closed their fds to it, or None (see the class)."""
@@ -308,7 +317,7 @@ def worker_main() -> None:
     first, last = job["range"]
     watch = Watch(frozenset(job["paths"]), {rdev: path for rdev, path in job["rdevs"]})
     with os.scandir(job["proc"]) as entries:
-        pids = [e.name for e in entries if e.name.isdigit() and first <= int(e.name) <= last]
+        pids = [e.name for e in entries if _is_pid(e.name) and first <= int(e.name) <= last]
     found, denied = _Matcher(job["proc"], watch).chunk(pids)
     rows = [[p.pid, p.command, list(p.devices), p.container_id, p.pod_uid] for p in found]
     json.dump({"found": rows, "denied": denied}, sys.stdout)
@@ -334,7 +343,7 @@ def scan(proc: str, watch: Watch, workers: int | None = None) -> tuple[ProcScan 
     errors: list[SourceError] = []
     try:
         with os.scandir(proc) as entries:
-            pids = [e.name for e in entries if e.name.isdigit()]
+            pids = [e.name for e in entries if _is_pid(e.name)]
     except OSError as e:
         message = f"{proc}: {e.strerror or e}"
         return None, [SourceError(PROCS_SOURCE, message, ErrorKind.of_oserror(e))]
