@@ -20,7 +20,8 @@ import yaml
 from badservers import hung_server
 from helpers import call_as_nobody, devctl
 
-from devctl.model import ErrorKind
+from devctl.model import ErrorKind, ProcScan
+from devctl.node import procs
 from devctl.node.cri import read_runtime
 from devctl.node.procs import CHUNK, Watch, parse_cgroup, scan
 from devctl.node.rpc import RpcFailure
@@ -76,6 +77,7 @@ def test_scan_finds_holders_and_skips_what_is_not_a_process(tmp_path):
     _process(proc, 12, ["pipe:[3]"])
     (proc / "13").mkdir()  # exited between listing and reading: no fd dir
     (proc / "self").mkdir()
+    (proc / "\u00b2").mkdir()  # "²": str.isdigit() says yes, int() says no
     loop = proc / "12" / "fd" / "9"
     os.symlink(loop, loop)  # a link to itself: read, never followed
     result, errors = scan(str(proc), Watch.of(["/dev/nvidia0"], str(tmp_path)))
@@ -91,17 +93,55 @@ def test_scan_finds_holders_and_skips_what_is_not_a_process(tmp_path):
     )
 
 
-def test_scan_shares_many_processes_among_threads_and_keeps_them_in_pid_order(tmp_path):
-    proc = tmp_path / "proc"
-    count = 2 * CHUNK + 7  # more than one thread's share
+def _many(proc: Path) -> int:
+    """More processes than the caller keeps to itself: holders at 7 (of nvidia1) and every 500th PID (nvidia0)."""
+    count = 2 * CHUNK + 7
     for pid in range(1, count + 1):
         (proc / str(pid) / "fd").mkdir(parents=True)
         os.symlink("/dev/nvidia0" if pid % 500 == 0 else "pipe:[1]", proc / str(pid) / "fd" / "0")
     os.symlink("/dev/nvidia1", proc / "7" / "fd" / "1")
-    result, errors = scan(str(proc), Watch.of(["/dev/nvidia0", "/dev/nvidia1"], str(tmp_path)), threads=3)
+    return count
+
+
+def _found_all(result: ProcScan | None, errors: list, count: int) -> None:
     assert errors == [] and result is not None and result.scanned == count
     assert [p.pid for p in result.processes] == [7, *range(500, count + 1, 500)]
     assert result.processes[0].devices == ("/dev/nvidia1",)
+    assert result.processes[1].devices == ("/dev/nvidia0",)
+
+
+def test_scan_shares_many_processes_with_a_worker_process_and_keeps_them_in_pid_order(tmp_path):
+    count = _many(tmp_path / "proc")
+    watch = Watch.of(["/dev/nvidia0", "/dev/nvidia1"], str(tmp_path))
+    spawned = []
+    real_popen = subprocess.Popen
+
+    def popen(*args, **kwargs):  # a real worker process; only counted
+        spawned.append(args[0])
+        return real_popen(*args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(procs.subprocess, "Popen", popen)
+        result, errors = scan(str(tmp_path / "proc"), watch, workers=3)
+    assert len(spawned) == 1  # two shares of CHUNK or more: the caller's and one worker's
+    _found_all(result, errors, count)
+
+
+@pytest.mark.parametrize(
+    "breakage",
+    [
+        {"_PACKAGE_ROOT": "/nonexistent"},  # the worker cannot import devctl: exits 1
+        {"_WORKER": "import time; time.sleep(60)", "WORKER_GRACE": 0.1, "WORKER_PATIENCE": 0},  # never answers
+        {"_WORKER": "print('not json')"},
+    ],
+    ids=["fails", "hangs", "garbles"],
+)
+def test_scan_reads_a_failed_workers_share_itself(tmp_path, monkeypatch, breakage):
+    count = _many(tmp_path / "proc")
+    for name, value in breakage.items():
+        monkeypatch.setattr(procs, name, value)
+    result, errors = scan(str(tmp_path / "proc"), Watch.of(["/dev/nvidia0", "/dev/nvidia1"], str(tmp_path)), 2)
+    _found_all(result, errors, count)
 
 
 def test_scan_without_rights_says_so_once(short_root):
