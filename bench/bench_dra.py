@@ -151,10 +151,22 @@ def wait_ready(proc: subprocess.Popen, root: Path) -> None:
         raise SystemExit(f"the simulated node under {root} did not start")
 
 
+def child_env() -> dict[str, str]:
+    """The children's environment: devctl as a user's install runs it.
+
+    An install runs from cached bytecode; a caller's PYTHONDONTWRITEBYTECODE
+    would make every child compile devctl's modules again (hundreds of ms on
+    both sides of a ratio, which hides it). No DEVCTL_* of the caller's either.
+    """
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DEVCTL_", "_DEVCTL_"))}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env | {"NO_COLOR": "1", "PYTHONPATH": str(HERE.parent)}
+
+
 def bench_reads(runs: int) -> dict[str, float]:
     """Median ms of each command, interleaved run by run so a load spike hits all three alike."""
     base = Path(tempfile.mkdtemp(prefix="dcbd", dir="/tmp"))
-    env = {**os.environ, "NO_COLOR": "1", "PYTHONPATH": str(HERE.parent)}
+    env = child_env()
     nodes = []
     try:
         roots = {}
@@ -286,7 +298,7 @@ async def bench_watch(drivers: int, devices: int, rate: int, seconds: float) -> 
         await server.start()
         busy.append(d)
         servers.append(server)
-    env = {**os.environ, "NO_COLOR": "1", "PYTHONPATH": str(HERE.parent)}
+    env = child_env()
     proc = await asyncio.create_subprocess_exec(
         *DEVCTL,
         "--root",

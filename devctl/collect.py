@@ -29,6 +29,7 @@ from devctl.model import (
     CDI,
     CHECKPOINT,
     DRA_CHECKPOINT,
+    DRA_DRIVERS,
     IDENTITIES,
     KUBELET_STATE,
     PLUGINS,
@@ -226,8 +227,11 @@ async def probe_socket(socket: str, timeout: float) -> PluginProbe:
     return PluginProbe(socket=socket, status=PluginStatus.SERVING, options=options, devices=devices, latency_ms=latency)
 
 
-async def _registry_socket(s: SocketFile, paths: NodePaths, timeout: float) -> PluginProbe:
-    """GetInfo of a registry socket (dialled as the file it is) and, for a device plugin, a probe of its endpoint."""
+async def _registry_socket(s: SocketFile, paths: NodePaths, timeout: float, dra_only: bool = False) -> PluginProbe:
+    """GetInfo of a registry socket (dialled as the file it is) and, for a device plugin, a probe of its endpoint.
+
+    With ``dra_only`` a device plugin's endpoint is not probed (the caller leaves its registration out).
+    """
     socket = s.path
     try:
         await check_socket(s.real, timeout)
@@ -243,8 +247,8 @@ async def _registry_socket(s: SocketFile, paths: NodePaths, timeout: float) -> P
 
     if info.type == DRA_PLUGIN_TYPE:
         return await _dra_driver(s, paths, info, timeout)
-    if info.type != DEVICE_PLUGIN_TYPE:
-        # A CSI driver or an unknown type: shown, not probed.
+    if info.type != DEVICE_PLUGIN_TYPE or dra_only:
+        # A CSI driver or an unknown type: shown, not probed (nor a device plugin when only DRA drivers are read).
         return PluginProbe(socket=socket, status=PluginStatus.SERVING, registry=info)
     try:
         endpoint = registry_endpoint(paths, socket, info)
@@ -270,6 +274,10 @@ async def _dra_driver(s: SocketFile, paths: NodePaths, info: RegistryInfo, timeo
     return replace(base, dra=await probe_endpoint(endpoint, info.supported_versions, timeout))
 
 
+async def _no_claims() -> dict[str, str]:
+    return {}
+
+
 async def _plugin_socket(s: SocketFile, timeout: float) -> PluginProbe:
     """Probe the socket file itself (a symlink's target, found inside the root); shown under its listed name."""
     probe = await probe_socket(s.real, timeout)
@@ -289,9 +297,12 @@ async def claimed_sockets(paths: NodePaths, timeout: float) -> dict[str, str]:
     return claimed
 
 
-async def _plugins(paths: NodePaths, timeout: float, out: _Result, pending: _Pending | None = None) -> None:
+async def _plugins(
+    paths: NodePaths, timeout: float, out: _Result, pending: _Pending | None = None, *, dra_only: bool = False
+) -> None:
+    """Every plugin socket and registration probed; with ``dra_only`` the DRA drivers' registrations alone."""
     try:
-        sockets = plugin_sockets(paths.plugins_dir, paths.root)
+        sockets = [] if dra_only else plugin_sockets(paths.plugins_dir, paths.root)
     except OSError as e:
         out.errors.append(SourceError(PLUGINS_DIR_SOURCE, _oserror(paths.plugins_dir, e), ErrorKind.of_oserror(e)))
         sockets = []
@@ -305,12 +316,16 @@ async def _plugins(paths: NodePaths, timeout: float, out: _Result, pending: _Pen
     if not sockets and not registry:
         return  # no socket to name: the running devctl plugins' control sockets are not asked
     claimed, probes = await asyncio.gather(
-        claimed_sockets(paths, timeout),
+        _no_claims() if dra_only else claimed_sockets(paths, timeout),
         asyncio.gather(
             *(_answered(pending, out, s.path, _plugin_socket(s, timeout)) for s in sockets),
-            *(_answered(pending, out, s.path, _registry_socket(s, paths, timeout)) for s in registry),
+            *(_answered(pending, out, s.path, _registry_socket(s, paths, timeout, dra_only)) for s in registry),
         ),
     )
+    if dra_only:  # a device plugin's or CSI driver's registration is not a DRA driver's: left out
+        from devctl.node.dra import DRA_PLUGIN_TYPE
+
+        probes = [p for p in probes if p.registry is None or p.registry.type == DRA_PLUGIN_TYPE]
     out.claimed.update(claimed)
     registered = {s.path for s in registry}
     for p in probes:
@@ -507,6 +522,7 @@ async def collect(
     readers: dict[str, Callable[[], Awaitable[None]]] = {
         POD_RESOURCES: lambda: _pod_resources(paths, timeout, out),
         PLUGINS: lambda: _plugins(paths, timeout, out, pending),
+        DRA_DRIVERS: lambda: _plugins(paths, timeout, out, pending, dra_only=True),
         CHECKPOINT: lambda: _checkpoint(paths, out),
         TOPOLOGY: lambda: _topology(paths, out),
         IDENTITIES: lambda: _identities(paths, out),
@@ -517,6 +533,8 @@ async def collect(
     }
     if PROCS in want:
         want |= {CHECKPOINT, CDI}  # the device nodes to look for: its Allocate replies, the CDI specs
+    if PLUGINS in want:
+        want -= {DRA_DRIVERS}  # a part of PLUGINS
     await asyncio.gather(
         *(_guard(name, read(), out, pending) for name, read in readers.items() if name in want),
         _guard("kubelet-socket", _kubelet_socket(paths, timeout, out), out, None),

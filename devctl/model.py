@@ -89,6 +89,9 @@ IDENTITIES = "identities"
 DRA_CHECKPOINT = "dra-checkpoint"
 CDI = "cdi"
 ALL_SOURCES = frozenset({POD_RESOURCES, PLUGINS, CHECKPOINT, TOPOLOGY, IDENTITIES, DRA_CHECKPOINT, CDI})
+# The DRA drivers alone, a part of PLUGINS: their registrations and endpoints, no device-plugin socket
+# (``devctl claims`` shows no device plugin, and probing every one of them cost it a tenth of its time).
+DRA_DRIVERS = "dra-drivers"
 # Read only when a command asks for them (``devctl who``, ``devices -o wide``,
 # ``doctor``, ``snapshot``): a /proc scan is no price for ``ls`` to pay.
 PROCS = "procs"

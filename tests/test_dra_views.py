@@ -51,6 +51,24 @@ def test_claims_filters_and_says_did_you_mean(sim_node) -> None:
     assert "claim train-1-gpu not found (did you mean train-1-gpus?)" in r.stderr
 
 
+def test_claims_reads_the_dra_drivers_not_the_device_plugins(sim_node, tmp_path: Path) -> None:
+    """A dead device-plugin socket is `ls`'s business, not `claims`'s; a dead registration may be a DRA driver's."""
+    from badservers import stale_socket
+
+    kubelet = sim_node.root / "var/lib/kubelet"
+    stale_socket(str(kubelet / "device-plugins" / "gone.sock"))
+    assert "gone.sock" in devctl(sim_node.root, "ls").stderr
+    r = devctl(sim_node.root, "claims")
+    assert r.exit_code == 0, r.stderr
+    assert "gone.sock" not in r.stderr and "prepared" in r.stdout
+    stale_socket(str(kubelet / "plugins_registry" / "gone-reg.sock"))
+    assert "gone-reg.sock" in devctl(sim_node.root, "claims").stderr
+    snap = tmp_path / "node.json"
+    assert devctl(sim_node.root, "snapshot", "-f", str(snap)).exit_code == 0
+    r = devctl(sim_node.root, "--from", str(snap), "claims")  # the same warnings as on the node
+    assert "gone-reg.sock" in r.stderr and "gone.sock" not in r.stderr
+
+
 def test_cdi_resolves_claims_names_to_pci_and_numa(sim_node) -> None:
     r = devctl(sim_node.root, "cdi", "-o", "json")
     assert r.exit_code == 0, r.stderr

@@ -70,6 +70,16 @@ def _holders(snapshot: NodeSnapshot, claims: Iterable[ClaimRow]) -> dict[tuple[s
     return out
 
 
+def _occupied(claims: Iterable[ClaimRow]) -> set[tuple[str, str, str]]:
+    """The devices :func:`_holders` gives a holder: a claim's, unless each of its pods is known to be gone."""
+    return {
+        (d.driver, d.pool, d.device)
+        for c in claims
+        if not c.pods or any(p.running is not False for p in c.pods)
+        for d in c.devices
+    }
+
+
 def _status(driver: str, probe: PluginProbe | None, live: dict[str, bool], claimed: set[str]) -> str:
     from devctl.analyze.claims import DRIVER_MISSING
 
@@ -83,9 +93,13 @@ def _status(driver: str, probe: PluginProbe | None, live: dict[str, bool], claim
 
 
 def dra_inventory(
-    snapshot: NodeSnapshot, wanted: Iterable[str] | None = None
+    snapshot: NodeSnapshot, wanted: Iterable[str] | None = None, *, devices: bool = True
 ) -> tuple[list[ResourceRow], list[DeviceRow]]:
-    """``ls`` rows and ``devices`` rows of every DRA driver (or those named in ``wanted``)."""
+    """``ls`` rows and ``devices`` rows of every DRA driver (or those named in ``wanted``).
+
+    Without ``devices`` the second list is empty and no holder is named: ``ls``
+    counts a driver's devices by state and shows none of them.
+    """
     names = set(wanted or ())
     drivers = {d: p for d, p in sorted(_drivers(snapshot).items()) if not names or d in names}
     if not drivers:
@@ -95,43 +109,48 @@ def dra_inventory(
     claims = claims_view(snapshot)
     live = live_drivers(snapshot)
     health = device_health(snapshot)
-    holders = _holders(snapshot, claims)
+    holders = _holders(snapshot, claims) if devices else {}
+    occupied = _occupied(claims)
     claimed = {d for c in claims for d in c.drivers}
     numa = {(d.driver, d.pool, d.device): d.numa_nodes for c in claims for d in c.devices}
     prepared = {(d.driver, d.pool, d.device) for c in claims if c.state == PREPARED for d in c.devices}
     holders_known = snapshot.pods is not None
-    resources, devices = [], []
+    resources, device_rows = [], []
     for driver, probe in drivers.items():
         stream = probe.dra.health if probe is not None and probe.dra is not None else None
         listed = [(h.pool, h.device) for h in stream] if stream is not None else []
         in_stream = set(listed)
-        held = [(pool, dev) for (dv, pool, dev) in holders if dv == driver and (pool, dev) not in in_stream]
+        held = [(pool, dev) for (dv, pool, dev) in numa if dv == driver and (pool, dev) not in in_stream]
         keys = list(dict.fromkeys([*listed, *sorted(held)]))
-        rows = []
+        free = 0
+        numa_nodes: set[int] = set()
         for pool, dev in keys:
-            h = health.get((driver, pool, dev))
+            key = (driver, pool, dev)
+            h = health.get(key)
             word = h.health if h is not None else UNKNOWN
-            who = holders.get((driver, pool, dev), {})
-            if not holders_known and not who:
+            taken = key in occupied
+            if not holders_known and not taken:
                 state = None
             elif h is None:
-                state = "allocated" if who else None
+                state = "allocated" if taken else None
             elif word == HEALTHY:
-                state = "allocated" if who else "free"
+                state = "allocated" if taken else "free"
             else:
-                state = "unhealthy-allocated" if who else "unhealthy"
-            rows.append(
-                DeviceRow(
-                    resource=driver,
-                    id=f"{pool}/{dev}",
-                    health=word,
-                    numa_nodes=numa.get((driver, pool, dev), ()),
-                    state=state,
-                    allocated_to=tuple(who) if holders_known or who else None,
-                    kind=DRA_KIND,
+                state = "unhealthy-allocated" if taken else "unhealthy"
+            free += state == "free"
+            numa_nodes.update(numa.get(key, ()))
+            if devices:
+                device_rows.append(
+                    DeviceRow(
+                        resource=driver,
+                        id=f"{pool}/{dev}",
+                        health=word,
+                        numa_nodes=numa.get(key, ()),
+                        state=state,
+                        allocated_to=tuple(holders.get(key, ())) if holders_known or taken else None,
+                        kind=DRA_KIND,
+                    )
                 )
-            )
-        devices += rows
         capacity = len(listed) if stream is not None else None
         healthy = sum(1 for h in stream if health.get((driver, h.pool, h.device), h).health == HEALTHY) if stream else 0
         allocated = sum(1 for pool, dev in keys if (driver, pool, dev) in prepared)
@@ -143,12 +162,12 @@ def dra_inventory(
                 capacity=capacity,
                 allocatable=healthy if stream is not None else None,
                 allocated=allocated if holders_known else None,
-                free=sum(1 for r in rows if r.state == "free") if stream is not None and holders_known else None,
+                free=free if stream is not None and holders_known else None,
                 unhealthy=capacity - healthy if capacity is not None else None,
-                numa_nodes=tuple(sorted({n for r in rows for n in r.numa_nodes})),
+                numa_nodes=tuple(sorted(numa_nodes)),
                 options=None,
                 capacity_min=None if stream is not None else (len(keys) or None),
                 kind=DRA_KIND,
             )
         )
-    return resources, devices
+    return resources, device_rows

@@ -307,7 +307,7 @@ def resources_view(snapshot: NodeSnapshot, resources: Iterable[str] | None = Non
         )
     from devctl.analyze.dra_inventory import dra_inventory  # imports this module's rows
 
-    rows += dra_inventory(snapshot, resources)[0]
+    rows += dra_inventory(snapshot, resources, devices=False)[0]
     return tuple(rows)
 
 

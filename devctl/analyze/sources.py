@@ -13,6 +13,7 @@ from devctl.model import (
     CDI,
     CHECKPOINT,
     DRA_CHECKPOINT,
+    DRA_DRIVERS,
     IDENTITIES,
     KUBELET_STATE,
     PLUGINS,
@@ -32,6 +33,7 @@ __all__ = [
     "CDI",
     "CHECKPOINT",
     "DRA_CHECKPOINT",
+    "DRA_DRIVERS",
     "IDENTITIES",
     "KUBELET_SOURCES",
     "KUBELET_STATE",
@@ -100,6 +102,7 @@ _ERROR_SOURCES = {
     "plugin": PLUGINS,
     "registry": PLUGINS,
     "dra": PLUGINS,  # a DRA driver's endpoint or health stream
+    DRA_DRIVERS: PLUGINS,
     DRA_CHECKPOINT: DRA_CHECKPOINT,
     CDI: CDI,
     PLUGINS_DIR_SOURCE: PLUGINS,
@@ -131,11 +134,16 @@ def refused(snapshot: NodeSnapshot, shown: set[str] | frozenset[str]) -> bool:
     return any(e.kind == ErrorKind.PERMISSION_DENIED and source_of(e) in kubelet for e in snapshot.errors)
 
 
+# The errors a read of the DRA drivers alone (DRA_DRIVERS, a part of PLUGINS) meets: registrations, endpoints.
+_DRA_DRIVER_ERRORS = frozenset({"registry", "dra", DRA_DRIVERS})
+
+
 def only_sources(snapshot: NodeSnapshot, sources: set[str] | frozenset[str]) -> NodeSnapshot:
     """The snapshot with the errors of ``sources`` only: what a live read of just those would have met.
 
     A ``--from`` file holds every source; a command that reads a few on the
     live node must warn about those few, as it would there.
     """
-    errors = tuple(e for e in snapshot.errors if source_of(e) in sources)
+    drivers = _DRA_DRIVER_ERRORS if DRA_DRIVERS in sources else frozenset()
+    errors = tuple(e for e in snapshot.errors if source_of(e) in sources or e.source in drivers)
     return snapshot if errors == snapshot.errors else replace(snapshot, errors=errors)

@@ -63,7 +63,8 @@ def claims(
 
     def once() -> None:
         shown = {analyze.DRA_CHECKPOINT, analyze.POD_RESOURCES}
-        snap = node_snapshot(ctx, {*shown, analyze.PLUGINS, analyze.CDI, analyze.IDENTITIES})
+        # The DRA drivers alone (liveness, health), not every device plugin: the view shows none of them.
+        snap = node_snapshot(ctx, {*shown, analyze.DRA_DRIVERS, analyze.CDI, analyze.IDENTITIES})
         rows = sort_rows(claims_view(snap, namespace=namespace, names=names), sort_by)
         everything = claims_view(snap, namespace=namespace) if names else rows  # once when nothing is named
         found = {n for r in rows for n in (r.name, f"{r.namespace}/{r.name}")}
