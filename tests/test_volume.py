@@ -204,6 +204,29 @@ def test_json_written_from_the_views_is_the_json_of_their_plain_form() -> None:
             assert structured.json_document(body, errors) == structured.to_json(structured.document(body, errors))
 
 
+def test_json_of_many_rows_is_written_in_pieces_with_the_same_text() -> None:
+    from dataclasses import replace
+
+    from devctl.model import ContainerDevices, ContainerResources, PodResources, SourceError
+    from devctl.render import structured
+
+    # More rows than one piece holds, odd characters in a row of a later piece, and errors after them.
+    pods = [
+        PodResources("ns", f"pod-{i}", (ContainerResources("c", (ContainerDevices("x/y", (f"d{i}",), (0,)),)),))
+        for i in range(3 * structured._ROWS_PER_PIECE + 3)
+    ]
+    pods[-2] = replace(pods[-2], name="bad\x85\u202e\n")
+    errors = (SourceError("checkpoint", "gone \x9b"),)
+    pieces = list(structured.json_pieces({"pods": pods}, errors))
+    assert len(pieces) > 3 and max(map(len, pieces)) < len("".join(pieces)) / 2
+    assert "".join(pieces) == structured.to_json(structured.document({"pods": pods}, errors))
+    # A view that is a dataclass gets the errors in its document, not in itself.
+    view = pods[0]
+    before = vars(view).copy()
+    assert structured.json_document(view, errors) == structured.to_json(structured.document(view, errors))
+    assert vars(view) == before
+
+
 def test_a_device_list_reads_and_round_trips_as_the_tuple_of_its_devices() -> None:
     from devctl.model import PluginProbe, PluginStatus
     from devctl.serial import from_plain, to_plain
