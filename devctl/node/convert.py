@@ -220,14 +220,15 @@ def dynamic_resource(msg: Any) -> DynamicResource:
 
 
 def container(msg: Any) -> ContainerResources:
-    """A container of a List reply. An empty repeated field becomes () without a generator: a List of 50,000
-    pods has a container each, most without memory or claims."""
+    """A container of a List reply. An empty repeated field becomes () without a generator or a copy: a List
+    of 50,000 pods has a container each, most without CPUs, memory or claims."""
     memory = getattr(msg, "memory", ())
     claims = getattr(msg, "dynamic_resources", ())
+    cpus = getattr(msg, "cpu_ids", ())
     return ContainerResources(
         msg.name,
         device_groups(msg.devices),
-        tuple(getattr(msg, "cpu_ids", ())),
+        tuple(cpus) if cpus else (),
         tuple([container_memory(m) for m in memory]) if memory else (),
         tuple([dynamic_resource(r) for r in claims]) if claims else (),
     )
