@@ -151,6 +151,56 @@ def test_allocatable_reads_the_same_by_columns_as_message_by_message(monkeypatch
         assert convert.allocatable_wire(wire) == convert.allocatable(reply)
 
 
+def _pod(name: str, namespace: str = "ns", *containers: pr.ContainerResources) -> pr.PodResources:
+    return pr.PodResources(name=name, namespace=namespace, containers=list(containers))
+
+
+def _held(name: str, *ids: str, resource: str = "a/gpu", nodes: tuple[int, ...] = (0,), **more: object):
+    topology = pr.TopologyInfo(nodes=[pr.NUMANode(ID=n) for n in nodes]) if nodes else None
+    devices = [pr.ContainerDevices(resource_name=resource, device_ids=[i], topology=topology) for i in ids]
+    return pr.ContainerResources(name=name, devices=devices, **more)  # type: ignore[arg-type]
+
+
+SINGLE = [_pod(f"p{i}", f"ns-{i % 3}", _held("c", f"g{i}", nodes=(i % 2,))) for i in range(300)]
+
+
+@pytest.mark.parametrize(
+    ("pods", "by_columns"),
+    [
+        (SINGLE, True),  # one container holding one device each: by columns
+        ([_pod(f"p{i}", "ns", _held("c", f"g{i}", nodes=())) for i in range(5)], True),  # no topology at all
+        ([_pod("ü-" + "x" * 300, "ns", _held("c", "g0"))], True),  # a two-byte length
+        ([*SINGLE, _pod("two", "ns", _held("a", "g1"), _held("b", "g2"))], False),  # two containers
+        ([*SINGLE, _pod("none", "ns")], False),  # no container
+        ([*SINGLE, _pod("ids", "ns", _held("c", "g1", "g2"))], False),  # two device entries
+        ([*SINGLE, _pod("nodev", "ns", _held("c"))], False),  # a container without devices
+        ([*SINGLE, _pod("cpus", "ns", _held("c", "g1", cpu_ids=[2, 3]))], False),  # exclusive CPUs
+        ([*SINGLE, _pod("mem", "ns", _held("c", "g1", memory=[pr.ContainerMemory(memory_type="m", size=1)]))], False),
+        ([*SINGLE, _pod("default-ns", "", _held("c", "g1"))], False),  # an empty namespace is left out on the wire
+        ([*SINGLE, _pod("topo", "ns", _held("c", "g1", nodes=()))], False),  # a topology in some entries only
+        ([], False),
+    ],
+)
+def test_a_pod_list_reads_the_same_by_columns_as_message_by_message(
+    pods: list[pr.PodResources], by_columns: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(columns, "LONG", 0)  # every list read by columns, however short
+    read = _spy_columns(monkeypatch)
+    wire = pr.ListPodResourcesResponse(pod_resources=pods).SerializeToString()
+    got = convert.pods_wire(wire)
+    assert got == tuple(convert.pod(p) for p in pr.ListPodResourcesResponse.FromString(wire).pod_resources)
+    assert (bool(read) and all(read)) == by_columns
+
+
+def test_a_pod_list_that_is_no_list_is_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert convert.pods_wire(b"\x0a\x05ab") is None
+    monkeypatch.setattr(columns, "LONG", 0)
+    assert convert.pods_wire(b"\x0a\x05ab") is None
+    # Columns of bytes that are not UTF-8, where protobuf wants a string: what protobuf says (not a List)
+    wire = pr.ListPodResourcesResponse(pod_resources=SINGLE).SerializeToString()
+    assert convert.pods_wire(wire.replace(b"p1", b"\xff1")) is None
+
+
 # --- the checkpoint's checksum above the limit: not verified, and said -------------------------
 
 
