@@ -449,6 +449,8 @@ async def _procs(paths: NodePaths, out: _Result) -> None:
 
 def _name_sockets(paths: NodePaths, out: _Result) -> None:
     """Fill in each socket's resource with the one resolver every caller uses (devctl.node.sockets)."""
+    if not out.plugins:
+        return  # no socket to name (`devctl pods` reads none): the IDs of 50,000 pods are not gathered for nothing
     known = known_ids(out.allocatable, out.pods, out.checkpoint)
     out.plugins[:] = name_sockets(paths, out.plugins, known, out.claimed)
 

@@ -227,6 +227,9 @@ def test_grid_prints_what_tabulate_printed_for_plain_odd_and_coloured_cells():
         (["h1", "h2", "h3", "h4", "h5"], odd[:3] + odd[4:]),  # ASCII only: grid's own writer
         (["h1", "h2", "h3", "h4", "h5"], [odd[4], odd[0]]),
         (["a", "b", "c"], [["short"], ["x", "y", "z"]]),  # a short row
+        (["a", "b"], [["1", "2", "3"]]),  # more cells than headers
+        # Columns of strings only (checked a column at a time), one cell in each needing its escape
+        (["a", "b", "c"], [["plain", " x ", "ok"], ["back\\slash", "", "new\nline"], ["\x1b[2J", "   ", "\x85"]]),
         (["x"], []),
     ]
     for headers, rows in cases:

@@ -219,6 +219,56 @@ def test_allocatable_reads_the_same_by_columns_as_message_by_message(monkeypatch
         assert convert.allocatable_wire(wire) == convert.allocatable(reply)
 
 
+def _pod(name: str, namespace: str = "ns", *containers: pr.ContainerResources) -> pr.PodResources:
+    return pr.PodResources(name=name, namespace=namespace, containers=list(containers))
+
+
+def _held(name: str, *ids: str, resource: str = "a/gpu", nodes: tuple[int, ...] = (0,), **more: object):
+    topology = pr.TopologyInfo(nodes=[pr.NUMANode(ID=n) for n in nodes]) if nodes else None
+    devices = [pr.ContainerDevices(resource_name=resource, device_ids=[i], topology=topology) for i in ids]
+    return pr.ContainerResources(name=name, devices=devices, **more)  # type: ignore[arg-type]
+
+
+SINGLE = [_pod(f"p{i}", f"ns-{i % 3}", _held("c", f"g{i}", nodes=(i % 2,))) for i in range(300)]
+
+
+@pytest.mark.parametrize(
+    ("pods", "by_columns"),
+    [
+        (SINGLE, True),  # one container holding one device each: by columns
+        ([_pod(f"p{i}", "ns", _held("c", f"g{i}", nodes=())) for i in range(5)], True),  # no topology at all
+        ([_pod("ü-" + "x" * 300, "ns", _held("c", "g0"))], True),  # a two-byte length
+        ([*SINGLE, _pod("two", "ns", _held("a", "g1"), _held("b", "g2"))], False),  # two containers
+        ([*SINGLE, _pod("none", "ns")], False),  # no container
+        ([*SINGLE, _pod("ids", "ns", _held("c", "g1", "g2"))], False),  # two device entries
+        ([*SINGLE, _pod("nodev", "ns", _held("c"))], False),  # a container without devices
+        ([*SINGLE, _pod("cpus", "ns", _held("c", "g1", cpu_ids=[2, 3]))], False),  # exclusive CPUs
+        ([*SINGLE, _pod("mem", "ns", _held("c", "g1", memory=[pr.ContainerMemory(memory_type="m", size=1)]))], False),
+        ([*SINGLE, _pod("default-ns", "", _held("c", "g1"))], False),  # an empty namespace is left out on the wire
+        ([*SINGLE, _pod("topo", "ns", _held("c", "g1", nodes=()))], False),  # a topology in some entries only
+        ([], False),
+    ],
+)
+def test_a_pod_list_reads_the_same_by_columns_as_message_by_message(
+    pods: list[pr.PodResources], by_columns: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(columns, "LONG", 0)  # every list read by columns, however short
+    read = _spy_columns(monkeypatch)
+    wire = pr.ListPodResourcesResponse(pod_resources=pods).SerializeToString()
+    got = convert.pods_wire(wire)
+    assert got == tuple(convert.pod(p) for p in pr.ListPodResourcesResponse.FromString(wire).pod_resources)
+    assert (bool(read) and all(read)) == by_columns
+
+
+def test_a_pod_list_that_is_no_list_is_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert convert.pods_wire(b"\x0a\x05ab") is None
+    monkeypatch.setattr(columns, "LONG", 0)
+    assert convert.pods_wire(b"\x0a\x05ab") is None
+    # Columns of bytes that are not UTF-8, where protobuf wants a string: what protobuf says (not a List)
+    wire = pr.ListPodResourcesResponse(pod_resources=SINGLE).SerializeToString()
+    assert convert.pods_wire(wire.replace(b"p1", b"\xff1")) is None
+
+
 # --- the checkpoint's checksum above the limit: not verified, and said -------------------------
 
 
@@ -270,6 +320,29 @@ def test_json_written_from_the_views_is_the_json_of_their_plain_form() -> None:
     ):
         for errors in (node.errors, None):
             assert structured.json_document(body, errors) == structured.to_json(structured.document(body, errors))
+
+
+def test_json_of_many_rows_is_written_in_pieces_with_the_same_text() -> None:
+    from dataclasses import replace
+
+    from devctl.model import ContainerDevices, ContainerResources, PodResources, SourceError
+    from devctl.render import structured
+
+    # More rows than one piece holds, odd characters in a row of a later piece, and errors after them.
+    pods = [
+        PodResources("ns", f"pod-{i}", (ContainerResources("c", (ContainerDevices("x/y", (f"d{i}",), (0,)),)),))
+        for i in range(3 * structured._ROWS_PER_PIECE + 3)
+    ]
+    pods[-2] = replace(pods[-2], name="bad\x85\u202e\n")
+    errors = (SourceError("checkpoint", "gone \x9b"),)
+    pieces = list(structured.json_pieces({"pods": pods}, errors))
+    assert len(pieces) > 3 and max(map(len, pieces)) < len("".join(pieces)) / 2
+    assert "".join(pieces) == structured.to_json(structured.document({"pods": pods}, errors))
+    # A view that is a dataclass gets the errors in its document, not in itself.
+    view = pods[0]
+    before = vars(view).copy()
+    assert structured.json_document(view, errors) == structured.to_json(structured.document(view, errors))
+    assert vars(view) == before
 
 
 def test_a_device_list_reads_and_round_trips_as_the_tuple_of_its_devices() -> None:

@@ -11,11 +11,14 @@ from devctl.model import ContainerDevices, ContainerResources, NodeSnapshot, Pod
 def merge_devices(entries: Iterable[ContainerDevices]) -> tuple[ContainerDevices, ...]:
     """One entry per resource: the kubelet reports one per device per NUMA node
     (pkg/kubelet/apis/podresources/server_v1.go via devicemanager's GetDevices)."""
-    entries = tuple(entries)
+    if type(entries) is not tuple:
+        entries = tuple(entries)
     if len(entries) == 1:
-        # The common case of one device entry: already merged unless it repeats an ID.
+        # The common case of one device entry: already merged unless it repeats an ID or a NUMA node
+        # (or lists the nodes out of order). One ID and one node cannot.
         (e,) = entries
-        if len(set(e.ids)) == len(e.ids) and list(e.numa_nodes) == sorted(set(e.numa_nodes)):
+        ids, numa = e.ids, e.numa_nodes
+        if (len(ids) < 2 or len(set(ids)) == len(ids)) and (len(numa) < 2 or list(numa) == sorted(set(numa))):
             return entries
     merged: dict[str, tuple[dict[str, None], set[int]]] = {}
     for e in entries:

@@ -270,7 +270,8 @@ def pods(
         sources = {analyze.POD_RESOURCES}
         snap = node_snapshot(ctx, sources)
         view = analyze.pods_view(snap, namespace=namespace, resource=resource, pod=pod)
-        if any(dr.devices for p in view for c in p.containers for dr in c.dynamic_resources):
+        claims = [c.dynamic_resources for p in view for c in p.containers if c.dynamic_resources]
+        if any(dr.devices for held in claims for dr in held):
             # The drivers' health streams and the CDI specs give each DRA claim device its health and NUMA nodes;
             # read only when a pod shown has one (every plugin's list would cost a node without DRA as much as
             # the List itself). What they could not tell is a null, not a warning: their errors are not shown.

@@ -232,14 +232,15 @@ def dynamic_resource(msg: Any) -> DynamicResource:
 
 
 def container(msg: Any) -> ContainerResources:
-    """A container of a List reply. An empty repeated field becomes () without a generator: a List of 50,000
-    pods has a container each, most without memory or claims."""
+    """A container of a List reply. An empty repeated field becomes () without a generator or a copy: a List
+    of 50,000 pods has a container each, most without CPUs, memory or claims."""
     memory = getattr(msg, "memory", ())
     claims = getattr(msg, "dynamic_resources", ())
+    cpus = getattr(msg, "cpu_ids", ())
     return ContainerResources(
         msg.name,
         device_groups(msg.devices),
-        tuple(getattr(msg, "cpu_ids", ())),
+        tuple(cpus) if cpus else (),
         tuple([container_memory(m) for m in memory]) if memory else (),
         tuple([dynamic_resource(r) for r in claims]) if claims else (),
     )
@@ -247,6 +248,60 @@ def container(msg: Any) -> ContainerResources:
 
 def pod(msg: Any) -> PodResources:
     return PodResources(msg.namespace, msg.name, tuple([container(c) for c in msg.containers]))
+
+
+def pods_wire(wire: bytes) -> tuple[PodResources, ...] | None:
+    """The pods of a serialized (v1) ListPodResourcesResponse; None when the bytes are not one.
+
+    A long List whose every pod is one container holding one device and
+    nothing else (a node of single-device jobs) is read a column at a time
+    (``devctl.node.columns``): seven Python wrappers of protobuf messages a
+    pod, most of the time of 50,000 pods, are not made. Any other List is
+    read message by message.
+    """
+    items = columns.items(wire) if len(wire) >= columns.LONG else None
+    if items is not None:
+        pods: list[PodResources] = []
+        try:
+            for start in range(0, len(items), columns.CHUNK):
+                chunk = _single_device_pods(items[start : start + columns.CHUNK])
+                if chunk is None:
+                    break
+                pods += chunk
+            else:
+                return tuple(pods)
+        except (UnicodeDecodeError, DecodeError):
+            pass  # the message-by-message parse says what is wrong
+    try:
+        reply = pr_v1.ListPodResourcesResponse.FromString(wire)
+    except DecodeError:
+        return None
+    return tuple([pod(p) for p in reply.pod_resources])
+
+
+def _single_device_pods(pods: Sequence[bytes]) -> list[PodResources] | None:
+    """Serialized pods of one container holding one device entry of one ID, as ``pod`` makes them; None when
+    any pod is not so (more containers or devices, CPUs, memory or claims: fields the columns do not take)."""
+    cols = columns.columns(pods)
+    if cols is None or cols[2] is None:
+        return None
+    names, namespaces, held = cols
+    held_cols = columns.columns(held)
+    if held_cols is None or held_cols[2] is not None:  # field 3: exclusive CPUs
+        return None
+    container_names, entries, _ = held_cols
+    entry_cols = columns.columns(entries)
+    if entry_cols is None:
+        return None
+    resources, ids, topologies = entry_cols
+    devices = map(
+        ContainerDevices,
+        _strings(resources),
+        zip(map(bytes.decode, ids)),
+        _numa_column(topologies, len(ids), pr_v1.TopologyInfo),
+    )
+    containers = map(ContainerResources, map(bytes.decode, container_names), zip(devices))
+    return list(map(PodResources, map(bytes.decode, namespaces), map(bytes.decode, names), zip(containers)))
 
 
 def allocatable(msg: Any) -> AllocatableResources:

@@ -26,6 +26,7 @@ T = TypeVar("T")
 # pod is unknown (pkg/kubelet/apis/podresources/server_v1.go), both as status UNKNOWN.
 GET_DISABLED = "Get method disabled"
 GET_ALLOCATABLE = "/v1.PodResourcesLister/GetAllocatableResources"
+LIST = "/v1.PodResourcesLister/List"
 
 # Backoff when the kubelet's token bucket (100/s, burst 10, shared by every client
 # of the node) says RESOURCE_EXHAUSTED: short, jittered, a few times at most.
@@ -87,15 +88,18 @@ class PodResourcesClient:
 
     async def list(self) -> tuple[PodResources, ...]:
         """Every active pod with its devices, CPUs, memory and DRA claims."""
+        # Taken as bytes: 50,000 pods of one device each are read a column at a time (convert.pods_wire).
+        rpc = self._channel.unary_unary(
+            LIST, request_serializer=v1.ListPodResourcesRequest.SerializeToString, response_deserializer=None
+        )
         try:
-            reply = await self._call("List", lambda: self._v1.List(v1.ListPodResourcesRequest(), timeout=self.timeout))
+            reply = await self._call("List", lambda: rpc(v1.ListPodResourcesRequest(), timeout=self.timeout))
         except grpc.aio.AioRpcError as e:
             if e.code() != grpc.StatusCode.UNIMPLEMENTED:
                 raise failure(e, f"pod-resources {self.socket_path}", self.timeout) from None
             return await self._list_v1alpha1()
         self.api_version = "v1"
-        reply = parsed(reply, f"pod-resources {self.socket_path} List", "ListPodResourcesResponse")
-        return tuple(convert.pod(p) for p in reply.pod_resources)
+        return parsed(convert.pods_wire(reply), f"pod-resources {self.socket_path} List", "ListPodResourcesResponse")
 
     async def _list_v1alpha1(self) -> tuple[PodResources, ...]:
         # Kubelets before 1.20 serve only v1alpha1 (devices, no CPUs, no topology).

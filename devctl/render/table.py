@@ -64,6 +64,19 @@ def _cell(value: object) -> str:
     return escape(str(value))
 
 
+def _cells(column: Sequence[object]) -> list[str]:
+    """Each value's cell (``_cell``, stripped): a column of plain strings is checked in one pass.
+
+    A column of strings that holds nothing ``escape`` would change (one
+    ``isprintable`` over the column's text, in C) needs no escape call per cell.
+    """
+    if set(map(type, column)) == {str}:
+        text = "".join(column)  # type: ignore[arg-type]  # all str, checked above
+        if text.isprintable() and "\\" not in text:
+            return [v.strip() if v else NONE for v in column]  # type: ignore[attr-defined]
+    return [_cell(v).strip() for v in column]
+
+
 def grid(headers: Sequence[str], rows: Iterable[Sequence[object]], style: TableStyle) -> str:
     """Rows under upper-case headers, three spaces apart as kubectl prints them; '' when there are none.
 
@@ -71,26 +84,33 @@ def grid(headers: Sequence[str], rows: Iterable[Sequence[object]], style: TableS
     text is what tabulate prints for the same rows (tests/test_render.py compares them): cells stripped
     of surrounding whitespace, each column as wide as its widest cell, colour codes taking no room. A
     non-ASCII cell goes to tabulate (_tabulated), whose width for it (wcwidth's, when installed) is the
-    one the tables have always had.
+    one the tables have always had. Cells are made a column at a time (``_cells``).
     """
-    body = [[_cell(v).strip() for v in row] for row in rows]
-    if not body:
+    rows = list(rows)
+    if not rows:
         return ""
-    if style.headers:
-        body.insert(0, [h.upper() for h in headers])
-    if len({len(row) for row in body}) != 1:  # tabulate fills a short row with empty cells
+    if len({len(row) for row in rows}) != 1 or (style.headers and len(headers) != len(rows[0])):
+        # tabulate fills a short row with empty cells
+        body = [[_cell(v).strip() for v in row] for row in rows]
+        if style.headers:
+            body.insert(0, [h.upper() for h in headers])
         return _tabulated(body)
+    columns = [_cells(column) for column in zip(*rows, strict=True)]
+    if style.headers:
+        for header, column in zip(headers, columns, strict=True):
+            column.insert(0, header.upper())
     widths = []
     coloured = False
-    for column in zip(*body, strict=True):
+    for column in columns:
         text = "".join(column)
         if not text.isascii():
-            return _tabulated(body)
+            return _tabulated([list(row) for row in zip(*columns, strict=True)])
         if "\x1b" in text:
             coloured = True
             widths.append(max(len(_SGR.sub("", c)) for c in column))
         else:
             widths.append(max(map(len, column)))
+    body = zip(*columns, strict=True)
     if coloured:  # each cell padded by its visible width
         last = len(widths) - 1
         lines = (
@@ -235,9 +255,14 @@ def _devices(c: ContainerResources, wide: bool) -> str:
     """Each resource's devices: IDs under full names when wide, else counts under short names (DRA drivers too)."""
     if wide:
         return " ".join(f"{d.resource}={','.join(d.ids)}" for d in c.devices)
+    devices = c.devices
+    if len(devices) == 1 and not c.dynamic_resources:  # most containers: one resource, no claims
+        (d,) = devices
+        return f"{short_name(d.resource)}={len(d.ids)}"
     counts: dict[str, int] = {}
-    for d in c.devices:
-        counts[short_name(d.resource)] = counts.get(short_name(d.resource), 0) + len(d.ids)
+    for d in devices:
+        name = short_name(d.resource)
+        counts[name] = counts.get(name, 0) + len(d.ids)
     for r in c.dynamic_resources:
         for dev in r.devices:
             counts[dev.driver] = counts.get(dev.driver, 0) + 1
@@ -262,7 +287,8 @@ def pods_table(pods: Sequence[PodResources], style: TableStyle) -> str:
     out = []
     for p in pods:
         for c in p.containers:
-            row: list[object] = [p.namespace, p.name, c.name, _devices(c, style.wide), format_cpulist(c.cpu_ids)]
+            cpus = format_cpulist(c.cpu_ids) if c.cpu_ids else ""
+            row: list[object] = [p.namespace, p.name, c.name, _devices(c, style.wide), cpus]
             if style.wide:
                 numa = sorted({n for d in (*c.devices, *c.memory) for n in d.numa_nodes})
                 row += [_memory(c.memory), _numa(numa), _claims(c)]
