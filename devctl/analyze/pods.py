@@ -17,8 +17,9 @@ def merge_devices(entries: Iterable[ContainerDevices]) -> tuple[ContainerDevices
         # The common case of one device entry: already merged unless it repeats an ID or a NUMA node
         # (or lists the nodes out of order). One ID and one node cannot.
         (e,) = entries
-        ids, numa = e.ids, e.numa_nodes
-        if (len(ids) < 2 or len(set(ids)) == len(ids)) and (len(numa) < 2 or list(numa) == sorted(set(numa))):
+        if (len(e.ids) < 2 or len(set(e.ids)) == len(e.ids)) and (
+            len(e.numa_nodes) < 2 or list(e.numa_nodes) == sorted(set(e.numa_nodes))
+        ):
             return entries
     merged: dict[str, tuple[dict[str, None], set[int]]] = {}
     for e in entries:

@@ -137,6 +137,55 @@ def _framed_sizes() -> tuple[int, ...]:
     return tuple(1 + len(varint(n)) + n for n in range(_MAX_LEN))
 
 
+@cache
+def _heads() -> tuple[bytes, ...]:
+    """By length: the tag and length an item of field 1 starts with."""
+    return tuple(b"\x0a" + varint(n) for n in range(_MAX_LEN))
+
+
+def items(wire: bytes) -> Sequence[bytes] | None:
+    """The bytes of each item of field 1 of ``wire`` (None when it does not parse), for ``of_messages``."""
+    try:
+        found: Sequence[bytes] = _message_types()[2].FromString(wire).items  # type: ignore[attr-defined]
+    except DecodeError:
+        return None
+    return found
+
+
+def of_messages(messages: Sequence[bytes]) -> Columns | None:
+    """Fields 1, 2 and 3 of messages given one by one (a column of a column: a pod's containers).
+
+    Stricter than ``columns``: every message must be those fields exactly once
+    each, in order (field 3 in all or none), and nothing else, since the caller
+    reads messages that have more fields (a container's memory and claims) and
+    must not lose them. None otherwise.
+    """
+    n = len(messages)
+    if n == 0:
+        return [], [], None
+    lengths = list(map(len, messages))
+    if max(lengths) >= _MAX_LEN:
+        return None
+    framed: list[bytes] = [b""] * (2 * n)
+    framed[0::2] = map(_heads().__getitem__, lengths)
+    framed[1::2] = messages
+    rows_type, columns_type, _ = _message_types()
+    if not _exact(rows_type, b"".join(framed), n):
+        return None
+    joined = b"".join(messages)
+    cols = columns_type.FromString(joined)
+    first, second, third = list(cols.first), list(cols.second), list(cols.third)  # type: ignore[attr-defined]
+    if len(first) != n or len(second) != n or len(third) not in (0, n):
+        return None
+    # Each field once in order, and the fields' sizes adding up to the messages' bytes: no other field anywhere.
+    size = _framed_sizes().__getitem__
+    if sum(map(size, map(len, first))) + sum(map(size, map(len, second))) + sum(map(size, map(len, third))) != len(
+        joined
+    ):
+        return None
+    return first, second, third or None
+
+
 def without_items(wire: bytes) -> bytes:
     """The message's other fields: the same message with field 1 left out (``wire`` parses, see ``columns``)."""
     msg = _message_types()[2].FromString(wire)  # field 1 as bytes: no message made per item

@@ -12,6 +12,7 @@ allocatable list and the checkpoint hold one string per device, not three.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from itertools import compress, pairwise, repeat
 from operator import eq, ne
 from sys import intern
@@ -282,15 +283,17 @@ def pods_wire(wire: bytes) -> tuple[PodResources, ...] | None:
 def _single_device_pods(pods: Sequence[bytes]) -> list[PodResources] | None:
     """Serialized pods of one container holding one device entry of one ID, as ``pod`` makes them; None when
     any pod is not so (more containers or devices, CPUs, memory or claims: fields the columns do not take)."""
-    cols = columns.columns(pods)
-    if cols is None or cols[2] is None:
+    cols = columns.of_messages(pods)
+    if cols is None:
         return None
     names, namespaces, held = cols
-    held_cols = columns.columns(held)
+    if held is None:
+        return None
+    held_cols = columns.of_messages(held)
     if held_cols is None or held_cols[2] is not None:  # field 3: exclusive CPUs
         return None
     container_names, entries, _ = held_cols
-    entry_cols = columns.columns(entries)
+    entry_cols = columns.of_messages(entries)
     if entry_cols is None:
         return None
     resources, ids, topologies = entry_cols
