@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import platform
@@ -153,6 +154,9 @@ class Figures:
     # CPU time of the app's thread from posting a key to its frame: what the key cost, whatever the load
     down_cpu: list[float]
     switch_cpu: list[float]
+    # view switches that overlapped a rebuild in its thread (which holds the interpreter lock most of the time)
+    switch_in_rebuild: list[float]
+    gc_full: list[float]  # the pause of every full garbage collection of the app's process meanwhile
     rebuilds: int
     rebuild_seconds: list[float]
     log_lines: int
@@ -169,6 +173,7 @@ async def measure(
     from devctl.node.paths import resolve_paths
     from devctl.tui.app import make_app
     from devctl.tui.feeds import NodeFeed
+    from devctl.tui.source import NodeSource
     from devctl.tui.widgets.events import EventsPane
     from devctl.tui.widgets.table import RowTable
 
@@ -177,6 +182,16 @@ async def measure(
     app = make_app(NodeFeed(paths, 5.0, watch_subprocess=watch_subprocess), label="bench")
 
     frames: list[Callable[[], bool]] = []
+    overlapped = [False]  # whether the key being measured overlapped a rebuild
+    collecting: list[float] = []
+    full: list[float] = []
+
+    def on_gc(phase: str, info: dict[str, int]) -> None:
+        if info["generation"] == 2:
+            if phase == "start":
+                collecting[:] = [time.perf_counter()]
+            elif collecting:
+                full.append(time.perf_counter() - collecting[0])
     rendered = asyncio.Event()
     display = app._display
 
@@ -192,6 +207,7 @@ async def measure(
 
         The app runs on this thread's event loop, so this thread's CPU time is the app's.
         """
+        overlapped[0] = app.screen.query_one(NodeSource).building
         frames[:] = [done]
         rendered.clear()
         started, cpu = time.perf_counter(), time.thread_time()
@@ -200,6 +216,7 @@ async def measure(
         app.post_message(event)
         await asyncio.wait_for(rendered.wait(), 10)
         frames.clear()
+        overlapped[0] = overlapped[0] or app.screen.query_one(NodeSource).building
         return time.perf_counter() - started, time.thread_time() - cpu
 
     async with app.run_test(size=(100, 30)) as pilot:
@@ -217,6 +234,7 @@ async def measure(
 
         down: list[float] = []
         switch: list[float] = []
+        switch_in_rebuild: list[float] = []
         down_cpu: list[float] = []
         switch_cpu: list[float] = []
         builds: list[float] = []
@@ -230,6 +248,7 @@ async def measure(
                 lag.append(loop.time() - asked - LAG_TICK)
 
         lagging = asyncio.ensure_future(probe())
+        gc.callbacks.append(on_gc)
         rebuilds, lines = node_source.rebuilds, log.lines
         cpu = time.process_time()
         started = time.monotonic()
@@ -244,17 +263,22 @@ async def measure(
                 for view in ("events", "devices"):
                     took, cost = await press(str(VIEW_KEYS[view]), lambda v=view: screen.active == v)
                     switch.append(took)
+                    if overlapped[0]:
+                        switch_in_rebuild.append(took)
                     switch_cpu.append(cost)
             builds.append(node_source.last_build_seconds)
             await asyncio.sleep(rng.uniform(0.05, 0.25))
         elapsed = time.monotonic() - started
         lagging.cancel()
+        gc.callbacks.remove(on_gc)
         return Figures(
             down=down,
             switch=switch,
             lag=lag,
             down_cpu=down_cpu,
             switch_cpu=switch_cpu,
+            switch_in_rebuild=switch_in_rebuild,
+            gc_full=list(full),
             rebuilds=node_source.rebuilds - rebuilds,
             rebuild_seconds=builds,
             log_lines=log.lines - lines,
@@ -370,6 +394,10 @@ def report(run: Run) -> str:
     rows = [
         table_row(f"cursor down/up in the devices view ({run.devices:,} rows)", f.down, 0.05),
         table_row("switch view (devices ↔ events)", f.switch, 0.1),
+    ]
+    if f.switch_in_rebuild:
+        rows.append(table_row("… of those, while a rebuild ran in its thread", f.switch_in_rebuild, 0.1))
+    rows += [
         table_row("cursor down/up, plugins followed in the app's process", inline.down, 0.05),
     ]
     if dra is not None:
@@ -381,6 +409,11 @@ def report(run: Run) -> str:
         f"| {name} | {ms(statistics.median(x.lag))} | {ms(pct(x.lag, 0.99))} | {ms(max(x.lag))} |" for name, x in lags
     )
     rebuild = statistics.median(f.rebuild_seconds) if f.rebuild_seconds else 0.0
+    gc_text = (
+        f"{len(f.gc_full)} full garbage collections in the app's process, the longest {ms(max(f.gc_full))}"
+        if f.gc_full
+        else "no full garbage collection in the app's process"
+    )
     load, after = run.load, run.load_after
     return f"""# devctl tui: performance
 
@@ -418,8 +451,9 @@ health change that reached the app, none merged away); the view was rebuilt {f.r
 ({f.rebuilds / f.seconds:.1f}/s), each
 rebuild (live changes laid over the last poll, `devctl.analyze` over {run.devices:,} devices, the rows of every table
 formatted) taking {ms(rebuild)} at the median in its thread; the app's process used {f.cpu:.1f} s of CPU
-({f.cpu / f.seconds:.0%} of a core), not counting the `devctl watch` child. The third row follows the plugins in the
-app's process instead (as `devctl demo` does, its plugins being small): {inline.cpu / inline.seconds:.0%} of a core.
+({f.cpu / f.seconds:.0%} of a core), not counting the `devctl watch` child; {gc_text}. The row "plugins
+followed in the app's process" follows them in the app's process instead (as `devctl demo` does, its plugins being
+small): {inline.cpu / inline.seconds:.0%} of a core.
 {HISTORY}"""
 
 
@@ -438,6 +472,7 @@ def figures_json(run: Run) -> dict[str, object]:
         "loop_lag_p99_ms": fig(pct(f.lag, 0.99) * 1000, "ms", 50),
         "key_cpu_p50_ms": fig(statistics.median(f.down_cpu) * 1000, "ms", None),
         "view_switch_cpu_p50_ms": fig(statistics.median(f.switch_cpu) * 1000, "ms", None),
+        "gc_full_max_ms": fig(max(f.gc_full, default=0.0) * 1000, "ms", None),
         "rebuild_p50_ms": fig(statistics.median(f.rebuild_seconds or [0.0]) * 1000, "ms", None),
         "app_cpu_percent": fig(100 * f.cpu / f.seconds, "%", None),
         "inline_key_p95_ms": fig(pct(run.inline.down, 0.95) * 1000, "ms", None),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import gc
 import itertools
 import logging
 import os
@@ -33,9 +34,12 @@ from devctl.model import NodeSnapshot
 from devctl.sim.node import SimNode
 from devctl.tui.app import DevctlApp, make_app
 from devctl.tui.feeds import NodeFeed, PluginControls, captured_logs
+from devctl.tui.garbage import FULL_EVERY
 from devctl.tui.screens.detail import ContainerScreen
 from devctl.tui.screens.help import HelpScreen
+from devctl.tui.screens.node import TITLES
 from devctl.tui.widgets.table import RowTable
+from devctl.tui.widgets.viewbar import ViewBar, spans
 from devctl.watch import WatchEvent
 
 GPU = "nvidia.com/gpu"
@@ -111,8 +115,10 @@ async def test_number_keys_and_tab_switch_views(sim: SimNode) -> None:  # noqa: 
             assert app.screen.active == view, f"after {key}"
         await pilot.press("tab")
         assert app.screen.active == "resources"  # wraps around
-        # The mouse works too: a click on a tab shows it.
-        await pilot.click("#--content-tab-pods")
+        # The mouse works too: a click on a view's title, on the line of views under the status line, shows it.
+        assert screen_text(app).splitlines()[1].startswith(" 1 Resources   2 Devices   3 Pods   4 NUMA ")
+        start = next(x for x, _, view in spans(TITLES) if view == "pods")
+        await pilot.click(ViewBar, offset=(start + 2, 0))
         assert app.screen.active == "pods"
 
 
@@ -415,6 +421,22 @@ async def test_r_polls_again_now(sim: SimNode) -> None:  # noqa: F811
         polls = feed.polls
         await pilot.press("r")
         await until(pilot, lambda: feed.polls == polls + 1, "a poll right after r (well before the 5 s period)", 3.0)
+
+
+async def test_the_garbage_collector_keeps_out_of_the_running_apps_way_and_is_restored_after(
+    sim: SimNode,  # noqa: F811
+) -> None:
+    # GIVEN Python's collector settings before the app
+    before = gc.get_threshold()
+    app = make_app(ScriptedFeed(await collect(sim.paths, 2.0)), clock=pinned_clock)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until_view(pilot)
+        # WHILE it runs, what lived when the first view came is out of every collection, and full ones are rarer
+        assert gc.get_freeze_count() > 10_000
+        assert gc.get_threshold() == (before[0], before[1], FULL_EVERY) and before[2] < FULL_EVERY
+    # AFTER it, Python's own settings again, nothing frozen
+    assert gc.get_threshold() == before
+    assert gc.get_freeze_count() == 0
 
 
 class _FailingFeed(ScriptedFeed):
