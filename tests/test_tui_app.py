@@ -14,6 +14,7 @@ import gc
 import itertools
 import logging
 import os
+import sys
 import threading
 import time
 from pathlib import Path
@@ -34,7 +35,7 @@ from devctl.model import NodeSnapshot
 from devctl.sim.node import SimNode
 from devctl.tui.app import DevctlApp, make_app
 from devctl.tui.feeds import NodeFeed, PluginControls, captured_logs
-from devctl.tui.garbage import FULL_EVERY
+from devctl.tui.interpreter import FULL_EVERY, SWITCH_INTERVAL
 from devctl.tui.screens.detail import ContainerScreen
 from devctl.tui.screens.help import HelpScreen
 from devctl.tui.screens.node import TITLES
@@ -423,19 +424,21 @@ async def test_r_polls_again_now(sim: SimNode) -> None:  # noqa: F811
         await until(pilot, lambda: feed.polls == polls + 1, "a poll right after r (well before the 5 s period)", 3.0)
 
 
-async def test_the_garbage_collector_keeps_out_of_the_running_apps_way_and_is_restored_after(
+async def test_the_collector_and_other_threads_keep_out_of_the_running_apps_way_and_are_restored_after(
     sim: SimNode,  # noqa: F811
 ) -> None:
-    # GIVEN Python's collector settings before the app
-    before = gc.get_threshold()
+    # GIVEN Python's collector settings and switch interval before the app
+    before, interval = gc.get_threshold(), sys.getswitchinterval()
     app = make_app(ScriptedFeed(await collect(sim.paths, 2.0)), clock=pinned_clock)
     async with app.run_test(size=(100, 30)) as pilot:
         await until_view(pilot)
         # WHILE it runs, what lived when the first view came is out of every collection, and full ones are rarer
         assert gc.get_freeze_count() > 10_000
         assert gc.get_threshold() == (before[0], before[1], FULL_EVERY) and before[2] < FULL_EVERY
+        # and the event loop gets the interpreter back from the rebuild thread sooner
+        assert sys.getswitchinterval() == SWITCH_INTERVAL < interval
     # AFTER it, Python's own settings again, nothing frozen
-    assert gc.get_threshold() == before
+    assert gc.get_threshold() == before and sys.getswitchinterval() == interval
     assert gc.get_freeze_count() == 0
 
 

@@ -9,7 +9,7 @@ from textual.app import App
 from textual.binding import Binding, BindingType
 
 from devctl.tui.feeds import Feed, LogCapture
-from devctl.tui.garbage import fewer_full_collections
+from devctl.tui.interpreter import tuned_for_keys
 from devctl.tui.screens.help import HelpScreen
 from devctl.tui.screens.node import NodeScreen
 from devctl.tui.source import Clock, utc_now
@@ -40,7 +40,7 @@ class DevctlApp(App[None]):
         self._while_running = contextlib.ExitStack()
 
     async def on_mount(self) -> None:
-        self._while_running.enter_context(fewer_full_collections())
+        self._while_running.enter_context(tuned_for_keys())
         await self.push_screen(NodeScreen(self.feed, label=self.label, clock=self.clock, logs=self.logs))
         self.started = True
 

@@ -24,7 +24,7 @@ from devctl.doctor import diagnose
 from devctl.escape import escape
 from devctl.model import Finding
 from devctl.tui.feeds import ControlError, Feed, LogCapture, PluginControls
-from devctl.tui.garbage import settle
+from devctl.tui.interpreter import settle
 from devctl.tui.screens.detail import ContainerScreen
 from devctl.tui.screens.text import TextScreen
 from devctl.tui.source import Clock, NodeSource, utc_now
@@ -225,7 +225,7 @@ class NodeScreen(Screen[None]):
         if isinstance(self.app.screen, ContainerScreen):
             self.app.screen.show(message.view)
         if first:
-            settle()  # the app is up: what lives now stays out of the collector's way (tui/garbage.py)
+            settle()  # the app is up: what lives now stays out of the collector's way (tui/interpreter.py)
 
     def _log(self, lines: list[LogLine]) -> None:
         """Lines for the event log, and for the last events on the first screen."""
