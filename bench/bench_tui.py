@@ -326,9 +326,33 @@ than 400 ms at p99 on this machine. In order of what each step bought:
    the whole screen four times a second. Scrolling is now always on (the bar has no width), so only the table's
    own lines are repainted (20 appends: 20 layouts before, none after).
 
-Switching views is mostly textual's own work: the TabbedContent's tabs, underline and content switcher, a layout
-and a render of the whole screen, and a restyle of the two tables whose focus changes; textual's Footer, which
-builds a widget per key on every focus change, was replaced by one line of text, which halved it.
+10. A view switch moves the focus from one table to another, and textual restyles a widget and its component
+    classes whenever its focus changes, in case a `:focus` or `:blur` rule applies: 3 ms a table. The only such
+    rule was the cursor's look without focus; it is a component class of its own now, chosen where the cursor's
+    line is drawn, and a change of focus repaints that line. textual's Footer, which built a widget per key on
+    every focus change, had already been replaced by one line of text.
+11. The views are no longer in a TabbedContent, which drew a widget per tab, an underline that moves, and a
+    content switcher around panes in panes (four levels of containers laid out and drawn at every switch), and
+    restyled the two tabs that changed. A `ContentSwitcher` holds the views, under one line of text naming
+    them (`widgets/viewbar.py`; a click on a name shows that view; the views get one more line).
+12. Python's garbage collector: a full collection holds the interpreter lock while it walks every tracked object,
+    and with 10,000 devices, each rebuild making tens of thousands of new ones, one came every two seconds or so
+    and took 100-540 ms (6 to 8 in a 15 s run at load 5-8; on whichever thread allocated, the rebuild thread
+    mostly): a key that came meanwhile waited for all of it. While the app runs, what lives once the first view
+    is on screen is frozen out of every later collection (`gc.freeze`: modules, textual's widgets and styles)
+    and full collections come ten times rarer (`tui/interpreter.py`); none happens within a run any more.
+13. The rebuild thread shares the interpreter lock with the event loop. Split by whether a rebuild ran while the
+    switch was measured, switches that overlapped one took 1.2 to 2.5 times as long at the median (load 10-15);
+    Python hands the lock to a waiting thread only after its switch interval, 5 ms, and the loop lets it go at
+    every `select`. While the app runs the interval is 1 ms. The rebuild thread's share stays capped (step 5),
+    so about a quarter of the switches still overlap one; what a rebuild does over 10,000 devices is mostly
+    `devctl.analyze` (`devices_view`, `topology_view`, `with_hardware`: three quarters of it), which this work
+    did not make incremental.
+
+CPU of the app's thread per view switch (`time.thread_time`, a 10,000-device snapshot shown without live updates,
+30 switches each way), before steps 10-13 and after, alternated at load 12-19: 34.5 and 45.2 ms before, 25.1 and
+21.1 ms after; step 10 alone took it from 41-44 to 30-31 ms and step 11 to 18-19 ms (load 8-13). Switching views
+is still mostly textual's work: a layout and a render of the whole screen.
 
 Before (the code these steps started from) and after, the same bench alternated on the same machine (2 CPUs
 shared with other work): runs 1 and 2 at load 12-16 (after: steps 3, 7 and 8), runs 3 to 5 at load 1.5-4 (after:

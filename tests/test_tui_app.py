@@ -35,7 +35,7 @@ from devctl.model import NodeSnapshot
 from devctl.sim.node import SimNode
 from devctl.tui.app import DevctlApp, make_app
 from devctl.tui.feeds import NodeFeed, PluginControls, captured_logs
-from devctl.tui.interpreter import FULL_EVERY, SWITCH_INTERVAL
+from devctl.tui.interpreter import FULL_EVERY, SWITCH_INTERVAL, FullCollections, full_collections
 from devctl.tui.screens.detail import ContainerScreen
 from devctl.tui.screens.help import HelpScreen
 from devctl.tui.screens.node import TITLES
@@ -440,6 +440,16 @@ async def test_the_collector_and_other_threads_keep_out_of_the_running_apps_way_
     # AFTER it, Python's own settings again, nothing frozen
     assert gc.get_threshold() == before and sys.getswitchinterval() == interval
     assert gc.get_freeze_count() == 0
+
+
+def test_a_full_collection_comes_at_its_pace_when_none_came_by_itself() -> None:
+    pace = FullCollections()
+    before = full_collections()
+    pace.due()  # none since the last look: one now
+    assert full_collections() == before + 1
+    gc.collect()  # one came by itself: no second one
+    pace.due()
+    assert full_collections() == before + 2
 
 
 class _FailingFeed(ScriptedFeed):

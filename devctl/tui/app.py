@@ -9,7 +9,7 @@ from textual.app import App
 from textual.binding import Binding, BindingType
 
 from devctl.tui.feeds import Feed, LogCapture
-from devctl.tui.interpreter import tuned_for_keys
+from devctl.tui.interpreter import FULL_AT_LEAST_EVERY, FullCollections, tuned_for_keys
 from devctl.tui.screens.help import HelpScreen
 from devctl.tui.screens.node import NodeScreen
 from devctl.tui.source import Clock, utc_now
@@ -41,6 +41,7 @@ class DevctlApp(App[None]):
 
     async def on_mount(self) -> None:
         self._while_running.enter_context(tuned_for_keys())
+        self.set_interval(FULL_AT_LEAST_EVERY, FullCollections().due)
         await self.push_screen(NodeScreen(self.feed, label=self.label, clock=self.clock, logs=self.logs))
         self.started = True
 
