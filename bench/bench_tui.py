@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import platform
@@ -153,6 +154,9 @@ class Figures:
     # CPU time of the app's thread from posting a key to its frame: what the key cost, whatever the load
     down_cpu: list[float]
     switch_cpu: list[float]
+    # view switches that overlapped a rebuild in its thread (which holds the interpreter lock most of the time)
+    switch_in_rebuild: list[float]
+    gc_full: list[float]  # the pause of every full garbage collection of the app's process meanwhile
     rebuilds: int
     rebuild_seconds: list[float]
     log_lines: int
@@ -169,6 +173,7 @@ async def measure(
     from devctl.node.paths import resolve_paths
     from devctl.tui.app import make_app
     from devctl.tui.feeds import NodeFeed
+    from devctl.tui.source import NodeSource
     from devctl.tui.widgets.events import EventsPane
     from devctl.tui.widgets.table import RowTable
 
@@ -177,6 +182,16 @@ async def measure(
     app = make_app(NodeFeed(paths, 5.0, watch_subprocess=watch_subprocess), label="bench")
 
     frames: list[Callable[[], bool]] = []
+    overlapped = [False]  # whether the key being measured overlapped a rebuild
+    collecting: list[float] = []
+    full: list[float] = []
+
+    def on_gc(phase: str, info: dict[str, int]) -> None:
+        if info["generation"] == 2:
+            if phase == "start":
+                collecting[:] = [time.perf_counter()]
+            elif collecting:
+                full.append(time.perf_counter() - collecting[0])
     rendered = asyncio.Event()
     display = app._display
 
@@ -192,6 +207,7 @@ async def measure(
 
         The app runs on this thread's event loop, so this thread's CPU time is the app's.
         """
+        overlapped[0] = app.screen.query_one(NodeSource).building
         frames[:] = [done]
         rendered.clear()
         started, cpu = time.perf_counter(), time.thread_time()
@@ -200,6 +216,7 @@ async def measure(
         app.post_message(event)
         await asyncio.wait_for(rendered.wait(), 10)
         frames.clear()
+        overlapped[0] = overlapped[0] or app.screen.query_one(NodeSource).building
         return time.perf_counter() - started, time.thread_time() - cpu
 
     async with app.run_test(size=(100, 30)) as pilot:
@@ -217,6 +234,7 @@ async def measure(
 
         down: list[float] = []
         switch: list[float] = []
+        switch_in_rebuild: list[float] = []
         down_cpu: list[float] = []
         switch_cpu: list[float] = []
         builds: list[float] = []
@@ -230,6 +248,7 @@ async def measure(
                 lag.append(loop.time() - asked - LAG_TICK)
 
         lagging = asyncio.ensure_future(probe())
+        gc.callbacks.append(on_gc)
         rebuilds, lines = node_source.rebuilds, log.lines
         cpu = time.process_time()
         started = time.monotonic()
@@ -244,17 +263,22 @@ async def measure(
                 for view in ("events", "devices"):
                     took, cost = await press(str(VIEW_KEYS[view]), lambda v=view: screen.active == v)
                     switch.append(took)
+                    if overlapped[0]:
+                        switch_in_rebuild.append(took)
                     switch_cpu.append(cost)
             builds.append(node_source.last_build_seconds)
             await asyncio.sleep(rng.uniform(0.05, 0.25))
         elapsed = time.monotonic() - started
         lagging.cancel()
+        gc.callbacks.remove(on_gc)
         return Figures(
             down=down,
             switch=switch,
             lag=lag,
             down_cpu=down_cpu,
             switch_cpu=switch_cpu,
+            switch_in_rebuild=switch_in_rebuild,
+            gc_full=list(full),
             rebuilds=node_source.rebuilds - rebuilds,
             rebuild_seconds=builds,
             log_lines=log.lines - lines,
@@ -302,9 +326,35 @@ than 400 ms at p99 on this machine. In order of what each step bought:
    the whole screen four times a second. Scrolling is now always on (the bar has no width), so only the table's
    own lines are repainted (20 appends: 20 layouts before, none after).
 
-Switching views is mostly textual's own work: the TabbedContent's tabs, underline and content switcher, a layout
-and a render of the whole screen, and a restyle of the two tables whose focus changes; textual's Footer, which
-builds a widget per key on every focus change, was replaced by one line of text, which halved it.
+10. A view switch moves the focus from one table to another, and textual restyles a widget and its component
+    classes whenever its focus changes, in case a `:focus` or `:blur` rule applies: 3 ms a table. The only such
+    rule was the cursor's look without focus; it is a component class of its own now, chosen where the cursor's
+    line is drawn, and a change of focus repaints that line. textual's Footer, which built a widget per key on
+    every focus change, had already been replaced by one line of text.
+11. The views are no longer in a TabbedContent, which drew a widget per tab, an underline that moves, and a
+    content switcher around panes in panes (four levels of containers laid out and drawn at every switch), and
+    restyled the two tabs that changed. A `ContentSwitcher` holds the views, under one line of text naming
+    them (`widgets/viewbar.py`; a click on a name shows that view; the views get one more line).
+12. Python's garbage collector: a full collection holds the interpreter lock while it walks every tracked object,
+    and with 10,000 devices, each rebuild making tens of thousands of new ones, one came every two seconds or so
+    and took 100-540 ms (6 to 8 in a 15 s run at load 5-8; on whichever thread allocated, the rebuild thread
+    mostly): a key that came meanwhile waited for all of it. While the app runs, what lives once the first view
+    is on screen is frozen out of every later collection (`gc.freeze`: modules, textual's widgets and styles)
+    and full collections come ten times rarer, but at least every 30 s (`tui/interpreter.py`; with the rarer
+    ones alone, an app with little to do grew its memory faster: bench_soak, 4 minutes, RSS +5.6 % against
+    +3.3 %). A 15 s run has at most one now.
+13. The rebuild thread shares the interpreter lock with the event loop. Split by whether a rebuild ran while the
+    switch was measured, switches that overlapped one took 1.2 to 2.5 times as long at the median (load 10-15);
+    Python hands the lock to a waiting thread only after its switch interval, 5 ms, and the loop lets it go at
+    every `select`. While the app runs the interval is 1 ms. The rebuild thread's share stays capped (step 5),
+    so about a quarter of the switches still overlap one; what a rebuild does over 10,000 devices is mostly
+    `devctl.analyze` (`devices_view`, `topology_view`, `with_hardware`: three quarters of it), which this work
+    did not make incremental.
+
+CPU of the app's thread per view switch (`time.thread_time`, a 10,000-device snapshot shown without live updates,
+30 switches each way), before steps 10-13 and after, alternated at load 12-19: 34.5 and 45.2 ms before, 25.1 and
+21.1 ms after; step 10 alone took it from 41-44 to 30-31 ms and step 11 to 18-19 ms (load 8-13). Switching views
+is still mostly textual's work: a layout and a render of the whole screen.
 
 Before (the code these steps started from) and after, the same bench alternated on the same machine (2 CPUs
 shared with other work): runs 1 and 2 at load 12-16 (after: steps 3, 7 and 8), runs 3 to 5 at load 1.5-4 (after:
@@ -370,6 +420,10 @@ def report(run: Run) -> str:
     rows = [
         table_row(f"cursor down/up in the devices view ({run.devices:,} rows)", f.down, 0.05),
         table_row("switch view (devices ↔ events)", f.switch, 0.1),
+    ]
+    if f.switch_in_rebuild:
+        rows.append(table_row("… of those, while a rebuild ran in its thread", f.switch_in_rebuild, 0.1))
+    rows += [
         table_row("cursor down/up, plugins followed in the app's process", inline.down, 0.05),
     ]
     if dra is not None:
@@ -381,6 +435,11 @@ def report(run: Run) -> str:
         f"| {name} | {ms(statistics.median(x.lag))} | {ms(pct(x.lag, 0.99))} | {ms(max(x.lag))} |" for name, x in lags
     )
     rebuild = statistics.median(f.rebuild_seconds) if f.rebuild_seconds else 0.0
+    gc_text = (
+        f"{len(f.gc_full)} full garbage collections in the app's process, the longest {ms(max(f.gc_full))}"
+        if f.gc_full
+        else "no full garbage collection in the app's process"
+    )
     load, after = run.load, run.load_after
     return f"""# devctl tui: performance
 
@@ -418,8 +477,9 @@ health change that reached the app, none merged away); the view was rebuilt {f.r
 ({f.rebuilds / f.seconds:.1f}/s), each
 rebuild (live changes laid over the last poll, `devctl.analyze` over {run.devices:,} devices, the rows of every table
 formatted) taking {ms(rebuild)} at the median in its thread; the app's process used {f.cpu:.1f} s of CPU
-({f.cpu / f.seconds:.0%} of a core), not counting the `devctl watch` child. The third row follows the plugins in the
-app's process instead (as `devctl demo` does, its plugins being small): {inline.cpu / inline.seconds:.0%} of a core.
+({f.cpu / f.seconds:.0%} of a core), not counting the `devctl watch` child; {gc_text}. The row "plugins
+followed in the app's process" follows them in the app's process instead (as `devctl demo` does, its plugins being
+small): {inline.cpu / inline.seconds:.0%} of a core.
 {HISTORY}"""
 
 
@@ -438,6 +498,7 @@ def figures_json(run: Run) -> dict[str, object]:
         "loop_lag_p99_ms": fig(pct(f.lag, 0.99) * 1000, "ms", 50),
         "key_cpu_p50_ms": fig(statistics.median(f.down_cpu) * 1000, "ms", None),
         "view_switch_cpu_p50_ms": fig(statistics.median(f.switch_cpu) * 1000, "ms", None),
+        "gc_full_max_ms": fig(max(f.gc_full, default=0.0) * 1000, "ms", None),
         "rebuild_p50_ms": fig(statistics.median(f.rebuild_seconds or [0.0]) * 1000, "ms", None),
         "app_cpu_percent": fig(100 * f.cpu / f.seconds, "%", None),
         "inline_key_p95_ms": fig(pct(run.inline.down, 0.95) * 1000, "ms", None),

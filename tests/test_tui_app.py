@@ -10,10 +10,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import gc
 import itertools
 import logging
 import os
 import re
+import sys
 import threading
 import time
 from pathlib import Path
@@ -34,9 +36,12 @@ from devctl.model import NodeSnapshot
 from devctl.sim.node import SimNode
 from devctl.tui.app import DevctlApp, make_app
 from devctl.tui.feeds import NodeFeed, PluginControls, captured_logs
+from devctl.tui.interpreter import FULL_EVERY, SWITCH_INTERVAL, FullCollections, full_collections
 from devctl.tui.screens.detail import ContainerScreen
 from devctl.tui.screens.help import HelpScreen
+from devctl.tui.screens.node import TITLES
 from devctl.tui.widgets.table import RowTable
+from devctl.tui.widgets.viewbar import ViewBar, spans
 from devctl.watch import WatchEvent
 
 GPU = "nvidia.com/gpu"
@@ -125,8 +130,10 @@ async def test_number_keys_and_tab_switch_views(sim: SimNode) -> None:  # noqa: 
             assert app.screen.active == view, f"after {key}"
         await pilot.press("tab")
         assert app.screen.active == "resources"  # wraps around
-        # The mouse works too: a click on a tab shows it.
-        await pilot.click("#--content-tab-pods")
+        # The mouse works too: a click on a view's title, on the line of views under the status line, shows it.
+        assert screen_text(app).splitlines()[1].startswith(" 1 Resources   2 Devices   3 Pods   4 NUMA ")
+        start = next(x for x, _, view in spans(TITLES) if view == "pods")
+        await pilot.click(ViewBar, offset=(start + 2, 0))
         assert app.screen.active == "pods"
 
 
@@ -429,6 +436,34 @@ async def test_r_polls_again_now(sim: SimNode) -> None:  # noqa: F811
         polls = feed.polls
         await pilot.press("r")
         await until(pilot, lambda: feed.polls == polls + 1, "a poll right after r (well before the 5 s period)", 3.0)
+
+
+async def test_the_collector_and_other_threads_keep_out_of_the_running_apps_way_and_are_restored_after(
+    sim: SimNode,  # noqa: F811
+) -> None:
+    # GIVEN Python's collector settings and switch interval before the app
+    before, interval = gc.get_threshold(), sys.getswitchinterval()
+    app = make_app(ScriptedFeed(await collect(sim.paths, 2.0)), clock=pinned_clock)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until_view(pilot)
+        # WHILE it runs, what lived when the first view came is out of every collection, and full ones are rarer
+        assert gc.get_freeze_count() > 10_000
+        assert gc.get_threshold() == (before[0], before[1], FULL_EVERY) and before[2] < FULL_EVERY
+        # and the event loop gets the interpreter back from the rebuild thread sooner
+        assert sys.getswitchinterval() == SWITCH_INTERVAL < interval
+    # AFTER it, Python's own settings again, nothing frozen
+    assert gc.get_threshold() == before and sys.getswitchinterval() == interval
+    assert gc.get_freeze_count() == 0
+
+
+def test_a_full_collection_comes_at_its_pace_when_none_came_by_itself() -> None:
+    pace = FullCollections()
+    before = full_collections()
+    pace.due()  # none since the last look: one now
+    assert full_collections() == before + 1
+    gc.collect()  # one came by itself: no second one
+    pace.due()
+    assert full_collections() == before + 2
 
 
 class _FailingFeed(ScriptedFeed):

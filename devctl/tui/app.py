@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import ClassVar
 
 from textual.app import App
 from textual.binding import Binding, BindingType
 
 from devctl.tui.feeds import Feed, LogCapture
+from devctl.tui.interpreter import FULL_AT_LEAST_EVERY, FullCollections, tuned_for_keys
 from devctl.tui.screens.help import HelpScreen
 from devctl.tui.screens.node import NodeScreen
 from devctl.tui.source import Clock, utc_now
@@ -35,10 +37,16 @@ class DevctlApp(App[None]):
         # The first screen is mounted: from here on exit() is safe. Asked earlier (a hang-up during
         # start-up), it can be lost or tear widgets down under a screen's on_mount.
         self.started = False
+        self._while_running = contextlib.ExitStack()
 
     async def on_mount(self) -> None:
+        self._while_running.enter_context(tuned_for_keys())
+        self.set_interval(FULL_AT_LEAST_EVERY, FullCollections().due)
         await self.push_screen(NodeScreen(self.feed, label=self.label, clock=self.clock, logs=self.logs))
         self.started = True
+
+    def on_unmount(self) -> None:
+        self._while_running.close()
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):

@@ -167,6 +167,11 @@ class NodeSource(Widget):
         self._held: list[tuple[float, object]] = []  # (since, item): events waiting for their socket's name
         self._hold_timer: Any = None
 
+    @property
+    def building(self) -> bool:
+        """Whether a rebuild runs in its thread now (bench/bench_tui.py tells the keys that overlapped one)."""
+        return self._building
+
     def on_mount(self) -> None:
         self._poll_wanted.set()
         self._poll_thread()

@@ -1,1 +1,1 @@
-"""The screens of the TUI: the node in tabs, one container in detail, the keys."""
+"""The screens of the TUI: the node in six views, one container in detail, the keys."""

@@ -1,4 +1,4 @@
-"""The main screen: six views of the node in tabs, a filter, and the keys that drive in-process plugins."""
+"""The main screen: six views of the node, a filter, and the keys that drive in-process plugins."""
 
 from __future__ import annotations
 
@@ -10,11 +10,12 @@ from typing import ClassVar
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
+from textual.containers import Vertical
 from textual.message import Message
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import Input, TabbedContent, TabPane
+from textual.widgets import ContentSwitcher, Input
 
 from devctl.analyze import DeviceRow
 from devctl.analyze.cdi import Resolver, resolver
@@ -23,6 +24,7 @@ from devctl.doctor import diagnose
 from devctl.escape import escape
 from devctl.model import Finding
 from devctl.tui.feeds import ControlError, Feed, LogCapture, PluginControls
+from devctl.tui.interpreter import settle
 from devctl.tui.screens.detail import ContainerScreen
 from devctl.tui.screens.text import TextScreen
 from devctl.tui.source import Clock, NodeSource, utc_now
@@ -38,6 +40,7 @@ from devctl.tui.widgets.pods import PodsPane
 from devctl.tui.widgets.resources import ResourcesPane
 from devctl.tui.widgets.statusbar import StatusBar
 from devctl.tui.widgets.table import Row, RowSet, RowTable, row_set
+from devctl.tui.widgets.viewbar import ViewBar
 
 VIEWS = ("resources", "devices", "pods", "numa", "events", "claims")
 TITLES = {
@@ -121,8 +124,7 @@ class NodeScreen(Screen[None]):
     FINDINGS_FACTOR = 4
 
     DEFAULT_CSS = """
-    NodeScreen TabbedContent { height: 1fr; }
-    NodeScreen TabPane { padding: 0; }
+    NodeScreen #views { height: 1fr; }
     NodeScreen #resources ResourcesPane { height: auto; }
     NodeScreen #resources-table { height: auto; max-height: 45vh; }
     NodeScreen #filter { dock: bottom; display: none; height: 3; }
@@ -173,20 +175,17 @@ class NodeScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield StatusBar(self.label, self.live)
-        with TabbedContent(initial="resources"):
-            with TabPane(TITLES["resources"], id="resources"):
+        yield ViewBar(TITLES, "resources")
+        # Each view is one widget whose id is the view's name; the switcher shows one of them.
+        with ContentSwitcher(initial="resources", id="views"):
+            with Vertical(id="resources"):
                 yield ResourcesPane()
                 yield OverviewPane()
-            with TabPane(TITLES["devices"], id="devices"):
-                yield DevicesPane()
-            with TabPane(TITLES["pods"], id="pods"):
-                yield PodsPane()
-            with TabPane(TITLES["numa"], id="numa"):
-                yield NumaPane()
-            with TabPane(TITLES["events"], id="events"):
-                yield EventsPane()
-            with TabPane(TITLES["claims"], id="claims"):
-                yield ClaimsPane()
+            yield DevicesPane(id="devices")
+            yield PodsPane(id="pods")
+            yield NumaPane(id="numa")
+            yield EventsPane(id="events")
+            yield ClaimsPane(id="claims")
         yield Input(placeholder="filter rows: type, Enter to keep, Esc to clear", id="filter")
         yield Input(placeholder=":view [resource]  e.g. pods, devices nvidia.com/gpu  (Esc: cancel)", id="command")
         yield KeyBar(self.live)
@@ -199,7 +198,7 @@ class NodeScreen(Screen[None]):
 
     @property
     def active(self) -> str:
-        return self.query_one(TabbedContent).active or "resources"
+        return self.query_one(ContentSwitcher).current or "resources"
 
     @property
     def source(self) -> NodeSource:
@@ -210,6 +209,7 @@ class NodeScreen(Screen[None]):
         return tables.first() if tables else None
 
     def on_node_source_view_ready(self, message: NodeSource.ViewReady) -> None:
+        first = self.view is None
         self.view = message.view
         self.presented = message.presented  # type: ignore[assignment]
         if message.lines:
@@ -224,6 +224,8 @@ class NodeScreen(Screen[None]):
         self._want_findings()
         if isinstance(self.app.screen, ContainerScreen):
             self.app.screen.show(message.view)
+        if first:
+            settle()  # the app is up: what lives now stays out of the collector's way (tui/interpreter.py)
 
     def _log(self, lines: list[LogLine]) -> None:
         """Lines for the event log, and for the last events on the first screen."""
@@ -303,9 +305,7 @@ class NodeScreen(Screen[None]):
         active = self.active
         self.query_one(KeyBar).show(active, active == "devices" and self._controllable(self.resource))
 
-    @on(TabbedContent.TabActivated)
-    def _tab_shown(self, event: TabbedContent.TabActivated) -> None:
-        name = event.pane.id or ""
+    def _view_shown(self, name: str) -> None:
         if self._history[-1:] != [name]:
             self._history = [*self._history[-20:], name]
         self._redraw(name)
@@ -320,7 +320,15 @@ class NodeScreen(Screen[None]):
         self._show_keys()
 
     def action_show_view(self, name: str) -> None:
-        self.query_one(TabbedContent).active = name
+        if name == self.active:
+            return
+        self.query_one(ContentSwitcher).current = name
+        self.query_one(ViewBar).show(name)
+        self._view_shown(name)
+
+    @on(ViewBar.Chosen)
+    def _view_clicked(self, event: ViewBar.Chosen) -> None:
+        self.action_show_view(event.view)
 
     def action_next_view(self, step: int) -> None:
         index = VIEWS.index(self.active)
@@ -470,12 +478,11 @@ class NodeScreen(Screen[None]):
         if view is not None and len(words) > 1 and view == "devices":
             self._show_resource(words[1])
         if view is None or view == self.active:
-            # Focus the table here only when the view stays: focusing a table makes its tab the active one.
             table = self.active_table()
             if table is not None:
                 table.focus()
         else:
-            self.action_show_view(view)  # its table takes the focus when its tab is shown
+            self.action_show_view(view)  # its table takes the focus when the view is shown
 
     def _show_resource(self, name: str) -> None:
         from devctl.names import likely

@@ -106,7 +106,9 @@ class RowTable(ScrollView, can_focus=True):
     RowTable { height: 1fr; overflow-y: scroll; scrollbar-size-vertical: 0; }
     RowTable > .rowtable--header { text-style: bold; color: $text-accent; }
     RowTable > .rowtable--cursor { background: $block-cursor-background; color: $block-cursor-foreground; }
-    RowTable:blur > .rowtable--cursor { background: $block-cursor-blurred-background; }
+    RowTable > .rowtable--cursor-blurred {
+        background: $block-cursor-blurred-background; color: $block-cursor-foreground;
+    }
     RowTable > .rowtable--ok { color: $text-success; }
     RowTable > .rowtable--warn { color: $text-warning; }
     RowTable > .rowtable--bad { color: $text-error; text-style: bold; }
@@ -118,6 +120,7 @@ class RowTable(ScrollView, can_focus=True):
     COMPONENT_CLASSES: ClassVar[set[str]] = {
         "rowtable--header",
         "rowtable--cursor",
+        "rowtable--cursor-blurred",
         "rowtable--empty",
         *(f"rowtable--{tone}" for tone in TONES),
     }
@@ -369,6 +372,18 @@ class RowTable(ScrollView, can_focus=True):
         parts = [_fit(cells[i] if i < len(cells) else "", w) for i, w in enumerate(self._widths)]
         return " " + "  ".join(parts)
 
+    def watch_has_focus(self, has_focus: bool) -> None:
+        """Focus changes the cursor's background and nothing else: repaint that line.
+
+        textual restyles a widget and its component classes whenever its focus
+        changes (a ``:focus``/``:blur`` rule may apply), which on every view
+        switch cost more than drawing the table: the cursor's blurred look is a
+        component class of its own instead, chosen where the line is drawn.
+        """
+        top = round(self.scroll_offset.y)
+        if self._visible and 0 <= self._cursor - top < self.size.height - 1:
+            self.refresh(Region(0, self._cursor - top + 1, self.size.width, 1))
+
     def notify_style_update(self) -> None:
         self._styles.clear()
         super().notify_style_update()
@@ -396,7 +411,7 @@ class RowTable(ScrollView, can_focus=True):
         row = self._visible[index]
         names = [row.tone] if row.tone else []
         if index == self._cursor:
-            names.append("cursor")
+            names.append("cursor" if self.has_focus else "cursor-blurred")
         return self._strip(self._cells(row.cells), self._style(*names), scroll_x, width)
 
     def _header(self, scroll_x: int, width: int) -> str:
