@@ -235,3 +235,18 @@ def test_grid_prints_what_tabulate_printed_for_plain_odd_and_coloured_cells():
     for headers, rows in cases:
         for style in (PLAIN, TableStyle(headers=False), TableStyle(color=True)):
             assert grid(headers, rows, style) == _tabulate_grid(headers, rows, style), (headers, rows, style)
+
+
+def test_json_of_a_class_that_plain_met_first(tmp_path):
+    """``plain`` and the JSON writer share the per-class field names: whichever meets a class first, both work."""
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True)
+    class Row:
+        name: str
+        count: int
+
+    rows = (Row("a", 1), Row("b", 2))
+    assert structured.plain(rows) == [{"name": "a", "count": 1}, {"name": "b", "count": 2}]
+    text = "".join(structured.json_pieces({"rows": rows}))
+    assert json.loads(text)["rows"] == [{"name": "a", "count": 1}, {"name": "b", "count": 2}]

@@ -92,24 +92,25 @@ def _fields(value: Any) -> Any:
     ``_DICT_FIELDS`` holds the classes checked to have no other attribute.
     """
     kind = type(value)
-    names = _FIELDS.get(kind)
-    if names is None:
+    getter = _GETTERS.get(kind)
+    if getter is None:  # a class seen for the first time here (``plain`` may have seen it: it keeps no getter)
         if isinstance(value, Enum):
             return value.value
         if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):  # a DeviceList
             return list(value)
         if not dataclasses.is_dataclass(kind):
             raise TypeError(f"{kind.__name__} is not JSON")
-        names = _FIELDS[kind] = tuple(f.name for f in dataclasses.fields(kind))
-        _GETTERS[kind] = _reader(names)
+        names = _FIELDS.setdefault(kind, tuple(f.name for f in dataclasses.fields(kind)))
+        getter = _GETTERS[kind] = _reader(names)
         own = getattr(value, "__dict__", None)
         if own is not None and tuple(own) == names:
             _DICT_FIELDS.add(kind)
+    names = _FIELDS[kind]
     if kind in _DICT_FIELDS:
         own = value.__dict__
         if len(own) == len(names):  # nothing set beside the fields (object.__setattr__ could)
             return own
-    return dict(zip(names, _GETTERS[kind](value), strict=True))
+    return dict(zip(names, getter(value), strict=True))
 
 
 def _reader(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
