@@ -441,6 +441,11 @@ def report(run: Run) -> str:
         else "no full garbage collection in the app's process"
     )
     load, after = run.load, run.load_after
+    shared = (
+        "a quiet machine: the tails are the app's own"
+        if max(load[0], after[0]) < 1.0
+        else "other work shared the CPUs, so the tails include time when the app simply was not scheduled"
+    )
     return f"""# devctl tui: performance
 
 Written by `bench/bench_tui.py` (run it to refresh these figures):
@@ -459,7 +464,7 @@ a second, a key under 100 ms (issue 9).
 
 Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; load average
 {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} when the run started and {after[0]:.1f} / {after[1]:.1f} / {after[2]:.1f}
-when it ended (other work shared the CPUs, so the tails include time when the app simply was not scheduled).
+when it ended ({shared}).
 
 | key | presses | p50 | p95 | p99 | max | |
 |---|---|---|---|---|---|---|
