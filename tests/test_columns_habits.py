@@ -33,6 +33,17 @@ def test_claims_take_all_namespaces_and_sort_by(default_node) -> None:
     by_name = devctl(root, "claims", "--sort-by", "name", "-o", "json").json["claims"]
     assert [c["name"] for c in by_name] == ["embed-gpu", "train-1-gpus"]
     assert devctl(root, "claims", "--sort-by", "nope").exit_code == 2
+    # a column as the table heads it, as in ls: CLAIM is the claim's name, DRIVER its drivers
+    assert devctl(root, "claims", "--sort-by", "CLAIM", "-q").stdout == every.stdout
+    assert devctl(root, "claims", "--sort-by", "DRIVER").exit_code == 0
+
+
+def test_pods_sort_by_the_pod_column(default_node) -> None:
+    root = default_node.root
+    by_pod = devctl(root, "pods", "--sort-by", "POD", "-q")
+    assert by_pod.exit_code == 0, by_pod.stderr
+    names = [line.split("/")[1] for line in by_pod.stdout.splitlines()]
+    assert names == sorted(names) and "node-exporter-7xk2p" in names
 
 
 def test_claims_watch_prints_the_table_and_ends_on_sigterm(default_node) -> None:

@@ -48,6 +48,7 @@ def _complete(words: str, root: Path | str, **more: str) -> list[str]:
 def test_names_are_completed_live_from_the_node(sim_node) -> None:
     root = sim_node.root
     assert _complete("devctl ls ", root) == [
+        "gpu.example.com",  # a DRA driver, from its claims in dra_manager_state
         "hardware-vendor.example/foo",
         "intel.com/sriov_netdevice",
         "nvidia.com/gpu",
@@ -59,9 +60,36 @@ def test_names_are_completed_live_from_the_node(sim_node) -> None:
     assert "ml/train-0" in _complete("devctl get ", root)
 
 
+def test_dra_drivers_claims_and_device_ids_after_a_resource_are_completed(sim_node) -> None:
+    # GIVEN the default node (device plugins, and gpu.example.com's claims in dra_manager_state)
+    root = sim_node.root
+    # THEN a DRA driver is a resource name where a command takes one (ls, devices, watch, plugin set-health)
+    assert "gpu.example.com" in _complete("devctl ls ", root)
+    assert _complete("devctl watch gpu.", root) == ["gpu.example.com"]
+    assert _complete("devctl plugin set-health gpu.example.com sim-node/gpu-", root) == [
+        "sim-node/gpu-0",
+        "sim-node/gpu-2",
+        "sim-node/gpu-3",
+    ]
+    # devices takes resources or device IDs: after a resource, its IDs
+    assert "GPU-7" in _complete("devctl devices nvidia.com/gpu ", root)
+    assert _complete("devctl devices nvidia.com/gpu GPU-", root) == [f"GPU-{i}" for i in (0, 1, 2, 3, 4, 6, 7)]
+    assert not any(i.startswith("GPU-") for i in _complete("devctl devices ", root))
+    # claims: NAMESPACE/NAME, or names in the -n namespace
+    assert _complete("devctl claims ", root) == ["inference/embed-gpu", "ml/train-1-gpus"]
+    assert _complete("devctl claims -n ml ", root) == ["train-1-gpus"]
+    # call --dra: the driver, its RPCs, then its claims for prepare and unprepare
+    assert _complete("devctl call --dra ", root) == ["gpu.example.com"]
+    assert _complete("devctl call --dra gpu.example.com ", root) == ["health", "info", "prepare", "unprepare"]
+    assert _complete("devctl call --dra gpu.example.com unprepare ml/", root) == ["ml/train-1-gpus"]
+    assert _complete("devctl call --dra gpu.example.com info ", root) == []
+
+
 def test_a_node_that_does_not_answer_completes_nothing_silently(tmp_path: Path) -> None:
     assert _complete("devctl ls ", tmp_path) == []
     assert _complete("devctl pods -n ", tmp_path) == []
+    assert _complete("devctl claims ", tmp_path) == []
+    assert _complete("devctl call --dra ", tmp_path) == []
 
 
 def test_call_completes_resources_then_rpc_names_then_device_ids(sim_node) -> None:

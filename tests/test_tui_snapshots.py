@@ -22,6 +22,7 @@ from textual.pilot import Pilot
 
 from devctl.model import NodeSnapshot
 from devctl.tui.app import DevctlApp, make_app
+from devctl.tui.widgets.table import RowTable
 from devctl.watch import WatchEvent
 
 GPU = "nvidia.com/gpu"
@@ -64,6 +65,9 @@ async def settled(pilot: Pilot) -> None:
     """The view is built and every scripted event is in it."""
     await until_view(pilot)
     await until(pilot, lambda: pilot.app.screen.query_one("EventsPane").lines >= 6, "the scripted events")
+    # the first screen's last events take them in batches of their own (at most 4 a second)
+    recent = pilot.app.screen.query_one("#recent-table", RowTable)
+    await until(pilot, lambda: len(recent.rows) >= 6, "the scripted events on the first screen")
     await until(pilot, lambda: pilot.app.screen.view.devices[GPU][7].health == "Unhealthy", "GPU-7 unhealthy")
     screen = pilot.app.screen
     await until(pilot, lambda: screen.findings_for is screen.view, "doctor's findings on the newest view")

@@ -96,6 +96,11 @@ async def test_filter_matches_any_cell_ignoring_case() -> None:
         app.table.filter_text = "nothing matches this"
         await pilot.pause()
         assert app.table.rows == () and app.table.cursor_key is None
+        # the table says the filter hides its rows, not that there are none (a person would think the node lost them)
+        assert "none of 30 rows matches /nothing matches this" in screen_text(app)
+        assert "no devices" not in screen_text(app)
+        app.table.set_rows([])
+        await pilot.pause()
         assert "no devices" in screen_text(app)
 
 

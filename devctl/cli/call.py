@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import typer
 
 from devctl.cli.common import ExitCode, fail, options, run, socket_path
-from devctl.cli.complete import call_words
+from devctl.cli.complete import call_words, drivers
 
 if TYPE_CHECKING:
     from devctl.cli.common import GlobalOptions
@@ -97,7 +97,12 @@ def call(
     ] = None,
     dra: Annotated[
         str | None,
-        typer.Option("--dra", metavar="DRIVER", help="Call this DRA driver (its GetInfo name), not a device plugin."),
+        typer.Option(
+            "--dra",
+            metavar="DRIVER",
+            help="Call this DRA driver (its GetInfo name), not a device plugin.",
+            autocompletion=drivers,
+        ),
     ] = None,
     claim: Annotated[
         str | None,

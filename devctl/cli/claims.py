@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from devctl.cli.common import Output, fail
-from devctl.cli.complete import namespaces
+from devctl.cli.complete import claim_names, namespaces
 from devctl.cli.output import (
     AllNamespacesOpt,
     NoHeadersOpt,
@@ -41,7 +41,10 @@ def _unknown(asked: list[str] | None, found: set[str], known: list[str], what: s
 def claims(
     ctx: typer.Context,
     names: Annotated[
-        list[str] | None, typer.Argument(help="Only these claims (NAME or NAMESPACE/NAME).", show_default=False)
+        list[str] | None,
+        typer.Argument(
+            help="Only these claims (NAME or NAMESPACE/NAME).", show_default=False, autocompletion=claim_names
+        ),
     ] = None,
     namespace: Annotated[
         str | None, typer.Option("--namespace", "-n", help="Only this namespace.", autocompletion=namespaces)

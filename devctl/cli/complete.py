@@ -2,7 +2,8 @@
 
 Resource names and device IDs come from the kubelet's checkpoint
 (RegisteredDevices: every resource a plugin registered and its device IDs), a
-file read with no RPC; namespaces and pod names from the kubelet's pod log
+file read with no RPC; DRA drivers, their claimed devices and the claims' names
+from the DRA manager's (``dra_manager_state``, the same); namespaces and pod names from the kubelet's pod log
 directories (one listing, devctl.node.podlogs), and only where those cannot be
 listed from one pod-resources List. Anything that fails (no node, no rights, a
 hung socket) completes nothing: a completion must never print an error into
@@ -106,17 +107,82 @@ def _registered(ctx: typer.Context) -> dict[str, tuple[str, ...]]:
     }
 
 
+def _dra_claims(ctx: typer.Context) -> list[tuple[str, str, dict[str, tuple[str, ...]]]]:
+    """(namespace, name, driver -> ``<pool>/<device>`` IDs) of each claim in ``dra_manager_state``.
+
+    Its claims only, read here as the checkpoint's RegisteredDevices are:
+    devctl.node.dra_checkpoint verifies and models the whole file, and its
+    imports alone cost half the budget. Any shape it does not expect is no claim.
+    """
+    import json
+
+    from devctl.node.files import read_file
+
+    try:
+        doc = json.loads(read_file(_paths(ctx).dra_checkpoint))
+        text = _key(doc, "Data")
+        data = json.loads(text) if isinstance(text, str) else doc  # the alpha form has no Data
+        listed = _key(data, "ClaimInfoStateList") or _key(data, "Entries") or []
+    except Exception:
+        return []
+    claims = []
+    for claim in listed if isinstance(listed, list) else ():
+        namespace, name, states = _key(claim, "Namespace"), _key(claim, "ClaimName"), _key(claim, "DriverState")
+        if not (isinstance(namespace, str) and isinstance(name, str) and isinstance(states, dict)):
+            continue
+        drivers = {}
+        for driver, state in states.items():
+            held = _key(state, "Devices")
+            drivers[driver] = tuple(
+                f"{_key(d, 'PoolName')}/{_key(d, 'DeviceName')}"
+                for d in (held if isinstance(held, list) else ())
+                if isinstance(_key(d, "PoolName"), str) and isinstance(_key(d, "DeviceName"), str)
+            )
+        claims.append((namespace, name, drivers))
+    return claims
+
+
+def _devices(ctx: typer.Context) -> dict[str, tuple[str, ...]]:
+    """Resource or DRA driver -> device IDs: the checkpoint's, and the ``<pool>/<device>`` a driver's claims hold.
+
+    A DRA driver is named only where a claim of its is checkpointed: its own
+    name is what its registration's GetInfo says, an RPC a Tab does not wait for.
+    """
+    devices = dict(_registered(ctx))
+    for _, _, drivers in _dra_claims(ctx):
+        for driver, ids in drivers.items():
+            devices[driver] = tuple(dict.fromkeys((*devices.get(driver, ()), *ids)))
+    return devices
+
+
 def resources(ctx: typer.Context, incomplete: str) -> list[str]:
-    """Extended resource names the node registered."""
-    return _matching(_registered(ctx), incomplete)
+    """Extended resource names the node registered, and its DRA drivers."""
+    return _matching(_devices(ctx), incomplete)
 
 
 def device_ids(ctx: typer.Context, incomplete: str) -> list[str]:
     """Device IDs of the resource named before (``plugin set-health RESOURCE ID``), else of every resource."""
-    registered = _registered(ctx)
+    devices = _devices(ctx)
     resource = ctx.params.get("resource")
-    ids = registered.get(resource, ()) if resource else [i for group in registered.values() for i in group]
+    ids = devices.get(resource, ()) if resource else [i for group in devices.values() for i in group]
     return _matching(ids, incomplete)
+
+
+def resources_then_ids(ctx: typer.Context, incomplete: str) -> list[str]:
+    """``devices [RESOURCE|ID]...``: the resource names, and after a resource its device IDs too."""
+    devices = _devices(ctx)
+    typed = [n for n in ctx.params.get("resources") or () if n in devices]
+    ids = [i for n in typed for i in devices[n]]
+    return _matching([*devices, *ids], incomplete)
+
+
+def claim_names(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Checkpointed claims: names in the namespace given with -n, else NAMESPACE/NAME (claims takes both)."""
+    namespace = ctx.params.get("namespace")
+    claims = _dra_claims(ctx)
+    if namespace:
+        return _matching((name for ns, name, _ in claims if ns == namespace), incomplete)
+    return _matching((f"{ns}/{name}" for ns, name, _ in claims), incomplete)
 
 
 def _pods(ctx: typer.Context) -> list[tuple[str, str]]:
@@ -177,6 +243,9 @@ def call_words(ctx: typer.Context, incomplete: str) -> list[str]:
     from devctl.cli.call import METHODS
 
     typed = list(ctx.params.get("args") or ())
+    driver = ctx.params.get("dra")
+    if driver:
+        return _dra_call_words(ctx, driver, typed, incomplete)
     if not ctx.params.get("socket"):
         if not typed:
             return resources(ctx, incomplete)
@@ -187,6 +256,22 @@ def call_words(ctx: typer.Context, incomplete: str) -> list[str]:
         return _matching(METHODS, incomplete)
     if typed[0] not in ("allocate", "prestart", "preferred"):
         return []
-    registered = _registered(ctx)
+    registered = _devices(ctx)
     ids = registered.get(resource, ()) if resource else [i for group in registered.values() for i in group]
     return _matching(ids, incomplete)
+
+
+def _dra_call_words(ctx: typer.Context, driver: str, typed: list[str], incomplete: str) -> list[str]:
+    """``devctl call --dra DRIVER RPC [NAMESPACE/NAME]``: the DRA RPC names, then the driver's checkpointed claims."""
+    from devctl.cli.call_dra import DRA_METHODS
+
+    if not typed:
+        return _matching(DRA_METHODS, incomplete)
+    if typed[0] not in ("prepare", "unprepare") or len(typed) > 1:
+        return []
+    return _matching((f"{ns}/{name}" for ns, name, held in _dra_claims(ctx) if driver in held), incomplete)
+
+
+def drivers(ctx: typer.Context, incomplete: str) -> list[str]:
+    """``--dra DRIVER``: the DRA drivers that hold checkpointed claims."""
+    return _matching((d for _, _, held in _dra_claims(ctx) for d in held), incomplete)

@@ -60,6 +60,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "devctl watch nvidia.com/gpu    # one resource",
         "devctl watch -o json --count 5 # five events as JSON lines",
     ),
+    "plugin": (
+        "devctl plugin serve --resource example.com/gpu --count 4  # serve here",
+        "devctl plugin set-health example.com/gpu gpu-1 unhealthy  # another shell",
+    ),
     "plugin serve": (
         "devctl plugin serve --resource example.com/gpu --count 4",
         "devctl plugin serve --config gpu.yaml --no-register",
@@ -84,7 +88,11 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "devctl completion bash > /etc/bash_completion.d/devctl",
         'devctl completion zsh > "${fpath[1]}/_devctl"',
     ),
-    "exporter": ("devctl exporter --listen :9400  # /metrics and /healthz",),
+    "exporter": ("devctl exporter --listen :9477  # /metrics and /healthz (the default)",),
+    "fleet": (
+        "devctl fleet --prometheus http://prom:9090 ls      # every node's resources",
+        "devctl fleet --prometheus http://prom:9090 doctor  # every node's findings",
+    ),
     "fleet ls": ("devctl fleet --prometheus http://prom:9090 ls",),
     "fleet devices": ("devctl fleet --prometheus http://prom:9090 devices",),
     "fleet doctor": ("devctl fleet --prometheus http://prom:9090 doctor",),

@@ -125,8 +125,18 @@ def without_cyclic_gc() -> Iterator[None]:
         gc.enable()
 
 
-# The short headers of the tables (render/table.py's RESOURCE_COUNTS, the TUI's) -> the JSON field they show.
-_HEADERS = {"cap": "capacity", "alloc": "allocatable", "used": "allocated", "bad": "unhealthy", "numa": "numa_nodes"}
+# The headers of the tables that are not their JSON field's name -> that field: ls's short counts
+# (render/table.py's RESOURCE_COUNTS, the TUI's), the POD and CLAIM of a pod's or claim's row, claims' DRIVER.
+_HEADERS = {
+    "cap": "capacity",
+    "alloc": "allocatable",
+    "used": "allocated",
+    "bad": "unhealthy",
+    "numa": "numa_nodes",
+    "pod": "name",
+    "claim": "name",
+    "driver": "drivers",
+}
 
 
 def sort_rows(rows: Sequence[Any], field: str | None) -> list[Any]:
@@ -134,7 +144,7 @@ def sort_rows(rows: Sequence[Any], field: str | None) -> list[Any]:
 
     FIELD is the key of ``-o json``'s rows; kubectl's JSONPath form ``{.free}`` or
     ``.free`` is taken too, and so is a column as the table heads it (``FREE``,
-    ``ls``'s short ``CAP ALLOC USED BAD``). Numbers sort as numbers, everything else as text.
+    ``ls``'s short ``CAP ALLOC USED BAD``, ``pods``' ``POD``). Numbers sort as numbers, everything else as text.
     """
     import dataclasses
 

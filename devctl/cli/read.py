@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from devctl.cli.common import AS_ROOT, ExitCode, Output, fail, options, run
-from devctl.cli.complete import namespaces, pod_names, resources
+from devctl.cli.complete import namespaces, pod_names, resources, resources_then_ids
 from devctl.cli.output import (
     AllNamespacesOpt,
     NoHeadersOpt,
@@ -194,7 +194,7 @@ def devices(
             metavar="[RESOURCE|ID]...",
             help="Only these resources (e.g. nvidia.com/gpu) or devices (e.g. GPU-0).",
             show_default=False,
-            autocompletion=resources,
+            autocompletion=resources_then_ids,
         ),
     ] = None,
     output: OutputOpt = Output.table,

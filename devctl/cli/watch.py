@@ -17,6 +17,7 @@ from typing import IO, TYPE_CHECKING, Annotated
 import typer
 
 from devctl.cli.common import NO_RIGHTS, ExitCode, fail, options, run, say, socket_path
+from devctl.cli.complete import resources as complete_resources
 
 if TYPE_CHECKING:
     from devctl.model import NodePaths
@@ -32,7 +33,10 @@ def watch(
     resources: Annotated[
         list[str] | None,
         typer.Argument(
-            metavar="RESOURCE", show_default=False, help="Resources or DRA drivers to watch [default: every plugin]."
+            metavar="RESOURCE",
+            show_default=False,
+            help="Resources or DRA drivers to watch [default: every plugin].",
+            autocompletion=complete_resources,
         ),
     ] = None,
     socket: Annotated[

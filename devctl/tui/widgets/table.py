@@ -405,7 +405,7 @@ class RowTable(ScrollView, can_focus=True):
             return self._strip(self._header(scroll_x, width), self._style("header"), 0, width)
         index = round(self.scroll_offset.y) + y - 1
         if not self._visible and y == 1:
-            return self._strip(" " + self.empty, self._style("empty"), 0, width)
+            return self._strip(" " + self._empty_text(), self._style("empty"), 0, width)
         if index >= len(self._visible):
             return Strip.blank(width, self._style())
         row = self._visible[index]
@@ -423,6 +423,13 @@ class RowTable(ScrollView, can_focus=True):
         if text.endswith(" " * (len(place) + 1)):
             return text[: width - len(place)] + place
         return text
+
+    def _empty_text(self) -> str:
+        """What an empty table says: that the filter hides every row, not that the node has none (pods are there)."""
+        if self.filter_text and self._set.rows:
+            count = len(self._set.rows)
+            return f"none of {count:,} row{'s' if count > 1 else ''} matches /{escape(self.filter_text)}"
+        return self.empty
 
     @staticmethod
     def _strip(text: str, style: Style, scroll_x: int, width: int) -> Strip:
