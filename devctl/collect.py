@@ -466,13 +466,17 @@ class _Pending:
         self._partial = partial
         self._items: set[str] = set()
 
+    @property
+    def items(self) -> frozenset[str]:
+        return frozenset(self._items)
+
     def add(self, item: str) -> None:
         self._items.add(item)
-        self._report(Progress(frozenset(self._items), self._partial))
+        self._report(Progress(self.items, self._partial))
 
     def done(self, item: str) -> None:
         self._items.discard(item)
-        self._report(Progress(frozenset(self._items), self._partial))
+        self._report(Progress(self.items, self._partial))
 
 
 async def _tracked(pending: _Pending | None, item: str, coro: Awaitable[T]) -> T:
@@ -520,7 +524,9 @@ async def collect(
     """
     want = ALL_SOURCES if want is None else frozenset(want)
     out = _Result()
-    pending = _Pending(progress, lambda: _assemble(paths, out, partial=True)) if progress is not None else None
+    pending: _Pending | None = None
+    if progress is not None:
+        pending = _Pending(progress, lambda: _assemble(paths, out, pending=pending))
     readers: dict[str, Callable[[], Awaitable[None]]] = {
         POD_RESOURCES: lambda: _pod_resources(paths, timeout, out),
         PLUGINS: lambda: _plugins(paths, timeout, out, pending),
@@ -546,10 +552,12 @@ async def collect(
     return _assemble(paths, out)
 
 
-def _assemble(paths: NodePaths, out: _Result, *, partial: bool = False) -> NodeSnapshot:
-    """The snapshot of what was read; ``partial`` while reading goes on, from copies of what is in so far."""
-    if partial:
+def _assemble(paths: NodePaths, out: _Result, *, pending: _Pending | None = None) -> NodeSnapshot:
+    """The snapshot of what was read; with ``pending``, while reading goes on, from copies of what is in so far."""
+    waiting: tuple[str, ...] = ()
+    if pending is not None:
         out = replace(out, plugins=list(out.plugins or out.answered), errors=list(out.errors))
+        waiting = tuple(sorted(pending.items))
     _name_sockets(paths, out)
     return NodeSnapshot(
         taken_at=datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
@@ -568,6 +576,7 @@ def _assemble(paths: NodePaths, out: _Result, *, partial: bool = False) -> NodeS
         kubelet_state=out.kubelet_state,
         dra_checkpoint=out.dra_checkpoint,
         cdi=out.cdi,
+        pending=waiting,
     )
 
 

@@ -719,3 +719,17 @@ class NodeSnapshot:
     kubelet_state: KubeletState | None = None
     dra_checkpoint: DraCheckpoint | None = None  # dra_manager_state; None when absent or unreadable
     cdi: CdiState | None = None
+    # What was still being read when this snapshot was made: source names and plugin socket paths, as
+    # collect's Progress names them. Empty for a finished read; only a face that shows the node while a
+    # hung socket is awaited (the TUI's first screen) sees a partial snapshot.
+    pending: tuple[str, ...] = ()
+
+    @property
+    def plugins_incomplete(self) -> bool:
+        """Whether sockets are still being listed or answered: then no plugin or driver is known to be absent.
+
+        A partial snapshot's ``plugins`` holds the sockets that answered so far;
+        a resource or a DRA driver missing from it may be served by one still
+        pending, so "no plugin serves it" cannot be said yet.
+        """
+        return any(p in (PLUGINS, DRA_DRIVERS) or "/" in p for p in self.pending)

@@ -130,7 +130,7 @@ def claims_view(
             _device(d.driver, d.pool, d.device, d.requests, d.share_id, d.cdi_devices, health, cdi) for d in c.devices
         )
         if any(not live.get(d, False) for d in c.drivers):
-            state = DRIVER_MISSING
+            state = None if snapshot.plugins_incomplete else DRIVER_MISSING  # unknown while sockets answer
         elif running is None:
             state = None
         elif users.get(key):
@@ -155,7 +155,9 @@ def claims_view(
     for (ns, name), (pods_of, devs) in sorted(extra.items()):
         devices = tuple(_device(dv, pl, de, (), None, cdis, health, cdi) for (dv, pl, de), cdis in devs.items())
         drivers = tuple(sorted({d.driver for d in devices}))
-        state = DRIVER_MISSING if any(not live.get(d, False) for d in drivers) else PREPARED
+        state = PREPARED
+        if any(not live.get(d, False) for d in drivers):
+            state = None if snapshot.plugins_incomplete else DRIVER_MISSING
         claim_pods = tuple(ClaimPod(None, pns, pname, True) for pns, pname in sorted(pods_of))
         rows.append(ClaimRow(ns, name, None, state, claim_pods, devices, drivers))
     rows.sort(key=lambda r: (r.namespace, r.name))

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from devctl.analyze.inventory import UNKNOWN, ClaimHolder, DeviceRow, ResourceRow
+from devctl.analyze.inventory import UNKNOWN, WAITING, ClaimHolder, DeviceRow, ResourceRow
 from devctl.model import HEALTHY, NodeSnapshot, PluginProbe, PluginStatus
 
 if TYPE_CHECKING:
@@ -80,9 +80,11 @@ def _occupied(claims: Iterable[ClaimRow]) -> set[tuple[str, str, str]]:
     }
 
 
-def _status(driver: str, probe: PluginProbe | None, live: dict[str, bool], claimed: set[str]) -> str:
+def _status(driver: str, probe: PluginProbe | None, live: dict[str, bool], claimed: set[str], waiting: bool) -> str:
     from devctl.analyze.claims import DRIVER_MISSING
 
+    if probe is None and waiting:
+        return WAITING  # its registration socket may be one still pending
     if not live.get(driver, False) and driver in claimed:
         return DRIVER_MISSING
     if probe is None:
@@ -158,7 +160,7 @@ def dra_inventory(
             ResourceRow(
                 name=driver,
                 socket=probe.socket if probe is not None else None,
-                status=_status(driver, probe, live, claimed),
+                status=_status(driver, probe, live, claimed, snapshot.plugins_incomplete),
                 capacity=capacity,
                 allocatable=healthy if stream is not None else None,
                 allocated=allocated if holders_known else None,

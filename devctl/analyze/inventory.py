@@ -279,6 +279,14 @@ def _picked(snapshot: NodeSnapshot, resources: Iterable[str] | None) -> list[tup
     return [(name, r) for name, r in sorted(inventories(snapshot).items()) if not wanted or name in wanted]
 
 
+WAITING = "waiting"  # a partial snapshot's plugin or driver that a socket still pending may serve
+
+
+def absent_status(snapshot: NodeSnapshot) -> str:
+    """The status of a resource no answering socket serves: no-plugin, or waiting while sockets are pending."""
+    return WAITING if snapshot.plugins_incomplete else PluginStatus.NO_PLUGIN.value
+
+
 def resources_view(snapshot: NodeSnapshot, resources: Iterable[str] | None = None) -> tuple[ResourceRow, ...]:
     """One row per extended resource known from any source, sorted by name."""
     rows = []
@@ -294,7 +302,7 @@ def resources_view(snapshot: NodeSnapshot, resources: Iterable[str] | None = Non
             ResourceRow(
                 name=name,
                 socket=probe.socket if probe else None,
-                status=probe.status.value if probe else PluginStatus.NO_PLUGIN.value,
+                status=probe.status.value if probe else absent_status(snapshot),
                 capacity=capacity,
                 allocatable=allocatable,
                 allocated=len(r.holders) if r.holders_known else None,

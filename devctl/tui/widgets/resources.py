@@ -8,6 +8,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
+from devctl.analyze.inventory import WAITING
 from devctl.escape import escape
 from devctl.model import PluginStatus, SocketStatus
 from devctl.tui.state import NodeView
@@ -40,7 +41,9 @@ def resource_rows(view: NodeView) -> list[Row]:
     rows = []
     for r in view.resources:
         status = view.status_of(r)
-        if status != PluginStatus.SERVING.value:  # unreachable, stale, ..., a DRA driver-missing
+        if status == WAITING:  # the first read is still waiting for a socket that may serve it
+            tone = "dim"
+        elif status != PluginStatus.SERVING.value:  # unreachable, stale, ..., a DRA driver-missing
             tone = "bad" if status != PluginStatus.NO_PLUGIN.value else "warn"
         else:
             tone = "warn" if r.unhealthy else ""
