@@ -2,7 +2,7 @@
 
     python bench/bench_dra.py [--runs 5] [--seconds 5] [--json FILE]
 
-About 70 s on a quiet 2-core machine, most of it the simulated kubelet
+About 30 s on a 2-core machine at load 2, most of it the simulated kubelet
 preparing 1,000 claims (both nodes start side by side).
 
 Read commands. Two simulated nodes run side by side with the same 250 pods x

@@ -34,6 +34,7 @@ from devctl.model import (
     KUBELET_STATE,
     PLUGINS,
     PLUGINS_DIR_SOURCE,
+    POD_LIST,
     POD_RESOURCES,
     PROCS,
     RUNTIME,
@@ -157,7 +158,13 @@ def _oserror(path: str, err: OSError) -> str:
 # --- pod-resources -------------------------------------------------------------------------
 
 
-async def _pod_resources(paths: NodePaths, timeout: float, out: _Result) -> None:
+async def _not_asked() -> None:
+    """GetAllocatableResources' place when only the List is read (POD_LIST): nothing asked, nothing set."""
+    return None
+
+
+async def _pod_resources(paths: NodePaths, timeout: float, out: _Result, *, allocatable: bool = True) -> None:
+    """List and GetAllocatableResources (without ``allocatable``, the List alone: POD_LIST)."""
     socket = paths.pod_resources
     try:
         # One socket-level connect first: it tells missing, stale and forbidden
@@ -171,7 +178,9 @@ async def _pod_resources(paths: NodePaths, timeout: float, out: _Result) -> None
     from devctl.node.podresources import PodResourcesClient
 
     async with PodResourcesClient(socket, timeout) as client:
-        pods, alloc = await asyncio.gather(client.list(), client.allocatable(), return_exceptions=True)
+        pods, alloc = await asyncio.gather(
+            client.list(), client.allocatable() if allocatable else _not_asked(), return_exceptions=True
+        )
     if isinstance(pods, RpcFailure):
         out.errors.append(SourceError(POD_RESOURCES, pods.message, pods.kind))
     elif isinstance(pods, _UNDECODABLE):
@@ -193,7 +202,7 @@ async def _pod_resources(paths: NodePaths, timeout: float, out: _Result) -> None
         )
     elif isinstance(alloc, BaseException):
         raise alloc
-    else:
+    elif alloc is not None:
         out.allocatable = alloc
 
 
@@ -523,12 +532,16 @@ async def collect(
     show what has answered. It changes nothing in the result.
     """
     want = ALL_SOURCES if want is None else frozenset(want)
+    # The List alone is read under pod-resources' own name (its errors, what is pending), unless all of it is wanted.
+    list_only = POD_LIST in want and POD_RESOURCES not in want
+    if POD_LIST in want:
+        want = (want - {POD_LIST}) | {POD_RESOURCES}
     out = _Result()
     pending: _Pending | None = None
     if progress is not None:
         pending = _Pending(progress, lambda: _assemble(paths, out, pending=pending))
     readers: dict[str, Callable[[], Awaitable[None]]] = {
-        POD_RESOURCES: lambda: _pod_resources(paths, timeout, out),
+        POD_RESOURCES: lambda: _pod_resources(paths, timeout, out, allocatable=not list_only),
         PLUGINS: lambda: _plugins(paths, timeout, out, pending),
         DRA_DRIVERS: lambda: _plugins(paths, timeout, out, pending, dra_only=True),
         CHECKPOINT: lambda: _checkpoint(paths, out),

@@ -294,6 +294,24 @@ async def test_a_hung_kubelet_times_out(node):
     assert {e.kind for e in snap.errors} == {ErrorKind.TIMEOUT}
 
 
+async def test_the_pod_list_alone_never_asks_for_the_allocatable_devices(node):
+    # A hung kubelet answers neither call: only the List was made, so only its deadline is met.
+    async with hung_server(node.pod_resources):
+        snap = await bounded(collect(node, TIMEOUT, want={analyze.POD_LIST}))
+    (error,) = snap.errors
+    assert (error.source, error.kind) == (analyze.POD_RESOURCES, ErrorKind.TIMEOUT)
+    assert "GetAllocatableResources" not in error.message
+    # A kubelet without GetAllocatableResources: the pods, and no line about what was not asked for.
+    async with kubelet(node, api="v1alpha1"):
+        snap = await bounded(collect(node, ANSWER, want={analyze.POD_LIST}))
+    assert [p.name for p in snap.pods] == ["train-0"]
+    assert snap.allocatable is None and snap.errors == ()
+    # Asked beside the whole of pod-resources, the List is a part of it: the allocatable devices are read.
+    async with kubelet(node, api="v1alpha1"):
+        snap = await bounded(collect(node, ANSWER, want={analyze.POD_LIST, analyze.POD_RESOURCES}))
+    assert [e.kind for e in snap.errors] == [ErrorKind.UNIMPLEMENTED]
+
+
 def write_corrupt_checkpoint(paths) -> None:
     Path(paths.checkpoint).write_text('{"Data": {"PodDeviceEntries": [')
 

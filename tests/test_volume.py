@@ -268,6 +268,29 @@ def test_a_pod_list_reads_the_same_by_columns_as_message_by_message(
     assert (bool(read) and all(read)) == by_columns
 
 
+@pytest.mark.parametrize(
+    "first",
+    [
+        _pod("two", "ns", _held("a", "g1"), _held("b", "g2")),  # several containers
+        _pod(  # a DRA claim beside the device, as on a node with DRA drivers
+            "claim",
+            "ns",
+            _held("c", "g1", dynamic_resources=[pr.DynamicResource(claim_name="k", claim_namespace="ns")]),
+        ),
+    ],
+)
+def test_a_pod_list_whose_first_pod_is_not_one_device_is_read_message_by_message_without_a_column_pass(
+    first: pr.PodResources, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(columns, "LONG", 0)
+    passes: list[object] = []
+    monkeypatch.setattr(columns, "of_messages", lambda messages: passes.append(messages))  # never asked
+    wire = pr.ListPodResourcesResponse(pod_resources=[first, *SINGLE]).SerializeToString()
+    got = convert.pods_wire(wire)
+    assert got == tuple(convert.pod(p) for p in pr.ListPodResourcesResponse.FromString(wire).pod_resources)
+    assert passes == []
+
+
 def test_a_pod_list_that_is_no_list_is_none(monkeypatch: pytest.MonkeyPatch) -> None:
     assert convert.pods_wire(b"\x0a\x05ab") is None
     monkeypatch.setattr(columns, "LONG", 0)

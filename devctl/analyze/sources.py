@@ -18,6 +18,7 @@ from devctl.model import (
     KUBELET_STATE,
     PLUGINS,
     PLUGINS_DIR_SOURCE,
+    POD_LIST,
     POD_RESOURCES,
     PROCS,
     RUNTIME,
@@ -39,6 +40,7 @@ __all__ = [
     "KUBELET_STATE",
     "PLUGINS",
     "PLUGINS_DIR_SOURCE",
+    "POD_LIST",
     "POD_RESOURCES",
     "PROCS",
     "RUNTIME",
@@ -145,5 +147,7 @@ def only_sources(snapshot: NodeSnapshot, sources: set[str] | frozenset[str]) -> 
     live node must warn about those few, as it would there.
     """
     drivers = _DRA_DRIVER_ERRORS if DRA_DRIVERS in sources else frozenset()
+    if POD_LIST in sources:  # the List's errors are pod-resources' (the file cannot tell them from the rest)
+        sources = sources | {POD_RESOURCES}
     errors = tuple(e for e in snapshot.errors if source_of(e) in sources or e.source in drivers)
     return snapshot if errors == snapshot.errors else replace(snapshot, errors=errors)

@@ -66,8 +66,10 @@ def claims(
 
     def once() -> None:
         shown = {analyze.DRA_CHECKPOINT, analyze.POD_RESOURCES}
-        # The DRA drivers alone (liveness, health), not every device plugin: the view shows none of them.
-        snap = node_snapshot(ctx, {*shown, analyze.DRA_DRIVERS, analyze.CDI, analyze.IDENTITIES})
+        # The DRA drivers alone (liveness, health), not every device plugin, and pod-resources' List alone,
+        # not the allocatable devices: the view shows neither.
+        read = {analyze.DRA_CHECKPOINT, analyze.POD_LIST, analyze.DRA_DRIVERS, analyze.CDI, analyze.IDENTITIES}
+        snap = node_snapshot(ctx, read)
         rows = sort_rows(claims_view(snap, namespace=namespace, names=names), sort_by)
         everything = claims_view(snap, namespace=namespace) if names else rows  # once when nothing is named
         found = {n for r in rows for n in (r.name, f"{r.namespace}/{r.name}")}
@@ -101,7 +103,8 @@ def cdi(
     from devctl.render.dra import cdi_table
 
     shown = {analyze.CDI, analyze.CHECKPOINT, analyze.DRA_CHECKPOINT}
-    snap = node_snapshot(ctx, {*shown, analyze.POD_RESOURCES, analyze.IDENTITIES})
+    # The pods' claims name CDI devices; the allocatable devices name none (POD_LIST: the List alone).
+    snap = node_snapshot(ctx, {*shown, analyze.POD_LIST, analyze.IDENTITIES})
     view = cdi_view(snap, names)
     # A name asked for that no spec defines and nothing uses does not exist here: its row says
     # unresolvable (what the runtime would say), and the command exits 1 with a likely name, as for a claim.

@@ -259,8 +259,15 @@ def pods_wire(wire: bytes) -> tuple[PodResources, ...] | None:
     (``devctl.node.columns``): seven Python wrappers of protobuf messages a
     pod, most of the time of 50,000 pods, are not made. Any other List is
     read message by message.
+
+    The first pod is looked at first: when it is not of that form, the
+    columns' first pass would fail on it after their tables (tens of
+    thousands of entries, ~10 ms) were built, so the List goes straight to
+    the message-by-message read — a DRA node's pods hold claims, and a pod
+    often has several containers.
     """
-    items = columns.items(wire) if len(wire) >= columns.LONG else None
+    long = len(wire) >= columns.LONG and _single_device_pod(_first_item(wire))
+    items = columns.items(wire) if long else None
     if items is not None:
         pods: list[PodResources] = []
         try:
@@ -278,6 +285,37 @@ def pods_wire(wire: bytes) -> tuple[PodResources, ...] | None:
     except DecodeError:
         return None
     return tuple([pod(p) for p in reply.pod_resources])
+
+
+def _first_item(wire: bytes) -> bytes | None:
+    """The bytes of the message's first field when it is field 1 (length-delimited, as the kubelet writes a
+    List's first pod), else None."""
+    if not wire or wire[0] != 0x0A:
+        return None
+    length = 0
+    for i, byte in enumerate(wire[1:6]):  # a length varint of at most five bytes (< 4 GiB)
+        length |= (byte & 0x7F) << (7 * i)
+        if byte < 0x80:
+            start = 2 + i
+            return wire[start : start + length] if start + length <= len(wire) else None
+    return None
+
+
+def _single_device_pod(wire: bytes | None) -> bool:
+    """Whether a serialized pod is one container holding one device entry of one ID, and no CPUs, memory or
+    claims: the form ``_single_device_pods`` takes (it checks every pod, this one included, exactly)."""
+    if wire is None:
+        return False
+    try:
+        pod = pr_v1.PodResources.FromString(wire)
+    except DecodeError:
+        return False  # the message-by-message read says what is wrong
+    if len(pod.containers) != 1:
+        return False
+    c = pod.containers[0]
+    return (
+        len(c.devices) == 1 and len(c.devices[0].device_ids) == 1 and not (c.cpu_ids or c.memory or c.dynamic_resources)
+    )
 
 
 def _single_device_pods(pods: Sequence[bytes]) -> list[PodResources] | None:
