@@ -13,6 +13,7 @@ findings alone tell the whole story, and the table needs no warning lines.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -448,8 +449,17 @@ def _plugin_disagree(c: _Checkup) -> None:
 # --- resources and devices ---------------------------------------------------------------------------
 
 
+# A socket that holds a listener but gave no answer may be any resource's plugin: hung, not gone.
+_SILENT = (PluginStatus.TIMEOUT, PluginStatus.UNREACHABLE, PluginStatus.PERMISSION_DENIED)
+
+
 def _no_plugin(c: _Checkup) -> None:
     allocatable = {d.resource for d in c.snapshot.allocatable.devices} if c.snapshot.allocatable else set()
+    silent = sorted(
+        os.path.basename(p.socket)
+        for p in c.snapshot.plugins
+        if p.resource is None and p.registry is None and p.status in _SILENT
+    )
     for row in c.resources:
         if row.status != PluginStatus.NO_PLUGIN.value or row.kind == "dra":
             continue
@@ -458,8 +468,12 @@ def _no_plugin(c: _Checkup) -> None:
             f"and read its logs: a plugin serves a socket in {c.snapshot.paths.plugins_dir} and registers with "
             "kubelet.sock again after every kubelet restart"
         )
+        served = "no plugin socket serves it"
+        if silent:
+            served = "no answering plugin socket serves it"
+            hint = f"{', '.join(silent)} did not answer: it may be this resource's plugin, hung; " + hint
         if row.allocated or row.name in allocatable:
-            message = "no plugin socket serves it, yet the kubelet still uses it"
+            message = f"{served}, yet the kubelet still uses it"
             if row.allocated:
                 message += f" ({row.allocated} device(s) held by running containers)"
             c.add(ERROR, "no-plugin", row.name, f"{message}: pods that request it cannot start", hint)
@@ -468,7 +482,7 @@ def _no_plugin(c: _Checkup) -> None:
                 WARNING,
                 "no-plugin",
                 row.name,
-                "no plugin socket serves it; only the checkpoint still names it (a plugin removed, or not "
+                f"{served}; only the checkpoint still names it (a plugin removed, or not "
                 "registered again since the kubelet started; the kubelet keeps a stopped plugin's devices "
                 "for 5 minutes)",
                 hint,

@@ -268,6 +268,21 @@ def test_a_plugin_that_stopped_leaves_its_resource_without_a_plugin(sim_node: Si
     assert sim_node.paths.plugins_dir in no_plugin["hint"]
 
 
+def test_a_resource_whose_plugin_may_be_a_hung_socket_says_so(sim_node: SimHandle, background):
+    # GIVEN foo's plugin gone and a socket in the plugins dir that accepts and never answers (a plugin hung)
+    async def stop_foo(node):
+        await node.plugins[FOO].stop()
+
+    sim_node.call(stop_foo)
+    background(hung_server(f"{sim_node.paths.plugins_dir}/hung.sock"))
+    # WHEN doctor runs
+    r = doctor(sim_node.root, "-o", "json", timeout=0.5)
+    # THEN foo has no *answering* plugin, and the hint names the socket that may be its plugin, hung
+    (no_plugin,) = [f for f in findings(r) if f["code"] == "no-plugin"]
+    assert no_plugin["message"].startswith("no answering plugin socket serves it, yet the kubelet still uses it")
+    assert no_plugin["hint"].startswith("hung.sock did not answer: it may be this resource's plugin, hung; ")
+
+
 # --- the plugin and the kubelet --------------------------------------------------------------------------
 
 LAG = "example.com/lagging"
