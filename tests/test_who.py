@@ -24,6 +24,7 @@ from helpers import call_as_nobody, devctl
 from devctl.model import ErrorKind, ProcScan
 from devctl.node import procs
 from devctl.node.cri import read_runtime
+from devctl.node.paths import resolve_paths
 from devctl.node.procs import CHUNK, Watch, parse_cgroup, scan
 from devctl.node.rpc import RpcFailure
 from devctl.sim.scenario import parse_scenario
@@ -264,6 +265,28 @@ def test_scan_matches_by_major_minor_whatever_the_process_calls_the_node(tmp_pat
     finally:
         child.kill()
         child.wait()
+
+
+async def test_the_scan_does_not_wait_behind_a_hung_plugin(short_root):
+    # GIVEN a node whose one plugin socket never answers, and a process under its <proc>
+    from devctl.collect import PLUGINS, PROCS, Progress, collect
+
+    paths = resolve_paths(root=str(short_root), env={})
+    os.makedirs(paths.plugins_dir)
+    _process(Path(paths.proc), 10, ["/dev/null"])
+    hung = f"{paths.plugins_dir}/hung.sock"
+    scanned = []
+
+    def report(progress: Progress) -> None:
+        if hung in progress.pending:
+            scanned.append(progress.snapshot().procs)
+
+    # WHEN collect reads the plugins and <proc>
+    async with hung_server(hung):
+        snap = await asyncio.wait_for(collect(paths, 1.0, want={PLUGINS, PROCS}, progress=report), 10)
+    # THEN the scan was in while the hung socket was still awaited, not after its deadline
+    assert snap.procs is not None and snap.procs.scanned == 1
+    assert any(p is not None and p.scanned == 1 for p in scanned)
 
 
 # --- CRI ---------------------------------------------------------------------------------------
