@@ -194,6 +194,17 @@ def test_scan_reads_a_failed_workers_slices_itself(tmp_path, monkeypatch, breaka
     assert time.monotonic() - started < 30  # a worker that never answers is not waited for without end
 
 
+def test_scan_without_a_memory_file_reads_alone(tmp_path, monkeypatch):
+    # GIVEN a sandbox that refuses memfd_create (as some seccomp profiles do)
+    def refused(*args):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "memfd_create", refused)
+    count = _many(tmp_path / "proc")
+    # WHEN many processes are scanned, THEN every holder is still found, without an error
+    _found_all(*scan(str(tmp_path / "proc"), Watch.of(["/dev/nvidia0", "/dev/nvidia1"], str(tmp_path)), 2), count)
+
+
 def test_scan_reads_past_an_fd_that_is_not_a_link(tmp_path):
     # An fd entry that readlink refuses (here a regular file: EINVAL) sends the process down the careful path,
     # which still finds its holder by path and by major:minor (the watched node is /dev/null by another name).

@@ -256,10 +256,15 @@ def _read_all(matcher: Matcher, watch: Watch, pids: list[str], readers: int) -> 
         return matcher.read(pids)
     size = max(SLICE, -(-len(pids) // MAX_SLICES))
     slices = {i: pids[start : start + size] for i, start in enumerate(range(0, len(pids), size))}
-    job = _job(matcher.proc, watch, pids, size)
-    tokens = _tokens(len(slices))
     try:
+        job = _job(matcher.proc, watch, pids, size)
+    except OSError:  # no memory file (a seccomp profile may refuse memfd_create): read here alone
+        return matcher.read(pids)
+    try:
+        tokens = _tokens(len(slices))
         started = [_Worker(job, tokens) for _ in range(readers - 1)]
+    except OSError:
+        return matcher.read(pids)
     finally:
         os.close(job)  # each worker has its own copy of it now
     found: list[Row] = []
