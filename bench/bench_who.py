@@ -14,13 +14,16 @@ few under /dev (a tty, /dev/null), one process in a hundred holding a watched
 GPU node. The watch is a node's whose GPU nodes exist (a major:minor for each,
 so a link under /dev/ that does not name one is stat'ed, as on a real node).
 Each of ``--runs`` rounds times, on the same tree: devctl.node.procs.scan with
-its default (the caller and one worker process, each reading half) and in one
-process (``workers=1``); the floor in Python (os.open,
+its default (the caller and one worker process, each claiming slices of 256
+processes until none is left) and in one process (``workers=1``); the floor in
+Python (os.open,
 os.listdir and os.readlink per fd, nothing matched); and the floor in C
 (bench/who_floor.c, the same system calls, built with ``cc`` when there is
 one). Reported: medians of wall and CPU time (user and system apart; CPU time
-counts every thread and child), the longer of the default scan's two halves in
-CPU time (its wall time on an idle two-CPU machine), and the one-process
+counts every thread and child), the larger of the caller's and the worker's
+CPU time (the default scan's wall time on an idle two-CPU machine), the share
+of the slices the caller read, a worker's start (an interpreter importing
+devctl/node/fdscan.py, no slice) in wall time, and the one-process
 scan's CPU time as a ratio to each floor's from the same rounds: on a loaded
 machine wall time mostly measures the other jobs, the ratio does not.
 
@@ -34,7 +37,8 @@ The columns: starts `devctl sim` on its default node and runs `devctl devices`
 and `devctl devices -o wide` (which adds the <proc> scan and the CRI calls)
 ``--cli-runs`` times each, alternately, as child processes; the ratio of their
 median wall times has the target <= 1.3. Then the same with the simulated
-node's <proc> replaced by the fixture (DEVCTL_PROC): the bench node.
+node's <proc> replaced by the fixture (DEVCTL_PROC): the bench node, of
+``--processes`` processes (10,000 by default, 50,000 with the issue's size).
 ``--no-cli`` skips both.
 
 Prints a table; ``--json FILE`` writes the figures for `make bench`.
@@ -60,7 +64,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from devctl.node.procs import Watch, scan  # noqa: E402 (the path above first)
+from devctl.node import fdscan, procs  # noqa: E402 (the path above first)
+from devctl.node.procs import Watch, scan  # noqa: E402
 
 GPUS = [f"/dev/nvidia{i}" for i in range(8)]
 GPU_MAJOR = 195  # the NVIDIA driver's; nothing in the fixture or on this machine is expected to have it
@@ -182,26 +187,60 @@ def _ms(value: float, target: float | None = None, unit: str = "ms") -> dict[str
     return {"value": round(value * 1000) if unit == "ms" else value, "unit": unit, "target": target, "better": "lower"}
 
 
+class _Counted(procs.Matcher):
+    """The caller's reader, counting the slices it reads (the worker reads the rest)."""
+
+    slices = 0
+
+    def read(self, pids: list[str]) -> tuple[list[fdscan.Row], int]:  # type: ignore[override]
+        type(self).slices += 1
+        return super().read(pids)
+
+
+def worker_start(runs: int) -> float:
+    """The median wall time of a worker process that starts and finds no slice to claim."""
+    walls = []
+    for _ in range(runs):
+        read_end, write_end = os.pipe()
+        os.close(write_end)  # an empty pipe: the worker claims nothing and answers at once
+        job = os.memfd_create("bench-job")
+        os.write(job, json.dumps({"proc": "/", "paths": [], "rdevs": [], "pids": [], "slice": 1}).encode())
+        start = time.perf_counter()
+        argv = [sys.executable, "-I", "-S", "-c", procs._WORKER, procs._PACKAGE_ROOT, str(job), str(read_end)]
+        subprocess.run(argv, pass_fds=(job, read_end), capture_output=True, check=True)
+        walls.append(time.perf_counter() - start)
+        os.close(job)
+        os.close(read_end)
+    return statistics.median(walls)
+
+
 def bench_scan(args: argparse.Namespace, proc: str, floor: str | None) -> Figures:
     watch = gpu_watch()
     expect = args.processes // 100
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    default, one, py, c = [], [], [], []
+    default, one, py, c, shares = [], [], [], [], []
+    slices = -(-args.processes // max(procs.SLICE, -(-args.processes // fdscan.MAX_SLICES)))
     for _ in range(args.runs):
+        procs.Matcher = _Counted  # type: ignore[misc]
+        _Counted.slices = 0
         default.append(timed(lambda: devctl_scan(proc, watch, None, expect)))
+        procs.Matcher = fdscan.Matcher  # type: ignore[misc]
+        shares.append(_Counted.slices / slices)
         one.append(timed(lambda: devctl_scan(proc, watch, 1, expect)))
         py.append(timed(lambda: python_floor(proc)))
         if floor is not None:
             c.append(timed(lambda: run_c_floor(floor, proc)))
     rss_growth = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before) / 1024
-    # On an idle machine the default scan takes as long as the longer of its two halves, the caller's (its own
-    # CPU time) and the worker's (its children's): the figure a loaded machine cannot show as wall time.
+    # On an idle machine the default scan takes as long as the larger of the caller's CPU time (its own) and the
+    # worker's (its children's), as each reads until no slice is left: the figure a loaded machine cannot show.
     critical = statistics.median(max(r[1] + r[2], r[3]) for r in default)
     target = round(1000 * args.processes / 50_000)
     figures: Figures = {
         "scan_wall_ms": _ms(_wall(default), target),
         "scan_cpu_ms": _ms(_cpu(default)),
         "scan_longer_half_cpu_ms": _ms(critical, target),
+        "scan_caller_share": _ms(round(statistics.median(shares), 2), None, "ratio"),
+        "worker_start_wall_ms": _ms(worker_start(args.runs)),
         "scan_one_process_wall_ms": _ms(_wall(one)),
         "scan_one_process_cpu_ms": _ms(_cpu(one), target),
         "scan_one_process_user_cpu_ms": _ms(statistics.median(r[1] for r in one)),
@@ -261,6 +300,8 @@ def bench_real(args: argparse.Namespace, floor: str | None) -> Figures:
         f"real /proc: {processes} processes, {fds} fds (with {args.holders} holders): "
         f"{1e6 * scan_cpu / fds:.2f} us of CPU per fd, the C floor {1e6 * floor_cpu / fds:.2f} us"
     )
+    if not floor_cpu or not scan_cpu:  # too few fds for the clock's ticks (a small /proc, --holders 0): no ratio
+        return {}
     return {
         "real_scan_to_c_floor": _ms(round(scan_cpu / floor_cpu, 2), None, "ratio"),
         "real_scan_1m_fds_cpu_ms": _ms(scan_cpu * 1_000_000 / fds, 1000),
@@ -309,6 +350,7 @@ def bench_columns(args: argparse.Namespace, proc: str) -> Figures:
         "devices_ms": _ms(p),
         "devices_wide_ms": _ms(w),
         "devices_wide_ratio": _ms(round(w / p, 2), 1.3, "ratio"),
+        "bench_node_processes": _ms(args.processes, None, "count"),
         "bench_node_devices_ms": _ms(bp),
         "bench_node_devices_wide_ms": _ms(bw),
         "bench_node_devices_wide_ratio": _ms(round(bw / bp, 2), 1.3, "ratio"),

@@ -556,12 +556,22 @@ async def collect(
         want |= {CHECKPOINT, CDI}  # the device nodes to look for: its Allocate replies, the CDI specs
     if PLUGINS in want:
         want -= {DRA_DRIVERS}  # a part of PLUGINS
-    await asyncio.gather(
-        *(_guard(name, read(), out, pending) for name, read in readers.items() if name in want),
-        _guard("kubelet-socket", _kubelet_socket(paths, timeout, out), out, None),
-    )
-    if PROCS in want:
+    started = {
+        name: asyncio.ensure_future(_guard(name, read(), out, pending))
+        for name, read in readers.items()
+        if name in want
+    }
+
+    async def procs() -> None:
+        # As soon as the files naming the device nodes are read: the scan's CPU time overlaps the RPCs' waits.
+        await asyncio.wait([started[CHECKPOINT], started[CDI]])
         await _guard(PROCS, _procs(paths, out), out, pending)
+
+    await asyncio.gather(
+        *started.values(),
+        _guard("kubelet-socket", _kubelet_socket(paths, timeout, out), out, None),
+        *([procs()] if PROCS in want else []),
+    )
     return _assemble(paths, out)
 
 

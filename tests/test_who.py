@@ -11,6 +11,7 @@ import asyncio
 import os
 import subprocess
 import sys
+import time
 from dataclasses import replace
 from importlib import resources
 from pathlib import Path
@@ -23,6 +24,7 @@ from helpers import call_as_nobody, devctl
 from devctl.model import ErrorKind, ProcScan
 from devctl.node import procs
 from devctl.node.cri import read_runtime
+from devctl.node.paths import resolve_paths
 from devctl.node.procs import CHUNK, Watch, parse_cgroup, scan
 from devctl.node.rpc import RpcFailure
 from devctl.sim.scenario import parse_scenario
@@ -110,7 +112,26 @@ def _found_all(result: ProcScan | None, errors: list, count: int) -> None:
     assert result.processes[1].devices == ("/dev/nvidia0",)
 
 
-def test_scan_shares_many_processes_with_a_worker_process_and_keeps_them_in_pid_order(tmp_path):
+class _SlowCaller(procs.Matcher):
+    """The caller's reader, slowed so that the worker claims slices of its own; counts the slices read here."""
+
+    slices = 0
+    waits_for: Path | None = None  # a file the worker makes once it claimed its slices
+
+    def read(self, pids):
+        type(self).slices += 1
+        deadline = time.monotonic() + 20
+        while self.waits_for is not None and not self.waits_for.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.02)
+        return super().read(pids)
+
+
+def _slices(count: int) -> int:
+    return -(-count // procs.SLICE)
+
+
+def test_scan_shares_many_processes_with_a_worker_process_and_keeps_them_in_pid_order(tmp_path, monkeypatch):
     count = _many(tmp_path / "proc")
     watch = Watch.of(["/dev/nvidia0", "/dev/nvidia1"], str(tmp_path))
     spawned = []
@@ -120,28 +141,84 @@ def test_scan_shares_many_processes_with_a_worker_process_and_keeps_them_in_pid_
         spawned.append(args[0])
         return real_popen(*args, **kwargs)
 
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(procs.subprocess, "Popen", popen)
-        result, errors = scan(str(tmp_path / "proc"), watch, workers=3)
-    assert len(spawned) == 1  # two shares of CHUNK or more: the caller's and one worker's
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    monkeypatch.setattr(procs, "Matcher", type("Slow", (_SlowCaller,), {}))
+    result, errors = scan(str(tmp_path / "proc"), watch, workers=3)
+    assert len(spawned) == 1  # two readers of CHUNK processes or more: the caller and one worker
+    assert 0 < procs.Matcher.slices < _slices(count)  # the worker read the others
     _found_all(result, errors, count)
+
+
+# A worker that claims two slices (the caller waits for it), marks that it did, then breaks; CLAIMED is the JSON
+# list of the two.
+_CLAIMS = (
+    "import os, sys, time; t = os.read(int(sys.argv[3]), 4); open(sys.argv[1] + '/claimed', 'w').close(); "
+    "CLAIMED = str([int.from_bytes(t[i : i + 2], 'big') for i in (0, 2)]); "
+)
 
 
 @pytest.mark.parametrize(
-    "breakage",
+    ("breakage", "claims"),
     [
-        {"_PACKAGE_ROOT": "/nonexistent"},  # the worker cannot import devctl: exits 1
-        {"_WORKER": "import time; time.sleep(60)", "WORKER_GRACE": 0.1, "WORKER_PATIENCE": 0},  # never answers
-        {"_WORKER": "print('not json')"},
+        ({"_PACKAGE_ROOT": "/nonexistent"}, False),  # the worker cannot import devctl: exits 1
+        ({"_WORKER": "import time; time.sleep(60)"}, False),  # never claims, never answers: not waited for
+        ({"_WORKER": _CLAIMS + "sys.exit(1)"}, True),
+        ({"_WORKER": _CLAIMS + "time.sleep(60)", "WORKER_GRACE": 0.1, "WORKER_PATIENCE": 0}, True),  # no answer
+        ({"_WORKER": _CLAIMS + "print('not json')"}, True),
+        # it names a holder from a slice it did not read (8000 is in the 32nd), or a slice the caller read
+        (
+            {
+                "_WORKER": _CLAIMS
+                + """print('{"done": %s, "found": [["8000", ["/dev/nvidia0"]]], "denied": 0}' % CLAIMED)"""
+            },
+            True,
+        ),
+        ({"_WORKER": _CLAIMS + """print('{"done": %s, "found": [], "denied": 0}' % (CLAIMED[:-1] + ', 20]'))"""}, True),
     ],
-    ids=["fails", "hangs", "garbles"],
+    ids=["fails", "never-claims", "claims-then-fails", "claims-then-hangs", "garbles", "foreign-pid", "foreign-slice"],
 )
-def test_scan_reads_a_failed_workers_share_itself(tmp_path, monkeypatch, breakage):
+def test_scan_reads_a_failed_workers_slices_itself(tmp_path, monkeypatch, breakage, claims):
     count = _many(tmp_path / "proc")
     for name, value in breakage.items():
         monkeypatch.setattr(procs, name, value)
+    if claims:
+        monkeypatch.setattr(procs, "_PACKAGE_ROOT", str(tmp_path))  # where the worker marks its claim
+    monkeypatch.setattr(
+        procs, "Matcher", type("Slow", (_SlowCaller,), {"waits_for": tmp_path / "claimed" if claims else None})
+    )
+    started = time.monotonic()
     result, errors = scan(str(tmp_path / "proc"), Watch.of(["/dev/nvidia0", "/dev/nvidia1"], str(tmp_path)), 2)
     _found_all(result, errors, count)
+    assert (tmp_path / "claimed").exists() == claims
+    assert procs.Matcher.slices == _slices(count)  # every slice read here, the worker's claimed ones too
+    assert time.monotonic() - started < 30  # a worker that never answers is not waited for without end
+
+
+def test_scan_without_a_memory_file_reads_alone(tmp_path, monkeypatch):
+    # GIVEN a sandbox that refuses memfd_create (as some seccomp profiles do)
+    def refused(*args):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "memfd_create", refused)
+    count = _many(tmp_path / "proc")
+    # WHEN many processes are scanned, THEN every holder is still found, without an error
+    _found_all(*scan(str(tmp_path / "proc"), Watch.of(["/dev/nvidia0", "/dev/nvidia1"], str(tmp_path)), 2), count)
+
+
+def test_scan_reads_past_an_fd_that_is_not_a_link(tmp_path):
+    # An fd entry that readlink refuses (here a regular file: EINVAL) sends the process down the careful path,
+    # which still finds its holder by path and by major:minor (the watched node is /dev/null by another name).
+    root = tmp_path / "root"
+    (root / "dev").mkdir(parents=True)
+    os.symlink("/dev/null", root / "dev" / "gpu0")
+    proc = tmp_path / "proc"
+    _process(proc, 30, ["/dev/gpu1"])
+    (proc / "30" / "fd" / "1").write_text("not a link")
+    os.symlink("/dev/null", proc / "30" / "fd" / "2")
+    result, errors = scan(str(proc), Watch.of(["/dev/gpu0", "/dev/gpu1"], str(root)))
+    assert errors == [] and result is not None
+    [p] = result.processes
+    assert (p.pid, p.devices) == (30, ("/dev/gpu0", "/dev/gpu1"))
 
 
 def test_scan_without_rights_says_so_once(short_root):
@@ -199,6 +276,28 @@ def test_scan_matches_by_major_minor_whatever_the_process_calls_the_node(tmp_pat
     finally:
         child.kill()
         child.wait()
+
+
+async def test_the_scan_does_not_wait_behind_a_hung_plugin(short_root):
+    # GIVEN a node whose one plugin socket never answers, and a process under its <proc>
+    from devctl.collect import PLUGINS, PROCS, Progress, collect
+
+    paths = resolve_paths(root=str(short_root), env={})
+    os.makedirs(paths.plugins_dir)
+    _process(Path(paths.proc), 10, ["/dev/null"])
+    hung = f"{paths.plugins_dir}/hung.sock"
+    scanned = []
+
+    def report(progress: Progress) -> None:
+        if hung in progress.pending:
+            scanned.append(progress.snapshot().procs)
+
+    # WHEN collect reads the plugins and <proc>
+    async with hung_server(hung):
+        snap = await asyncio.wait_for(collect(paths, 1.0, want={PLUGINS, PROCS}, progress=report), 10)
+    # THEN the scan was in while the hung socket was still awaited, not after its deadline
+    assert snap.procs is not None and snap.procs.scanned == 1
+    assert any(p is not None and p.scanned == 1 for p in scanned)
 
 
 # --- CRI ---------------------------------------------------------------------------------------

@@ -14,18 +14,18 @@ and did not match by path. Processes that exit during the scan are skipped
 without a word; fds that cannot be read for lack of rights are counted into one
 error. The cost is the kernel's: per process an open, a listing and a close of
 its ``fd/`` directory, per fd a ``readlink`` relative to that open directory
-(no path walk). Nothing cheaper says what an fd is: a listing of ``fd/`` gives
-only numbers, and a ``stat`` through the link costs as much as reading it.
-bench/bench_who.py times this against the same system calls made from C
-(the kernel's floor). Threads, whose system calls release the GIL, measured no
-faster (each of a million short calls hands the GIL over and waits to get it
-back), so a scan of many processes gives a share to a worker process instead,
-which shares no GIL: on two CPUs each half runs at once (docs/performance.md).
+(no path walk); devctl/node/fdscan.py does that part. Nothing cheaper says what
+an fd is: a listing of ``fd/`` gives only numbers, and a ``stat`` through the
+link costs as much as reading it. bench/bench_who.py times this against the
+same system calls made from C (the kernel's floor). Threads, whose system calls
+release the GIL, measured no faster (each of a million short calls hands the
+GIL over and waits to get it back), so a scan of many processes shares its
+slices with a worker process, which shares no GIL: on two CPUs both run at
+once, and the one that reads faster takes more (docs/performance.md).
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import re
@@ -37,6 +37,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from devctl.model import CdiState, Checkpoint, ErrorKind, Process, ProcScan, SourceError
+from devctl.node.fdscan import MAX_SLICES, TOKEN, Matcher, Row, claims
 from devctl.node.files import FileReadError, read_file
 
 PROCS_SOURCE = "procs"
@@ -45,17 +46,19 @@ PROC_FILE_LIMIT = 1024 * 1024
 # Processes that read <proc> at once by default (the caller and worker processes), at most one per CPU: two, as
 # threads measured no faster (see the module's docstring). bench/bench_who.py times one beside it.
 SCAN_WORKERS = 2
-# The least share of the processes a worker process is given: fewer are read by the caller alone, as starting
-# a worker (an interpreter, this module's imports) costs about what reading a few thousand processes does.
+# The processes per reader at least: fewer are read by the caller alone, as starting a worker (an interpreter
+# and devctl/node/fdscan.py) costs about what reading a few hundred processes does.
 CHUNK = 4096
-# How long the caller waits for a worker after its own share, as a multiple of the time that share took (at
-# least WORKER_GRACE seconds); then it stops the worker and reads the worker's share itself.
+# The processes a slice holds (more when there would be more than MAX_SLICES): small enough that neither
+# reader waits long for the other's last one, large enough that claiming one (a read of a pipe) costs nothing.
+SLICE = 256
+# How long the caller waits for a worker once every slice is claimed, as a multiple of the time the caller read
+# for (at least WORKER_GRACE seconds); then it stops the worker and reads the worker's slices itself.
 WORKER_PATIENCE = 4
 WORKER_GRACE = 5.0
-# The worker's program: this module, imported from where the caller's was (-I: no environment, no user site).
-_WORKER = "import sys; sys.path.insert(0, sys.argv[1]); from devctl.node.procs import worker_main; worker_main()"
+# The worker's program: fdscan, imported from where the caller's devctl was (-I: no environment, no user site).
+_WORKER = "import sys; sys.path.insert(0, sys.argv[1]); from devctl.node.fdscan import worker_main; worker_main()"
 _PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 
 # The last path element of a container's cgroup: containerd (systemd driver)
 # "cri-containerd-<id>.scope", CRI-O "crio-<id>.scope", Docker "docker-<id>.scope",
@@ -160,8 +163,10 @@ def _command(proc: str, pid: str) -> str:
     return f"[{comm.decode('utf-8', 'replace').strip()}]" if comm else ""
 
 
-class _Closed(Exception):
-    """The process' fds are closed to us (not root): counted, not an error per process."""
+def _holder(proc: str, pid: str, held: list[str]) -> Process:
+    """A holder as the model has it: its cmdline and cgroup read here, only for the few that matched."""
+    container, pod = parse_cgroup((_read(f"{proc}/{pid}/cgroup") or b"").decode("utf-8", "replace"))
+    return Process(int(pid), _command(proc, pid), tuple(held), container, pod)
 
 
 def _is_pid(name: str) -> bool:
@@ -169,166 +174,127 @@ def _is_pid(name: str) -> bool:
     return name.isascii() and name.isdigit()
 
 
-def _rdev_at(name: str, dir_fd: int) -> int | None:
-    try:
-        st = os.stat(name, dir_fd=dir_fd)  # follows the fd's own link, whatever the process calls the node
-    except OSError:
-        return None
-    return st.st_rdev if stat.S_ISCHR(st.st_mode) else None
-
-
-def _each(names: list[str], dir_fd: int) -> list[str | None]:
-    """The link targets one at a time: the slow path, for a process that closed an fd since its listing."""
-    out: list[str | None] = []
-    for name in names:
-        try:
-            out.append(os.readlink(name, dir_fd=dir_fd))
-        except PermissionError:
-            raise _Closed from None
-        except OSError:
-            out.append(None)
-    return out
-
-
-class _Matcher:
-    """The watch, read-only, so threads share it."""
-
-    def __init__(self, proc: str, watch: Watch):
-        self.proc = proc
-        self.paths = watch.paths
-        self.rdevs = watch.rdevs
-
-    def held(self, pid: str) -> list[str]:
-        """The watched nodes process ``pid`` holds open; raises _Closed when its fds are closed to us."""
-        try:
-            # One open of the directory serves its listing and every readlink (relative to it): no path walk
-            # through <proc>/PID per fd, nor a second one for the listing.
-            dir_fd = os.open(f"{self.proc}/{pid}/fd", _DIRECTORY)
-        except PermissionError:
-            raise _Closed from None
-        except OSError:  # gone, or not a process directory
-            return []
-        try:
-            try:
-                names = os.listdir(dir_fd)
-            except PermissionError:
-                raise _Closed from None
-            except OSError:
-                return []
-            targets: list[str] | list[str | None]
-            try:
-                # The common case in one C-level loop; any failure falls back to the careful one.
-                targets = list(map(functools.partial(os.readlink, dir_fd=dir_fd), names))
-            except OSError:
-                targets = _each(names, dir_fd)
-            paths = self.paths
-            held = dict.fromkeys(sorted(paths.intersection(targets)))
-            if self.rdevs:
-                # A node by another name (a container's /dev): one stat per distinct /dev/ target of the process
-                # (its 0, 1 and 2 are often the same /dev/null), only where the path did not match.
-                seen: set[str] = set()
-                for name, target in zip(names, targets, strict=True):
-                    if target is None or target in paths or target in seen or not target.startswith("/dev/"):
-                        continue
-                    if not target.endswith(" (deleted)"):  # two removed nodes may share a name
-                        seen.add(target)
-                    rdev = _rdev_at(name, dir_fd)
-                    if rdev is not None and rdev in self.rdevs:
-                        held[self.rdevs[rdev]] = None
-        finally:
-            os.close(dir_fd)
-        return list(held)
-
-    def chunk(self, pids: list[str]) -> tuple[list[Process], int]:
-        """The holders among ``pids``, and how many of them closed their fds to us."""
-        proc = self.proc
-        found, denied = [], 0
-        for pid in pids:
-            try:
-                held = self.held(pid)
-            except _Closed:
-                denied += 1
-                continue
-            if held:
-                # cmdline and cgroup only for the few that matched.
-                container, pod = parse_cgroup((_read(f"{proc}/{pid}/cgroup") or b"").decode("utf-8", "replace"))
-                found.append(Process(int(pid), _command(proc, pid), tuple(held), container, pod))
-        return found, denied
-
-
 class _Worker:
-    """A share of the processes read by another process, which shares no GIL with the caller: its system calls
-    and the caller's run on two CPUs at once (threads measured no faster: each call hands the GIL over).
+    """A reader of slices in another process, which shares no GIL with the caller: its system calls and the
+    caller's run on two CPUs at once (threads measured no faster: each call hands the GIL over).
 
-    The share goes as a range of PIDs, so the job stays small (a pipe's buffer); the worker lists ``<proc>``
-    itself and reads the PIDs in the range. A worker that cannot start, fails, says something unreadable or
-    takes too long gives None, and the caller reads the share itself.
+    The job (the PIDs, the slice size, the watch) is a memory file the worker inherits, so nothing waits for
+    the worker to read a pipe; the worker claims slices from the caller's pipe of slice numbers
+    (devctl/node/fdscan.py) and prints the slices it read with their holders. A worker that cannot start,
+    fails, says something unreadable or takes too long gives None, and the caller reads its slices itself.
     """
 
-    def __init__(self, proc: str, watch: Watch, first: int, last: int):
-        job = {"proc": proc, "paths": sorted(watch.paths), "rdevs": list(watch.rdevs.items()), "range": [first, last]}
+    def __init__(self, job: int, tokens: int):
         self.child: subprocess.Popen[bytes] | None
         try:
             self.child = subprocess.Popen(
-                [sys.executable, "-I", "-S", "-c", _WORKER, _PACKAGE_ROOT],
-                stdin=subprocess.PIPE,
+                [sys.executable, "-I", "-S", "-c", _WORKER, _PACKAGE_ROOT, str(job), str(tokens)],
+                stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
+                pass_fds=(job, tokens),
             )
         except OSError:
             self.child = None
-            return
-        assert self.child.stdin is not None
-        try:
-            # One line, and stdin left open: communicate() closes it (a closed one would fail its flush).
-            self.child.stdin.write(json.dumps(job).encode() + b"\n")
-            self.child.stdin.flush()
-        except OSError:
-            pass  # the worker is gone already: result() finds it failed, and reaps it
 
-    def result(self, patience: float) -> tuple[list[Process], int] | None:
-        """The worker's holders and how many processes closed their fds to it, or None (see the class)."""
+    def result(self, patience: float, slices: Mapping[int, list[str]]) -> tuple[set[int], list[Row], int] | None:
+        """The slices the worker read (of ``slices``, those the caller did not), their holders and how many
+        processes closed their fds to it; None (see the class) also when it names a slice or a PID not its own."""
         if self.child is None:
             return None
         try:
             out, _ = self.child.communicate(timeout=patience)
-            if self.child.returncode != 0:
-                return None
-            reply = json.loads(out)
-            found = [Process(pid, command, tuple(held), cid, pod) for pid, command, held, cid, pod in reply["found"]]
-            return found, int(reply["denied"])
         except subprocess.TimeoutExpired:
-            self.child.kill()
-            self.child.communicate()
+            self.stop()
             return None
+        if self.child.returncode != 0:
+            return None
+        try:
+            reply = json.loads(out)
+            done = {int(i) for i in reply["done"]}
+            found: list[Row] = [(str(pid), [str(p) for p in held]) for pid, held in reply["found"]]
+            denied = int(reply["denied"])
         except (ValueError, TypeError, KeyError):
             return None
+        if not done <= slices.keys() or not {pid for pid, _ in found} <= {p for i in done for p in slices[i]}:
+            return None
+        return done, found, denied
 
     def stop(self) -> None:
-        """Ends a worker still running (its caller failed) and reaps it; nothing for one already done."""
+        """Ends a worker still running (it claimed nothing, or its caller failed) and reaps it."""
         if self.child is not None and self.child.returncode is None:
             self.child.kill()
             self.child.communicate()
 
 
-def worker_main() -> None:
-    """A worker process' part (see _Worker): the job from stdin, its holders as JSON to stdout."""
-    job = json.loads(sys.stdin.readline())
-    first, last = job["range"]
-    watch = Watch(frozenset(job["paths"]), {rdev: path for rdev, path in job["rdevs"]})
-    with os.scandir(job["proc"]) as entries:
-        pids = [e.name for e in entries if _is_pid(e.name) and first <= int(e.name) <= last]
-    found, denied = _Matcher(job["proc"], watch).chunk(pids)
-    rows = [[p.pid, p.command, list(p.devices), p.container_id, p.pod_uid] for p in found]
-    json.dump({"found": rows, "denied": denied}, sys.stdout)
+def _job(proc: str, watch: Watch, pids: list[str], size: int) -> int:
+    """The workers' job in a memory file (closed on exec but for the workers, which are passed it)."""
+    data = json.dumps(
+        {"proc": proc, "paths": sorted(watch.paths), "rdevs": list(watch.rdevs.items()), "pids": pids, "slice": size}
+    ).encode()
+    fd = os.memfd_create("devctl-procs-job", os.MFD_CLOEXEC)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    return fd
 
 
-def _shares(pids: list[str], workers: int) -> list[list[str]]:
-    """The PIDs in ascending order, cut into at most ``workers`` shares of at least CHUNK each."""
-    count = max(1, min(workers, len(pids) // CHUNK))
-    ordered = sorted(pids, key=int)
-    size = -(-len(ordered) // count)
-    return [ordered[i : i + size] for i in range(0, len(ordered), size)]
+def _tokens(count: int) -> int:
+    """A pipe holding the numbers of ``count`` slices (at most MAX_SLICES: one write, never blocking), its write
+    end closed so that a reader finds it empty, not waiting, once every slice is claimed; its read end."""
+    read_end, write_end = os.pipe()
+    try:
+        os.write(write_end, b"".join(i.to_bytes(TOKEN, "big") for i in range(count)))
+    finally:
+        os.close(write_end)
+    return read_end
+
+
+def _read_all(matcher: Matcher, watch: Watch, pids: list[str], readers: int) -> tuple[list[Row], int]:
+    """The holders among ``pids`` and how many closed their fds, read by the caller and ``readers - 1`` workers."""
+    if readers <= 1:
+        return matcher.read(pids)
+    size = max(SLICE, -(-len(pids) // MAX_SLICES))
+    slices = {i: pids[start : start + size] for i, start in enumerate(range(0, len(pids), size))}
+    try:
+        job = _job(matcher.proc, watch, pids, size)
+    except OSError:  # no memory file (a seccomp profile may refuse memfd_create): read here alone
+        return matcher.read(pids)
+    try:
+        tokens = _tokens(len(slices))
+        started = [_Worker(job, tokens) for _ in range(readers - 1)]
+    except OSError:
+        return matcher.read(pids)
+    finally:
+        os.close(job)  # each worker has its own copy of it now
+    found: list[Row] = []
+    denied = 0
+    try:
+        began = time.monotonic()
+        left = dict(slices)
+        for index in claims(tokens):
+            rows, closed = matcher.read(left.pop(index))
+            found += rows
+            denied += closed
+        patience = max(WORKER_GRACE, WORKER_PATIENCE * (time.monotonic() - began))
+        for worker in started:
+            # Nothing left when this process claimed every slice (a worker slow to start): none is waited for.
+            reply = worker.result(patience, left) if left else None
+            if reply is not None:
+                done, rows, closed = reply
+                for index in done:
+                    del left[index]
+                found += rows
+                denied += closed
+        for share in left.values():  # a failed worker's slices
+            rows, closed = matcher.read(share)
+            found += rows
+            denied += closed
+    finally:
+        os.close(tokens)
+        for worker in started:
+            worker.stop()
+    return found, denied
 
 
 def scan(proc: str, watch: Watch, workers: int | None = None) -> tuple[ProcScan | None, list[SourceError]]:
@@ -336,9 +302,9 @@ def scan(proc: str, watch: Watch, workers: int | None = None) -> tuple[ProcScan 
 
     None, with the error, when ``proc`` itself cannot be listed. The processes
     are read by up to ``workers`` processes (default SCAN_WORKERS, at most one
-    per CPU, each given CHUNK processes at least): the caller and worker
-    processes (see _Worker). Only the matches are kept, so memory grows with
-    the holders, not with the processes.
+    per CPU, each with CHUNK processes at least): the caller and worker
+    processes (see _Worker), a slice at a time. Only the matches are kept, so
+    memory grows with the holders, not with the processes.
     """
     errors: list[SourceError] = []
     try:
@@ -350,21 +316,9 @@ def scan(proc: str, watch: Watch, workers: int | None = None) -> tuple[ProcScan 
     found: list[Process] = []
     denied = 0
     if watch.paths and pids:
-        matcher = _Matcher(proc, watch)
-        mine, *others = _shares(pids, min(workers if workers is not None else SCAN_WORKERS, os.cpu_count() or 1))
-        started = [_Worker(proc, watch, int(share[0]), int(share[-1])) for share in others]
-        try:
-            began = time.monotonic()
-            found, denied = matcher.chunk(mine)
-            patience = max(WORKER_GRACE, WORKER_PATIENCE * (time.monotonic() - began))
-            for worker, share in zip(started, others, strict=True):
-                part, closed = worker.result(patience) or matcher.chunk(share)
-                found.extend(part)
-                denied += closed
-        finally:
-            for worker in started:
-                worker.stop()
-        found.sort(key=lambda p: p.pid)
+        readers = max(1, min(SCAN_WORKERS if workers is None else workers, os.cpu_count() or 1, len(pids) // CHUNK))
+        rows, denied = _read_all(Matcher(proc, watch.paths, watch.rdevs), watch, pids, readers)
+        found = sorted((_holder(proc, pid, held) for pid, held in rows), key=lambda p: p.pid)
     if denied:
         errors.append(
             SourceError(
