@@ -1,0 +1,57 @@
+"""What a review of issue 15 ("Safe by construction") found still open, each as a user meets it.
+
+Real processes against real directories: the global ``--root`` typed before
+``sim`` (documented as the simulator's root, silently ignored), and a user's
+install, which has typer's own copy of click and no other.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from helpers import devctl_env, run_devctl
+
+TIMEOUT = 30.0
+
+
+def test_the_global_root_typed_before_sim_is_its_root_and_a_host_tree_there_is_refused(short_root: Path) -> None:
+    # GIVEN a host mount holding a node's pod logs
+    host = short_root / "host"
+    logs = host / "var/log/pods/prod_web-0_0a1b/app"
+    logs.mkdir(parents=True)
+    (logs / "0.log").write_text("production\n")
+    # WHEN the sim is pointed at it with the global option, before the command (kubectl's habit)
+    refused = run_devctl("--root", str(host), "sim", "--", "true")
+    # THEN it is refused as `sim --root` is, and the logs survive
+    assert refused.exit_code == 2, refused.stderr
+    assert refused.stderr.strip().startswith(f"devctl: sim: {host} holds files devctl sim did not make in this run")
+    assert (logs / "0.log").read_text() == "production\n"
+    # and on a new directory the node is there, not in a temp root of its own
+    node = short_root / "node"
+    ran = run_devctl("--root", str(node), "sim", "--", "sh", "-c", 'echo "$DEVCTL_ROOT"')
+    assert ran.exit_code == 0, ran.stderr
+    assert ran.stdout.strip() == str(node)
+
+
+# devctl as installed by `pip install .`: typer (with its own copy of click) and no click beside it.
+WITHOUT_CLICK = """
+import sys
+sys.modules["click"] = None  # `import click` fails, as it does where only devctl's dependencies are installed
+from devctl.cli.app import main
+sys.argv = ["devctl", *sys.argv[1:]]
+main()
+"""
+
+
+def test_sim_runs_where_no_click_is_installed() -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", WITHOUT_CLICK, "sim", "--", "true"],
+        capture_output=True,
+        text=True,
+        env=devctl_env(),
+        timeout=TIMEOUT,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
