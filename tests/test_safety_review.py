@@ -1,8 +1,9 @@
 """What a review of issue 15 ("Safe by construction") found still open, each as a user meets it.
 
 Real processes against real directories: the global ``--root`` typed before
-``sim`` (documented as the simulator's root, silently ignored), and a user's
-install, which has typer's own copy of click and no other.
+``sim`` (documented as the simulator's root, silently ignored), a user's
+install, which has typer's own copy of click and no other, and the one file
+reader that ``plugin serve --dra --claims`` went around.
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from helpers import devctl_env, run_devctl
+from test_files import BOUND, make
 
 TIMEOUT = 30.0
 
@@ -55,3 +58,15 @@ def test_sim_runs_where_no_click_is_installed() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+def test_a_claims_file_that_is_not_a_file_is_one_line_not_a_hang(short_root: Path, tmp_path: Path, kind: str) -> None:
+    # GIVEN `plugin serve --dra` pointed at a FIFO (open() blocked forever, SIGTERM did not end it) or /dev/zero
+    path = tmp_path / "claims.yaml"
+    reason = make(kind, path)
+    argv = ("plugin", "serve", "--root", str(short_root), "--dra", "gpu.example.com", "--count", "1")
+    result = run_devctl(*argv, "--no-register", "--claims", str(path), timeout=BOUND)
+    # THEN one line through the one safe reader, exit 2, and nothing served
+    assert result.exit_code == 2, result.stderr
+    assert result.stderr.splitlines() == [f"devctl: --claims {path}: {reason}"]
