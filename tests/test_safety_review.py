@@ -2,19 +2,23 @@
 
 Real processes against real directories: the global ``--root`` typed before
 ``sim`` (documented as the simulator's root, silently ignored), a user's
-install, which has typer's own copy of click and no other, and the one file
-reader that ``plugin serve --dra --claims`` went around.
+install, which has typer's own copy of click and no other, the one file
+reader that ``plugin serve --dra --claims`` went around, and ``-w`` on a
+quiet node, which never saw its reader go.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from helpers import devctl_env, run_devctl
+from helpers import DEVCTL, devctl_env, run_devctl
 from test_files import BOUND, make
+
+from devctl.sim.thread import SimHandle
 
 TIMEOUT = 30.0
 
@@ -70,3 +74,22 @@ def test_a_claims_file_that_is_not_a_file_is_one_line_not_a_hang(short_root: Pat
     # THEN one line through the one safe reader, exit 2, and nothing served
     assert result.exit_code == 2, result.stderr
     assert result.stderr.splitlines() == [f"devctl: --claims {path}: {reason}"]
+
+
+@pytest.mark.parametrize("command", [["ls", "-w"], ["devices", "-w"], ["pods", "-w"]])
+def test_a_quiet_w_ends_when_its_reader_closes_the_pipe(sim_node: SimHandle, command: list[str]) -> None:
+    # GIVEN `devctl devices -w | head -1` on a node where nothing changes (it waited forever, as watch once did)
+    reader, writer = os.pipe()
+    proc = subprocess.Popen([*DEVCTL, *command], env=devctl_env(sim_node.root), stdout=writer, stderr=subprocess.PIPE)
+    os.close(writer)
+    try:
+        with os.fdopen(reader, "rb") as pipe:
+            assert pipe.readline().startswith(b"NAME" if command[0] == "ls" else (b"RESOURCE", b"NAMESPACE", b"POD"))
+        # WHEN the reader goes away with nothing more to write
+        # THEN it ends by itself, quietly, with 0
+        assert proc.wait(timeout=BOUND) == 0
+        assert proc.stderr is not None and proc.stderr.read() == b""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
