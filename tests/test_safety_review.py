@@ -93,3 +93,33 @@ def test_a_quiet_w_ends_when_its_reader_closes_the_pipe(sim_node: SimHandle, com
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_a_stop_signal_before_the_loop_runs_ends_it_before_anything_is_made() -> None:
+    """`devctl sim` Ctrl-C'd while it built its event loop: it ran its whole start-up, then exited 0, not 130."""
+    import asyncio
+    import signal
+
+    from devctl.cli import signals
+
+    saved = {sig: signal.getsignal(sig) for sig in signals.STOP_SIGNALS}
+    started: list[bool] = []
+
+    async def command(stopper: signals.Stopper) -> int:
+        started.append(True)  # the sim lays out its root and binds its sockets here
+        await asyncio.sleep(0)
+        return 0
+
+    try:
+        # GIVEN a Ctrl-C that comes while the command starts (recorded, as its handler does then)
+        signals.catch_early()
+        os.kill(os.getpid(), signal.SIGINT)
+        # WHEN its loop runs
+        code = signals.run_until_signal(command)
+    finally:
+        signals._early.clear()
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+    # THEN it ends with 130 and the command never began
+    assert code == 130
+    assert started == []
