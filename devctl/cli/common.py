@@ -12,7 +12,7 @@ import sys
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from enum import Enum, IntEnum
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import IO, TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import typer
 
@@ -106,6 +106,26 @@ def socket_path(path: str, plugins_dir: str) -> str:
     if "/" not in path and not os.path.exists(path):
         return os.path.join(plugins_dir, path)
     return path
+
+
+def reader_gone(stream: IO[str]) -> bool:
+    """Whether nobody reads ``stream`` any more: the reader's end of its pipe closed (``| head -1``).
+
+    A command that waits for something to print (``watch``, ``-w``) on a quiet
+    node writes nothing, so it would never meet the EPIPE that ends a busy
+    one. A pipe's writing end reports POLLERR once its reader is gone; a
+    terminal or a file never does, and a stream without a file descriptor (an
+    embedding that captures output) has no reader to lose.
+    """
+    import select
+
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError):
+        return False
+    poller = select.poll()
+    poller.register(fd, 0)  # POLLERR and POLLHUP are always reported
+    return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
 
 
 def say(message: str) -> None:

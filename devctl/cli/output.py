@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from devctl.cli.common import NO_RIGHTS, ExitCode, Output, fail, options, run, say
+from devctl.cli.common import NO_RIGHTS, ExitCode, Output, fail, options, reader_gone, run, say
 
 if TYPE_CHECKING:
     from devctl.model import NodeSnapshot, SourceError
@@ -48,6 +48,8 @@ AllNamespacesOpt = Annotated[
 
 # How often -w reads the node again: what a person watching a table notices, at one read's cost.
 REWATCH_EVERY = 2.0
+# How often, meanwhile, it looks whether its reader has gone away.
+READER_POLL = 0.2
 
 
 def rewatch(watch: bool, once: Callable[[], None]) -> None:
@@ -99,7 +101,14 @@ def rewatch(watch: bool, once: Callable[[], None]) -> None:
                 sys.stdout.write(answer[0])
                 sys.stdout.flush()
                 last = answer
-            time.sleep(REWATCH_EVERY)
+            # A quiet node prints nothing more: look for a reader that went away (`ls -w | head -1`) meanwhile.
+            deadline = time.monotonic() + REWATCH_EVERY
+            while (left := deadline - time.monotonic()) > 0:
+                if reader_gone(sys.stdout):
+                    # The interpreter's last flush must not fail on the closed pipe again.
+                    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+                    raise typer.Exit(int(ExitCode.OK))
+                time.sleep(min(left, READER_POLL))
     except KeyboardInterrupt:
         raise typer.Exit(int(ExitCode.OK)) from None
 

@@ -57,11 +57,12 @@ def load_claims(path: str) -> dict[str, tuple[str, ...]]:
     """``--claims FILE``: a YAML or JSON mapping of claim UID to its device names (``DEVICE`` or ``POOL/DEVICE``)."""
     import yaml
 
+    from devctl.node.files import FileReadError, read_file
+
     try:
-        with open(path, encoding="utf-8") as f:
-            data = yaml.safe_load(f)
-    except OSError as e:
-        raise ValueError(f"--claims {path}: {e.strerror or e}") from None
+        data = yaml.safe_load(read_file(path))
+    except FileReadError as e:
+        raise ValueError(f"--claims {e}") from None
     except yaml.YAMLError as e:
         raise ValueError(f"--claims {path}: not valid YAML or JSON: {str(e).splitlines()[0]}") from None
     if not isinstance(data, dict):

@@ -142,7 +142,12 @@ def run_until_signal(main: Callable[[Stopper], Awaitable[int]]) -> int:
         stopper = Stopper()
         stopper.install()  # before any await: from here on no signal can slip past
         if _early:
-            stopper._receive(_early[0])  # it came while the command was starting: stop at the first await
+            # It came while the command was starting, before anything was made: end here. Handed to main as a
+            # cancellation, it could be swallowed at main's first await (asyncio.wait_for in 3.11 returns the
+            # result of what finished meanwhile), and the whole start-up ran before the next try stopped it.
+            stopper.received = _early[0]
+            stopper.uninstall()
+            return stopper.exit_code
         try:
             return await main(stopper)
         except asyncio.CancelledError:

@@ -115,8 +115,12 @@ def sim(
 
 
 def _global_root_given(ctx: typer.Context, opts: GlobalOptions) -> str | None:
-    """``devctl --root DIR sim``: the global option when typed on the command line, never DEVCTL_ROOT."""
-    from click.core import ParameterSource
+    """``devctl --root DIR sim``: the global option when typed on the command line, never DEVCTL_ROOT.
+
+    The enum is typer's own copy of click's: a separately installed click has
+    another class, which never compares equal (and a user's install has no click).
+    """
+    from typer._click.core import ParameterSource
 
     top = ctx.find_root()
     return opts.root if top.get_parameter_source("root") == ParameterSource.COMMANDLINE else None

@@ -16,7 +16,7 @@ from typing import IO, TYPE_CHECKING, Annotated
 
 import typer
 
-from devctl.cli.common import NO_RIGHTS, ExitCode, fail, options, run, say, socket_path
+from devctl.cli.common import NO_RIGHTS, ExitCode, fail, options, reader_gone, run, say, socket_path
 from devctl.cli.complete import resources as complete_resources
 
 if TYPE_CHECKING:
@@ -197,27 +197,13 @@ STDOUT_POLL = 0.2
 
 
 async def _until_closed(stream: IO[str]) -> None:
-    """Return once nobody reads ``stream`` any more: the reader's end of a pipe closed (`devctl watch | head -1`).
+    """Return once nobody reads ``stream`` any more (``reader_gone``); never for a terminal or a file.
 
-    A watch of a quiet node writes nothing, so it would never meet the
-    EPIPE that ends a busy one. A pipe's writing end reports POLLERR when its
-    reader is gone; there is no readiness to wait on for it, so look now and
-    then. A terminal or a file never reports it, and a stream without a file
-    descriptor (an embedding that captures output) has nothing to look at:
-    the watch goes on.
+    A closed reader sets no event to wait on: look, then sleep.
     """
     import asyncio
-    import select
 
-    try:
-        fd = stream.fileno()
-    except (OSError, ValueError):
-        await asyncio.Event().wait()  # never: such a stream has no reader to lose
-        return
-    poller = select.poll()
-    poller.register(fd, 0)  # POLLERR and POLLHUP are always reported
-    # A closed reader sets no event to wait on: look, then sleep.
-    while not any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0)):  # noqa: ASYNC110
+    while not reader_gone(stream):  # noqa: ASYNC110
         await asyncio.sleep(STDOUT_POLL)
 
 
