@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import itertools
 import os
 import shutil
 import socket
 import stat
 import tempfile
+from typing import Protocol
 
 # sockaddr_un.sun_path holds 108 bytes with the terminating NUL.
 MAX_SOCKET_PATH = 107
@@ -150,6 +152,38 @@ def bind_private(sock: socket.socket, path: str) -> None:
     with contextlib.suppress(FileNotFoundError):
         os.unlink(temporary)
     sock.bind(temporary)
+    try:
+        os.chmod(temporary, 0o600)
+        os.link(temporary, path)
+    except FileExistsError:
+        raise PathTaken(f"{path} is taken: {what_is_at(path)} is there (devctl removes only sockets it made)") from None
+    finally:
+        os.unlink(temporary)
+
+
+class _PortServer(Protocol):
+    def add_insecure_port(self, address: str) -> int: ...
+
+
+_bindings = itertools.count()
+
+
+def add_private_port(server: _PortServer, path: str) -> None:
+    """A gRPC server's unix socket at ``path``, mode 0600 from its first moment there, whatever the umask.
+
+    As :func:`bind_private`, for a socket gRPC binds itself (``add_insecure_port``):
+    bound at a temporary name beside ``path``, made 0600, linked into place. Only
+    a stale socket at ``path`` is removed first (:func:`clear_for_bind`), where
+    gRPC would unlink any socket. gRPC unlinks the name it bound when the server
+    stops, so each binding's temporary name is its own, and ``path`` is removed
+    by its owner through :func:`unlink_socket`. The kubelet dials plugins as
+    root, so 0600 keeps out only the other local users.
+    """
+    clear_for_bind(path)
+    temporary = os.path.join(os.path.dirname(path), f".{os.getpid()}.{next(_bindings)}.binding")
+    with contextlib.suppress(OSError):  # a read-only dir refuses this too: the bind below says so in one line
+        os.unlink(temporary)
+    server.add_insecure_port(f"unix:{temporary}")  # RuntimeError when it cannot bind: the caller says why
     try:
         os.chmod(temporary, 0o600)
         os.link(temporary, path)

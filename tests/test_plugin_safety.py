@@ -87,6 +87,60 @@ def test_another_user_cannot_drive_the_plugin_whatever_the_umask(serving, short_
     assert stderr.count("refused a connection of uid 65534") == len(requests)
 
 
+def _connect(path: str) -> str:
+    import socket
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.connect(path)
+    return "connected"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop privileges")
+def test_the_plugin_socket_is_the_owners_whatever_the_umask(serving, short_root: Path) -> None:
+    # GIVEN `plugin serve` started under umask 000 on a root where it made the plugins dir itself
+    plugins = short_root / "var/lib/kubelet/device-plugins"
+    sock = plugins / "devctl-example.com-gpu.sock"
+    # THEN the socket the kubelet dials (as root) is 0600 from the start and the dir it made 0750, not 0777
+    assert stat.S_IMODE(os.stat(sock).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(plugins).st_mode) == 0o750
+    assert [p.name for p in plugins.iterdir()] == [sock.name]  # no temporary name left beside it
+    # ... so another local user cannot call Allocate on it, even with every directory opened up
+    for path in (short_root, short_root / "var", short_root / "var/lib", short_root / "var/lib/kubelet", plugins):
+        path.chmod(0o777)
+    said = call_as_nobody(lambda: _connect(str(sock)))
+    assert said.get("error", "").startswith("PermissionError"), said
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop privileges")
+def test_the_dra_driver_s_sockets_are_the_owners_whatever_the_umask(short_root: Path) -> None:
+    # GIVEN `plugin serve --dra` started under umask 000
+    kubelet = short_root / "var/lib/kubelet"
+    dra = kubelet / "plugins/drv.example.com/dra.sock"
+    registration = kubelet / "plugins_registry/drv.example.com-reg.sock"
+    proc = subprocess.Popen(
+        ["sh", "-c", 'umask 000 && exec "$@"', "sh", *DEVCTL, "--root", str(short_root), "plugin", "serve",
+         "--dra", "drv.example.com", "--count", "2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=devctl_env(),
+    )  # fmt: skip
+    try:
+        wait_for(registration.exists, proc)
+        # THEN both sockets are 0600, and the directories it made 0750
+        assert stat.S_IMODE(os.stat(dra).st_mode) == 0o600
+        assert stat.S_IMODE(os.stat(registration).st_mode) == 0o600
+        assert stat.S_IMODE(os.stat(dra.parent).st_mode) == 0o750
+        assert stat.S_IMODE(os.stat(registration.parent).st_mode) == 0o750
+        for path in (short_root, short_root / "var", short_root / "var/lib", kubelet, dra.parent, registration.parent):
+            path.chmod(0o777)
+        for sock in (dra, registration):
+            said = call_as_nobody(lambda sock=sock: _connect(str(sock)))
+            assert said.get("error", "").startswith("PermissionError"), said
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=TIMEOUT)
+    # ... and both are gone once it stops
+    assert not dra.exists() and not registration.exists()
+
+
 @pytest.mark.parametrize("name", ["../../../x", "a/b.sock", "..", "/tmp/x.sock"])
 def test_socket_is_a_plain_file_name(short_root: Path, name: str) -> None:
     # GIVEN regular files where ../../../x and its .ctl would land

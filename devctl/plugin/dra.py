@@ -196,10 +196,10 @@ class DraDriver:
         """Serve the DRA service first, then the registration socket the kubelet's watcher finds."""
         self._make_driver_dir()
         for path in (self.socket_path, self.registration_path):
-            made.clear_for_bind(path)  # gRPC would unlink whatever sits there; only a stale socket may go
+            made.clear_for_bind(path)  # before anything is served: only a stale socket may go
         await self._serve(self.socket_path, self._add_dra_services)
         if self.register_enabled:
-            os.makedirs(os.path.dirname(self.registration_path), exist_ok=True)
+            os.makedirs(os.path.dirname(self.registration_path), 0o750, exist_ok=True)
             await self._serve(self.registration_path, self._add_registration)
         if self.control_dir is not None:
             self._control = DraControlServer(self, self.control_dir)
@@ -216,7 +216,7 @@ class DraDriver:
 
     def _make_driver_dir(self) -> None:
         self._made_dir = not os.path.isdir(self.driver_dir)
-        os.makedirs(self.driver_dir, exist_ok=True)
+        os.makedirs(self.driver_dir, 0o750, exist_ok=True)
 
     async def stop(self) -> None:
         """End health streams, stop serving, remove the sockets and CDI files this driver made. Safe twice."""
@@ -254,7 +254,9 @@ class DraDriver:
         server = grpc.aio.server()
         add(server)
         try:
-            server.add_insecure_port(f"unix:{path}")
+            made.add_private_port(server, path)
+        except made.PathTaken as e:
+            raise ServeError(str(e)) from None
         except RuntimeError as e:
             raise ServeError(f"cannot serve on {path}: {e}") from None
         await grpcserver.start(server)

@@ -125,7 +125,7 @@ class DevicePluginServer:
             made.check_socket_path(self.socket_path)
         except ValueError as e:
             raise ServeError(str(e)) from None
-        os.makedirs(self.plugins_dir, exist_ok=True)
+        os.makedirs(self.plugins_dir, 0o750, exist_ok=True)
         await self._refuse_live_socket()
         await self._serve(first=True)
         if self.control_dir is not None:
@@ -176,11 +176,13 @@ class DevicePluginServer:
         server = grpc.aio.server()
         dp_grpc.add_DevicePluginServicer_to_server(_Servicer(self), server)
         try:
-            server.add_insecure_port(f"unix:{self.socket_path}")
+            made.add_private_port(server, self.socket_path)
+        except made.PathTaken as e:
+            raise ServeError(str(e)) from None
         except RuntimeError:
             # gRPC's own message only says that binding failed; say what is in the way.
             raise ServeError(f"cannot bind {self.socket_path}: {made.bind_failure(self.socket_path)}") from None
-        self._socket_id = made.socket_identity(self.socket_path)  # bound by add_insecure_port
+        self._socket_id = made.socket_identity(self.socket_path)  # bound by add_private_port
         self._server = server  # before it starts: a cancelled start still leaves it for stop() to shut down
         await grpcserver.start(server)
         # The first time, whoever started the plugin says "serving"; a re-serve after a kubelet restart is news.
@@ -264,10 +266,10 @@ class DevicePluginServer:
         # kubelet.sock again and forgets every plugin until it registers again.
         if self._server is None or made.socket_identity(self.socket_path) != self._socket_id:
             self.log.debug("%s was removed; serving it again", self.socket_path)
-            # Note: gRPC unlinks whatever socket sits at the path when the old server
-            # stops, so this must happen before the new server binds, never after.
+            # The old server stops before the new one binds: its socket at the path is gone,
+            # and it never unlinks the new one (add_private_port).
             await self._stop_server()
-            os.makedirs(self.plugins_dir, exist_ok=True)
+            os.makedirs(self.plugins_dir, 0o750, exist_ok=True)
             await self._serve()
             self._want_registration()
         kubelet = _identity(self.kubelet_socket)
