@@ -24,8 +24,10 @@ Cases:
   here, and `devctl call --socket big.sock list`, that refusal alone, is
   timed (target < 1 s). ``--all-commands`` adds `devctl devices -o json` (a
   million rows).
-- ``pods``: a List reply of 50,000 pods (one container, one device each,
-  3.0 MiB; the issue's 5 MiB has longer names). `devctl pods -o json` and `devctl pods`: target < 2 s and a
+- ``pods``: a List reply of 50,000 pods (one container, one device each, 5.1
+  MiB), named as a cluster names them (``ml-training/llama-finetune-7b-worker-
+  12345-abcde``, container ``trainer``, a GPU by its UUID; ``WORKLOADS``).
+  `devctl pods -o json` and `devctl pods`: target < 2 s and a
   peak RSS, above that of the same command on a node with no pods, under 3x
   the reply's decoded size (what its model objects take, measured here with
   tracemalloc).
@@ -47,6 +49,7 @@ import argparse
 import base64
 import json
 import os
+import random
 import shutil
 import signal
 import statistics
@@ -55,6 +58,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Iterable
 from concurrent import futures
 from pathlib import Path
@@ -136,6 +140,51 @@ def pod_list(pods: int, containers: int, per_container: int, resources: int = RE
     return _fields(1, out)
 
 
+# The pods case's workloads, as a real cluster names them: (namespace, the pods' owner, container,
+# resource, the form of its device IDs). An indexed Job's pods are "<job>-<index>-<5 characters>",
+# a Deployment's "<deployment>-<template hash>-<5 characters>".
+WORKLOADS = (
+    ("ml-training", "llama-finetune-7b-worker", "trainer", "nvidia.com/gpu", "gpu"),
+    ("inference", "mistral-7b-server", "server", "amd.com/gpu", "pci"),
+    ("telco-upf", "upf-dataplane", "dataplane", "intel.com/sriov_netdevice", "pci"),
+    ("edge-ingest", "video-ingest", "ingest", "intel.com/sriov_netdevice", "pci"),
+)
+NAME_LETTERS = "bcdfghjklmnpqrstvwxz2456789"  # those of Kubernetes' generated names (apimachinery rand.String)
+
+
+def workload_pod_list(pods: int) -> bytes:
+    """ListPodResourcesResponse of ``pods`` pods named as a cluster's (``WORKLOADS``), one container and device each.
+
+    NVIDIA's GPUs are named by their UUIDs (``GPU-8f3d1a52-...``, as its plugin lists them), AMD's
+    GPUs and SR-IOV VFs by PCI address; every pod holds a device of its own. The same bytes every run (a fixed seed).
+    """
+    rng = random.Random(13)
+
+    def letters(n: int) -> str:
+        return "".join(rng.choice(NAME_LETTERS) for _ in range(n))
+
+    hashes = [letters(10) for _ in WORKLOADS]  # one ReplicaSet per Deployment
+    names: set[str] = set()
+    taken: dict[str, int] = {}
+    out = []
+    for p in range(pods):
+        w = p % len(WORKLOADS)
+        namespace, owner, container, resource, form = WORKLOADS[w]
+        if form == "gpu":
+            device = f"GPU-{uuid.UUID(int=rng.getrandbits(128), version=4)}"
+        else:  # a PCI function of its own: bus, device 0-31, function 0-7
+            n = taken[resource] = taken.get(resource, -1) + 1
+            device = f"0000:{0x17 + n // 256:02x}:{n // 8 % 32:02x}.{n % 8}"
+        held = _field(1, resource.encode()) + _field(2, device.encode()) + _field(3, _topology(p % 2))
+        owned_by = str(p // len(WORKLOADS)) if w == 0 else hashes[w]
+        while (pod := f"{owner}-{owned_by}-{letters(5)}") in names:
+            pass
+        names.add(pod)
+        cs = _field(1, container.encode()) + _field(2, held)
+        out.append(_field(1, pod.encode()) + _field(2, namespace.encode()) + _field(3, cs))
+    return _fields(1, out)
+
+
 def write_big_checkpoint(path: str, megabytes: int) -> int:
     """A v2 checkpoint of about ``megabytes`` MB, written with checksum 0: above the verified size."""
     from devctl.api.deviceplugin.v1beta1 import api_pb2 as dp
@@ -207,7 +256,7 @@ def serve(root: str, case: str, scale: int) -> None:
             f"allocatable {len(alloc) / 1e6:.0f} MB"
         )
     elif case in ("pods", "empty"):
-        listed = pod_list(scale, 1, 1) if case == "pods" else b""
+        listed = workload_pod_list(scale) if case == "pods" else b""
         note = f"List {len(listed) / (1 << 20):.1f} MiB"
     elif case == "checkpoint":
         size = write_big_checkpoint(paths.checkpoint, scale)
@@ -257,7 +306,7 @@ def decoded_mib(pods: int) -> float:
     from devctl.api.podresources.v1 import api_pb2 as pr
     from devctl.node import convert
 
-    reply = pr.ListPodResourcesResponse.FromString(pod_list(pods, 1, 1))
+    reply = pr.ListPodResourcesResponse.FromString(workload_pod_list(pods))
     tracemalloc.start()
     model = tuple(convert.pod(p) for p in reply.pod_resources)
     size = tracemalloc.get_traced_memory()[0]

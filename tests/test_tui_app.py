@@ -40,6 +40,7 @@ from devctl.tui.interpreter import FULL_EVERY, SWITCH_INTERVAL, FullCollections,
 from devctl.tui.screens.detail import ContainerScreen
 from devctl.tui.screens.help import HelpScreen
 from devctl.tui.screens.node import TITLES
+from devctl.tui.source import NodeSource
 from devctl.tui.widgets.table import RowTable
 from devctl.tui.widgets.viewbar import ViewBar, spans
 from devctl.watch import WatchEvent
@@ -454,6 +455,49 @@ async def test_the_collector_and_other_threads_keep_out_of_the_running_apps_way_
     # AFTER it, Python's own settings again, nothing frozen
     assert gc.get_threshold() == before and sys.getswitchinterval() == interval
     assert gc.get_freeze_count() == 0
+
+
+class _CountingFeed(NodeFeed):
+    """The simulated node through collect, each poll counted."""
+
+    polls = 0
+
+    async def snapshot(self, progress=None):  # type: ignore[no-untyped-def]
+        self.polls += 1
+        return await super().snapshot(progress)
+
+
+def _tui_threads() -> dict[str, int]:
+    """The TUI's own threads (its pools' names, devctl.tui.pools), by name: their idents."""
+    return {t.name: t.ident or 0 for t in threading.enumerate() if t.name.startswith("devctl-tui")}
+
+
+async def test_the_tuis_threads_are_all_started_with_it_and_no_poll_or_rebuild_adds_one(
+    sim: SimNode,  # noqa: F811
+) -> None:
+    # GIVEN the app on the simulated node, its first view on screen
+    feed = _CountingFeed(sim.paths, 2.0)
+    app = make_app(feed, clock=pinned_clock)
+    async with app.run_test(size=(100, 30)) as pilot:
+        src = await until_view(pilot)
+        warm, count = _tui_threads(), threading.active_count()
+        # THEN every thread its loops will use is running: one per thread worker, one per read collect makes at once
+        assert sorted(warm) == sorted(
+            [f"devctl-tui_{i}" for i in range(DevctlApp.THREAD_WORKERS)]
+            + [f"devctl-tui-poll_{i}" for i in range(NodeSource.POLL_THREADS)]
+        )
+        # WHEN it polls forty times, as fast as it will, and rebuilds the view after each while a plugin flips a device
+        src.POLL_MIN = 0.0
+        start = feed.polls
+        for i in range(40):
+            polls = feed.polls
+            sim.plugins[GPU].set_health("GPU-7", "Unhealthy" if i % 2 == 0 else "Healthy")
+            src.request_poll()
+            await until(pilot, lambda polls=polls: feed.polls > polls, "another poll")
+        assert feed.polls >= start + 40
+        # THEN the same threads, and not one more in the process
+        assert _tui_threads() == warm
+        assert threading.active_count() == count
 
 
 def test_a_full_collection_comes_at_its_pace_when_none_came_by_itself() -> None:

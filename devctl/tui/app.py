@@ -10,6 +10,7 @@ from textual.binding import Binding, BindingType
 
 from devctl.tui.feeds import Feed, LogCapture
 from devctl.tui.interpreter import FULL_AT_LEAST_EVERY, FullCollections, tuned_for_keys
+from devctl.tui.pools import use_started_pool
 from devctl.tui.screens.help import HelpScreen
 from devctl.tui.screens.node import NodeScreen
 from devctl.tui.source import Clock, utc_now
@@ -19,6 +20,9 @@ class DevctlApp(App[None]):
     """``devctl tui`` and ``devctl demo``."""
 
     TITLE = "devctl"
+    # textual runs thread workers on the app loop's default executor, and every one of the TUI's can
+    # run at once: the poll and watch loops and a rebuild (tui/source.py), a diagnosis (screens/node.py).
+    THREAD_WORKERS = 4
     ENABLE_COMMAND_PALETTE = False
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "Quit"),
@@ -40,6 +44,7 @@ class DevctlApp(App[None]):
         self._while_running = contextlib.ExitStack()
 
     async def on_mount(self) -> None:
+        use_started_pool(self.THREAD_WORKERS, "devctl-tui")  # before the first worker (devctl.tui.pools)
         self._while_running.enter_context(tuned_for_keys())
         self.set_interval(FULL_AT_LEAST_EVERY, FullCollections().due)
         await self.push_screen(NodeScreen(self.feed, label=self.label, clock=self.clock, logs=self.logs))

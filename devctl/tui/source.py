@@ -28,6 +28,7 @@ from devctl.events import WatchEvent
 from devctl.model import NodeSnapshot
 from devctl.tui.dra import is_dra_event, with_dra_health
 from devctl.tui.feeds import Feed, LogCapture
+from devctl.tui.pools import use_started_pool
 from devctl.tui.state import LogLine, NodeView, build_view, event_line, view_changes
 
 if TYPE_CHECKING:
@@ -69,6 +70,9 @@ class NodeSource(Widget):
     HOLD_MAX = 3.0
     # After the event stream itself fails (not a plugin: the whole watch), start it again after this.
     WATCH_RETRY = 2.0
+    # collect reads this many files and directories at once on the poll loop (collect.py's
+    # asyncio.to_thread calls: the two checkpoints, CDI, topology, pod identities, kubelet state, /proc).
+    POLL_THREADS = 7
     # How long closing the app waits for the feed's threads to clean up.
     STOP_WAIT = 5.0
 
@@ -198,21 +202,24 @@ class NodeSource(Widget):
 
     @work(thread=True, exclusive=True, group="poll", exit_on_error=False, description="poll the feed")
     def _poll_thread(self) -> None:
-        self._in_own_loop("poll", self._poll_loop)
+        self._in_own_loop("poll", self._poll_loop, self.POLL_THREADS)
 
     @work(thread=True, exclusive=True, group="watch", exit_on_error=False, description="follow the feed's events")
     def _watch_thread(self) -> None:
         self._in_own_loop("watch", self._watch_loop)
 
-    def _in_own_loop(self, name: str, run: Callable[[], Awaitable[None]]) -> None:
+    def _in_own_loop(self, name: str, run: Callable[[], Awaitable[None]], threads: int = 0) -> None:
         """Run ``run`` on a new event loop in this worker thread, until the app goes away.
 
         gRPC replies are parsed and turned into model objects where they are
         received: on this loop, never on the app's, so a plugin listing 10,000
         devices twenty times a second does not stand between a key and its frame.
+        ``threads`` (when not 0) is the size of the loop's default executor, started full (devctl.tui.pools).
         """
 
         async def main() -> None:
+            if threads:
+                use_started_pool(threads, f"devctl-tui-{name}")
             with self._loops_lock:
                 if self._stopping.is_set():
                     return
