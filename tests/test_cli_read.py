@@ -781,15 +781,12 @@ def test_ls_does_not_import_textual(short_root):
 
 @contextlib.asynccontextmanager
 async def open_plugin(plugins_dir: str):
-    """A plugin whose socket anyone may connect to (made under umask 0; a chmod would make it serve anew)."""
-    old = os.umask(0)
-    try:
-        server = DevicePluginServer(
-            PluginSpec("example.com/open", (Device("open-0"),), "open.sock"), plugins_dir, register=False
-        )
-        await server.start()
-    finally:
-        os.umask(old)
+    """A plugin whose socket anyone may connect to, as a third-party plugin's may be (devctl's own is 0600)."""
+    server = DevicePluginServer(
+        PluginSpec("example.com/open", (Device("open-0"),), "open.sock"), plugins_dir, register=False
+    )
+    await server.start()
+    os.chmod(server.socket_path, 0o777)  # a mode change is no new socket: the plugin serves on
     try:
         yield server
     finally:
