@@ -137,6 +137,17 @@ def clear_for_bind(path: str) -> None:
     raise PathTaken(f"{path} is taken: {what_is_at(path)} is there (devctl removes only sockets it made)")
 
 
+def _link_private(temporary: str, path: str) -> None:
+    """The socket just bound at ``temporary`` made 0600 and linked to ``path``; ``temporary`` gone."""
+    try:
+        os.chmod(temporary, 0o600)
+        os.link(temporary, path)
+    except FileExistsError:
+        raise PathTaken(f"{path} is taken: {what_is_at(path)} is there (devctl removes only sockets it made)") from None
+    finally:
+        os.unlink(temporary)
+
+
 def bind_private(sock: socket.socket, path: str) -> None:
     """Bind ``sock`` at ``path`` with mode 0600 from its first moment there, whatever the umask.
 
@@ -152,13 +163,7 @@ def bind_private(sock: socket.socket, path: str) -> None:
     with contextlib.suppress(FileNotFoundError):
         os.unlink(temporary)
     sock.bind(temporary)
-    try:
-        os.chmod(temporary, 0o600)
-        os.link(temporary, path)
-    except FileExistsError:
-        raise PathTaken(f"{path} is taken: {what_is_at(path)} is there (devctl removes only sockets it made)") from None
-    finally:
-        os.unlink(temporary)
+    _link_private(temporary, path)
 
 
 class _PortServer(Protocol):
@@ -184,13 +189,7 @@ def add_private_port(server: _PortServer, path: str) -> None:
     with contextlib.suppress(OSError):  # a read-only dir refuses this too: the bind below says so in one line
         os.unlink(temporary)
     server.add_insecure_port(f"unix:{temporary}")  # RuntimeError when it cannot bind: the caller says why
-    try:
-        os.chmod(temporary, 0o600)
-        os.link(temporary, path)
-    except FileExistsError:
-        raise PathTaken(f"{path} is taken: {what_is_at(path)} is there (devctl removes only sockets it made)") from None
-    finally:
-        os.unlink(temporary)
+    _link_private(temporary, path)
 
 
 def unlink_socket(path: str, identity: SocketId | None) -> bool:
