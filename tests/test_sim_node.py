@@ -18,8 +18,9 @@ from devctl.node.podresources import PodResourcesClient
 from devctl.node.sysfs import read_topology
 from devctl.plugin.server import DevicePluginServer
 from devctl.plugin.spec import PluginSpec, counted_devices
+from devctl.sim import node as sim_node_module
 from devctl.sim.control import SimNotRunning, request
-from devctl.sim.node import SimError, SimNode
+from devctl.sim.node import SimError, SimNode, stop_part
 from devctl.sim.scenario import default_scenario
 
 WAIT = 10.0
@@ -266,6 +267,43 @@ async def test_a_new_root_is_made_and_removed(short_root: Path) -> None:
         await n.ready(WAIT)
         assert root.is_dir()
     assert not root.exists()
+
+
+async def test_a_part_that_never_stops_is_left_behind_with_a_warning(monkeypatch, caplog) -> None:
+    # GIVEN a part whose stop waits for something that never comes, and a patience of 0.2 s
+    monkeypatch.setattr(sim_node_module, "STOP_PATIENCE", 0.2)
+    never = asyncio.Event()
+    # WHEN it is stopped
+    started = asyncio.get_running_loop().time()
+    await stop_part("the stuck part", never.wait())
+    # THEN stopping goes on after the patience, and one warning names the part and where it waited
+    assert asyncio.get_running_loop().time() - started < 2
+    (warning,) = [r.getMessage() for r in caplog.records if "did not end" in r.getMessage()]
+    assert "the stuck part did not end within 0.2s" in warning and "waiting in wait" in warning
+    # and a part that fails still says so
+    with pytest.raises(OSError, match="boom"):
+        await stop_part("a failing part", _fail())
+
+
+async def _fail() -> None:
+    raise OSError("boom")
+
+
+async def test_a_plugin_that_never_stops_keeps_neither_the_node_nor_its_cleanup_from_ending(
+    short_root: Path, monkeypatch, caplog
+) -> None:
+    monkeypatch.setattr(sim_node_module, "STOP_PATIENCE", 0.5)
+    async with SimNode(short_root, default_scenario()) as n:
+        await n.ready(WAIT)
+        stuck = n.plugins[GPU]
+        real_stop = stuck.stop
+        # GIVEN the GPU plugin's stop hangs (as a gRPC server waiting on a call that never ends would)
+        monkeypatch.setattr(stuck, "stop", asyncio.Event().wait)
+    # THEN the node stopped anyway, every other part with it, and the root holds nothing of the node
+    assert any(f"the device plugin of {GPU} did not end" in r.getMessage() for r in caplog.records)
+    assert n.plugins == {} and n.dra_drivers == {}
+    await real_stop()  # what the test left running
+    assert tree(short_root) == []
 
 
 def test_sim_node_fixture_serves_callers_on_other_loops(sim_node) -> None:

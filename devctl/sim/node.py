@@ -33,7 +33,7 @@ import contextlib
 import logging
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -58,9 +58,42 @@ from devctl.sim.workload import Workload
 
 log = logging.getLogger("devctl.sim")
 
+# How long one part of the node may take to stop before it is left behind, with a warning that names it: a
+# part that never ends (a gRPC server waiting on a call that never finishes) must keep neither `devctl sim`
+# from exiting nor a test's teardown from finishing, and the parts after it still stop and clean up.
+STOP_PATIENCE = 10.0
+
+
+async def stop_part(what: str, stopping: Awaitable[None]) -> None:
+    """Await one part's stop for at most STOP_PATIENCE seconds; then cancel it, warn where it waited, go on."""
+    task = asyncio.ensure_future(stopping)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=STOP_PATIENCE)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    if done:
+        task.result()
+        return
+    frames = task.get_stack()
+    where = f" (waiting in {frames[-1].f_code.co_name}, {frames[-1].f_code.co_filename}:{frames[-1].f_lineno})"
+    log.warning(
+        "stopping the simulated node: %s did not end within %gs%s; left behind",
+        what,
+        STOP_PATIENCE,
+        where if frames else "",
+    )
+    task.cancel()
+
 
 class SimError(Exception):
     """The simulated node cannot start or do what was asked; the message is one line."""
+
+
+async def _ended(task: asyncio.Task[Any]) -> None:
+    """Wait for a cancelled task to end; its cancellation is the expected end, not an error."""
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
 
 
 class _Kubelet:
@@ -98,11 +131,12 @@ class _Kubelet:
         await self.watcher.start()
 
     async def stop(self) -> None:
-        await self.watcher.stop()
-        await self.dra.close()
-        await self.registration.stop()
-        await self.device_manager.close()
-        await self.pod_resources.stop()
+        """Stop each part in turn, each within STOP_PATIENCE (stop_part)."""
+        await stop_part("the kubelet's plugin watcher", self.watcher.stop())
+        await stop_part("the kubelet's DRA manager", self.dra.close())
+        await stop_part("the kubelet's registration server", self.registration.stop())
+        await stop_part("the kubelet's device manager", self.device_manager.close())
+        await stop_part("the kubelet's pod-resources server", self.pod_resources.stop())
 
 
 def clean_plugins_dir(plugins_dir: str) -> None:
@@ -220,20 +254,19 @@ class SimNode:
         """Stop everything, then remove what this run made under the root (and nothing else). Safe to call twice."""
         if self._admission is not None:
             self._admission.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._admission
+            await stop_part("admission", _ended(self._admission))
             self._admission = None
         if self._control is not None:
-            await self._control.stop()
+            await stop_part("the control socket's server", self._control.stop())
             self._control = None
         if self._kubelet is not None:
             await self._kubelet.stop()
             self._kubelet = None
-        for plugin in self.plugins.values():
-            await plugin.stop()
+        for name, plugin in self.plugins.items():
+            await stop_part(f"the device plugin of {name}", plugin.stop())
         self.plugins.clear()
-        await stop_drivers(self.dra_drivers)
-        await self.workload.stop()
+        await stop_part("the DRA drivers", stop_drivers(self.dra_drivers))
+        await stop_part("the container runtime", self.workload.stop())
         self.made.remove()
 
     async def ready(self, timeout: float = 10.0) -> None:
