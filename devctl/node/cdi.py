@@ -44,44 +44,39 @@ def _strict(obj: Any, allowed: set[str], where: str) -> dict[str, Any]:
     return obj
 
 
-def _strings(value: Any, where: str) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise SpecError(f"{where}: not a list of strings")
-    return tuple(value)
-
-
-def _int(value: Any, where: str) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise SpecError(f"{where}: not an integer")
-    return value
+def _ints_or_none(*values: Any) -> bool:
+    """Whether each value is an integer (not a bool) or absent: a device node's major and minor."""
+    return all(v is None or (isinstance(v, int) and not isinstance(v, bool)) for v in values)
 
 
 # Makes a spec's device node (path, host path, major, minor): as written, or traced to its PCI function.
 _NodeMaker = Callable[[str, str, "int | None", "int | None"], CdiDeviceNode]
+_NO_EDITS = CdiEdits()
 
 
 def _as_written(path: str, host: str, major: int | None, minor: int | None) -> CdiDeviceNode:
     return CdiDeviceNode(path=path, host_path=host, major=major, minor=minor)
 
 
-def _edits(obj: Any, where: str, node: _NodeMaker) -> CdiEdits:
+def _edits(obj: Any, device: int | None, node: _NodeMaker) -> CdiEdits:
+    """The spec's containerEdits (``device`` None) or its device's; each error names the field, formatted then only."""
     if obj is None:
-        return CdiEdits()
-    obj = _strict(obj, _EDITS, where)
+        return _NO_EDITS
+    where = "containerEdits" if device is None else f"devices[{device}].containerEdits"
+    if not isinstance(obj, dict) or not obj.keys() <= _EDITS:
+        _strict(obj, _EDITS, where)
     nodes = []
     for i, n in enumerate(obj.get("deviceNodes") or ()):
-        if not isinstance(n, dict) or not isinstance(n.get("path"), str) or not n["path"]:
+        path = n.get("path") if isinstance(n, dict) else None
+        if not isinstance(path, str) or not path:
             raise SpecError(f"{where}.deviceNodes[{i}]: no path")
-        host = n.get("hostPath") or n["path"]
+        host = n.get("hostPath") or path
+        major, minor = n.get("major"), n.get("minor")
         if not isinstance(host, str):
             raise SpecError(f"{where}.deviceNodes[{i}].hostPath: not a string")
-        major = _int(n.get("major"), f"{where}.deviceNodes[{i}].major")
-        minor = _int(n.get("minor"), f"{where}.deviceNodes[{i}].minor")
-        nodes.append((n["path"], host, major, minor))
+        if not _ints_or_none(major, minor):
+            raise SpecError(f"{where}.deviceNodes[{i}].{'minor' if _ints_or_none(major) else 'major'}: not an integer")
+        nodes.append((path, host, major, minor))
     mounts = []
     for i, m in enumerate(obj.get("mounts") or ()):
         if (
@@ -96,23 +91,32 @@ def _edits(obj: Any, where: str, node: _NodeMaker) -> CdiEdits:
         if not isinstance(d, dict) or not isinstance(d.get("hostInterfaceName"), str):
             raise SpecError(f"{where}.netDevices[{i}]: no hostInterfaceName")
         nets.append(d["hostInterfaceName"])
+    env = obj.get("env")
+    if env is None:
+        env = ()
+    elif isinstance(env, list) and all(isinstance(v, str) for v in env):
+        env = tuple(env)
+    else:
+        raise SpecError(f"{where}.env: not a list of strings")
     return CdiEdits(
-        env=_strings(obj.get("env"), f"{where}.env"),
-        device_nodes=tuple(node(*n) for n in nodes),  # traced once the spec is known to be valid this far
+        env=env,
+        device_nodes=tuple([node(*n) for n in nodes]),  # traced once the spec is known to be valid this far
         mounts=tuple(mounts),
         net_devices=tuple(nets),
     )
 
 
 def _yaml(text: str) -> Any:
-    """A YAML spec parsed; PyYAML (under our fast loader) is imported only for one: it costs every read ~20 ms."""
-    import yaml
-
+    """A YAML spec parsed; PyYAML is imported only for a spec outside yamlsubset's lines (~20 ms: most commands')."""
     from devctl.node import yamlsubset
 
     try:
         return yamlsubset.load(text)
-    except yaml.YAMLError as e:
+    except Exception as e:
+        import yaml  # loaded already: only the safe loader raises
+
+        if not isinstance(e, yaml.YAMLError):
+            raise
         mark = getattr(e, "problem_mark", None)
         at = f" at line {mark.line + 1}" if mark is not None else ""
         raise SpecError(f"not YAML: {getattr(e, 'problem', None) or 'syntax error'}{at}") from None
@@ -138,22 +142,21 @@ def parse_spec(text: str, path: str, priority: int, node: _NodeMaker = _as_writt
         raise SpecError("no devices")
     devices, seen = [], set()
     for i, d in enumerate(raw_devices):
-        d = _strict(d, _DEVICE, f"devices[{i}]")
+        if not isinstance(d, dict) or not d.keys() <= _DEVICE:
+            _strict(d, _DEVICE, f"devices[{i}]")
         name = d.get("name")
         if not isinstance(name, str) or not name:
             raise SpecError(f"devices[{i}]: no name")
         if name in seen:
             raise SpecError(f"device {name!r} defined twice")
         seen.add(name)
-        devices.append(
-            CdiDevice(name=name, edits=_edits(d.get("containerEdits"), f"devices[{i}].containerEdits", node))
-        )
+        devices.append(CdiDevice(name=name, edits=_edits(d.get("containerEdits"), i, node)))
     return CdiSpec(
         path=path,
         priority=priority,
         kind=kind,
         cdi_version=version,
-        edits=_edits(data.get("containerEdits"), "containerEdits", node),
+        edits=_edits(data.get("containerEdits"), None, node),
         devices=tuple(devices),
     )
 
@@ -175,18 +178,21 @@ def _char_dir(sysfs: str) -> str:
 
 def _pci_of(sysfs: str, major: int, minor: int) -> tuple[str | None, int | None]:
     """The PCI function (and its NUMA node) owning char device major:minor, from sysfs's dev/char link."""
-    name = f"{major}:{minor}"
+    link = os.path.join(sysfs, "dev", "char", f"{major}:{minor}")
     try:
         # One readlink instead of realpath's lstat of every component: sysfs's dev/char entries are
         # links to device directories, the only links on that path (1,000 claims' device nodes).
-        target = os.path.normpath(os.path.join(_char_dir(sysfs), os.readlink(os.path.join(sysfs, "dev", "char", name))))
+        target = os.path.normpath(os.path.join(_char_dir(sysfs), os.readlink(link)))
     except OSError:  # not a link (or no such entry): what realpath makes of it
         try:
-            target = os.path.realpath(os.path.join(sysfs, "dev", "char", name))
+            target = os.path.realpath(link)
         except OSError:
             return None, None
+    last = target[target.rfind(os.sep) + 1 :]
+    if _PCI.match(last):  # the link names the function itself (the usual case): no split and join
+        return last, _numa_node(target)
     parts = target.split(os.sep)
-    for i in range(len(parts) - 1, -1, -1):
+    for i in range(len(parts) - 2, -1, -1):
         if _PCI.match(parts[i]):
             return parts[i], _numa_node(os.sep.join(parts[: i + 1]))
     return None, None
@@ -208,7 +214,12 @@ def _numa_node(device_dir: str) -> int | None:
 
 
 def _tracer(root: str, sysfs: str) -> _NodeMaker:
-    """Device nodes traced through sysfs: major:minor (the spec's, else the host path's ``stat``) to PCI and NUMA."""
+    """Device nodes traced through sysfs: major:minor (the spec's, else the host path's ``stat``) to PCI and NUMA.
+
+    Each major:minor is looked up once a read: claims' specs name the same
+    control nodes (and MIG slices the same function) over and over.
+    """
+    owners: dict[tuple[int, int], tuple[str | None, int | None]] = {}
 
     def traced(path: str, host: str, major: int | None, minor: int | None) -> CdiDeviceNode:
         if major is None or minor is None:
@@ -219,8 +230,10 @@ def _tracer(root: str, sysfs: str) -> _NodeMaker:
             if not stat.S_ISCHR(st.st_mode):
                 return CdiDeviceNode(path, host, major, minor)
             major, minor = os.major(st.st_rdev), os.minor(st.st_rdev)
-        pci, numa = _pci_of(sysfs, major, minor)
-        return CdiDeviceNode(path, host, major, minor, pci, numa)
+        owner = owners.get((major, minor))
+        if owner is None:
+            owner = owners[(major, minor)] = _pci_of(sysfs, major, minor)
+        return CdiDeviceNode(path, host, major, minor, *owner)
 
     return traced
 
@@ -235,6 +248,14 @@ def read_spec(path: str, priority: int, node: _NodeMaker) -> CdiSpec:
         return CdiSpec(path=path, priority=priority, error=str(e), error_kind=e.kind)
 
 
+def _is_file(entry: os.DirEntry[str]) -> bool:
+    """``os.path.isfile`` of the entry: the listing's file type, a ``stat`` only for a symlink."""
+    try:
+        return entry.is_file()
+    except OSError:
+        return False
+
+
 def read_cdi(dirs: tuple[str, ...], root: str, sysfs: str) -> tuple[CdiState, list[tuple[str, ErrorKind]]]:
     """Every spec in ``dirs`` (a missing dir is no spec, as for the runtime) and the dirs that could not be listed."""
     specs: list[CdiSpec] = []
@@ -242,15 +263,14 @@ def read_cdi(dirs: tuple[str, ...], root: str, sysfs: str) -> tuple[CdiState, li
     traced = _tracer(root, sysfs)
     for priority, directory in enumerate(dirs):
         try:
-            names = sorted(os.listdir(directory))
+            with os.scandir(directory) as listing:
+                entries = sorted((e for e in listing if e.name.endswith((".json", ".yaml"))), key=lambda e: e.name)
         except FileNotFoundError:
             continue
         except OSError as e:
             errors.append((f"{directory}: {e.strerror or e}", ErrorKind.of_oserror(e)))
             continue
-        for name in names:
-            path = os.path.join(directory, name)
-            if not name.endswith((".json", ".yaml")) or not os.path.isfile(path):
-                continue
-            specs.append(read_spec(path, priority, traced))
+        for entry in entries:
+            if _is_file(entry):
+                specs.append(read_spec(entry.path, priority, traced))
     return CdiState(dirs=dirs, specs=tuple(specs)), errors
