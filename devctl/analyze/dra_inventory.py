@@ -9,13 +9,15 @@ many. ``allocated`` counts devices of prepared claims; a driver with claims in
 the checkpoint and no live endpoint is ``driver-missing``. NUMA nodes come
 from CDI device nodes through sysfs, so only for devices a claim holds.
 
-The claims' analysis (devctl.analyze.claims and its CDI resolver) is imported
-only for ``devices`` rows, which name each device's holders: `ls` counts the
-devices by state straight from the checkpoint's claims and pod-resources
-(:func:`_claims_of_files`), which costs a fraction of making the claims view
-for 1,000 claims (docs/dra.md), and loads the CDI resolver only when it shows
-NUMA nodes (the CDI specs were read). Both ways give the same rows
-(tests/test_dra_inventory.py).
+The claims' analysis (devctl.analyze.claim_state, and devctl.analyze.claims
+with its CDI resolver) is imported only on a node that has a DRA driver: `ls`
+on a node without one does not pay for it (docs/performance.md). The claims
+view is made only for ``devices`` rows, which name each device's holders:
+`ls` counts the devices by state straight from the checkpoint's claims and
+pod-resources (:func:`_claims_of_files`), which costs a fraction of making
+the claims view for 1,000 claims (docs/dra.md), and loads the CDI resolver
+only when it shows NUMA nodes (the CDI specs were read). Both ways give the
+same rows (tests/test_dra_inventory.py).
 """
 
 from __future__ import annotations
@@ -24,14 +26,6 @@ from collections.abc import Iterable
 from operator import itemgetter
 from typing import TYPE_CHECKING, NamedTuple
 
-from devctl.analyze.claim_state import (
-    DRIVER_MISSING,
-    PREPARED,
-    claim_state,
-    claim_users,
-    device_health,
-    live_drivers,
-)
 from devctl.analyze.inventory import UNKNOWN, WAITING, ClaimHolder, DeviceRow, ResourceRow
 from devctl.model import HEALTHY, NodeSnapshot, PluginProbe, PluginStatus
 
@@ -95,6 +89,8 @@ def _holders(snapshot: NodeSnapshot, claims: Iterable[ClaimRow]) -> dict[tuple[s
 
 def _claims_of_rows(claims: tuple[ClaimRow, ...]) -> _Claimed:
     """:class:`_Claimed` of the claims view's rows (``devices``, which makes them for the holders anyway)."""
+    from devctl.analyze.claim_state import PREPARED
+
     return _Claimed(
         # The devices _holders gives a holder.
         occupied={
@@ -116,6 +112,8 @@ def _claims_of_files(snapshot: NodeSnapshot, live: dict[str, bool]) -> _Claimed:
     without a row, pod or device object per claim, nor the CDI resolver
     unless the specs were read (``ls -o wide``: NUMA nodes).
     """
+    from devctl.analyze.claim_state import PREPARED, claim_state, claim_users
+
     cdi = None
     if snapshot.cdi is not None:
         from devctl.analyze.cdi import numa_of_nodes, resolver
@@ -171,6 +169,8 @@ def _claims_of_files(snapshot: NodeSnapshot, live: dict[str, bool]) -> _Claimed:
 
 
 def _status(driver: str, probe: PluginProbe | None, live: dict[str, bool], claimed: set[str], waiting: bool) -> str:
+    from devctl.analyze.claim_state import DRIVER_MISSING
+
     if probe is None and waiting:
         return WAITING  # its registration socket may be one still pending
     if not live.get(driver, False) and driver in claimed:
@@ -194,6 +194,8 @@ def dra_inventory(
     drivers = {d: p for d, p in sorted(_drivers(snapshot).items()) if not names or d in names}
     if not drivers:
         return [], []
+    from devctl.analyze.claim_state import device_health, live_drivers
+
     live = live_drivers(snapshot)
     health = device_health(snapshot)
     holders: dict[DeviceKey, dict[ClaimHolder, None]] = {}
