@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 
 from devctl.analyze import DRA_CHECKPOINT
 from devctl.analyze.cdi import CONFLICT, UNRESOLVABLE, cdi_view
-from devctl.analyze.claims import DRIVER_MISSING, STALE, ClaimRow, claims_view
+from devctl.analyze.claim_state import DRIVER_MISSING, STALE
+from devctl.analyze.claims import ClaimRow, claims_view
 from devctl.analyze.dra_inventory import DRA_KIND
 from devctl.analyze.inventory import ClaimHolder
 from devctl.model import ErrorKind, NodeSnapshot, SourceError

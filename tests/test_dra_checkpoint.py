@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from devctl.node.checkpoint import CheckpointError
-from devctl.node.dra_checkpoint import crc32, read_dra_checkpoint, read_dra_raw
+from devctl.node.dra_checkpoint import crc32, model_claim, read_dra_checkpoint, read_dra_raw
 from devctl.sim.dra_state import dump_dra_checkpoint, write_dra_checkpoint
 
 DATA = Path(__file__).parent / "testdata" / "dra"
@@ -178,3 +178,59 @@ def test_names_a_fast_path_cannot_take_are_still_read_as_go_reads_them(tmp_path)
     (got,) = _raw_claims(tmp_path, [claim])
     assert got.name == "c\ufffd"
     assert got.drivers[0][1][0].device == "x"  # a field name in another case, as encoding/json matches it
+
+
+def _written(tmp_path, claims, name="dra_manager_state"):
+    data = json.dumps(
+        {"kind": "DRACheckpoint", "apiVersion": "checkpoint.dra.kubelet.k8s.io/v1", "ClaimInfoStateList": claims}
+    )
+    path = tmp_path / name
+    path.write_text(json.dumps({"Data": data, "Checksum": crc32(data)}))
+    return str(path)
+
+
+def _device(name, **extra):
+    return {"PoolName": "p", "DeviceName": name, "RequestNames": ["r"], "CDIDeviceIDs": [f"v/c={name}"], **extra}
+
+
+def _via_raw(path):
+    """The model's claims made the writer's way: each RawClaim of read_dra_raw through model_claim."""
+    return tuple(model_claim(c) for c in read_dra_raw(path)[0].claims or ())
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in DATA.glob("*.dra_manager_state")))
+def test_the_model_s_claims_are_the_raw_claims_modelled(name):
+    # The reader makes the model's claims straight from the JSON; the writer's form must model to the same.
+    path = str(DATA / name)
+    assert read_dra_checkpoint(path).claims == _via_raw(path)
+
+
+def test_the_model_s_claims_are_the_raw_claims_modelled_for_each_shape(tmp_path):
+    plain = {"ClaimUID": "u", "ClaimName": "c", "Namespace": "ns", "PodUIDs": {"p1": {}, "p2": {}}}
+    shapes = {
+        "two drivers, a device repeated": {
+            "DriverState": {
+                "a.example.com": {"Devices": [_device("x"), _device("y"), _device("x", ShareID="s-2")]},
+                "b.example.com": {"Devices": [_device("x", ShareID="s-1")]},
+            }
+        },
+        "a failed prepare": {"DriverState": {"a.example.com": {"Devices": None}}},
+        "null names": {"DriverState": {"a.example.com": {"Devices": [{**_device("x"), "CDIDeviceIDs": None}]}}},
+        "a field Go ignores": {"DriverState": {"a.example.com": {"Devices": [{**_device("x"), "Extra": 1}]}}},
+        "a name not ASCII": {"DriverState": {"a.example.com": {"Devices": [_device("gpu-é")]}}},
+        "a repeat not plain": {"DriverState": {"a.example.com": {"Devices": [_device("x"), _device("x", Extra=1)]}}},
+        "the alpha CDIDevices": {"DriverState": {}, "CDIDevices": {"a.example.com": ["v/c=x"]}},
+    }
+    for what, fields in shapes.items():
+        path = _written(tmp_path, [{**plain, **fields}, {**plain, "ClaimName": "other", **fields}])
+        claims = read_dra_checkpoint(path).claims
+        assert claims == _via_raw(path), what
+        assert len(claims) == 2, what
+    repeated = _written(tmp_path, [{**plain, **shapes["two drivers, a device repeated"]}])
+    (claim,) = read_dra_checkpoint(repeated).claims
+    assert claim.drivers == ("a.example.com", "b.example.com") and claim.duplicate_devices == 1
+    assert [(d.driver, d.device, d.share_id) for d in claim.devices] == [
+        ("a.example.com", "x", None),
+        ("a.example.com", "y", None),
+        ("b.example.com", "x", "s-1"),
+    ]

@@ -132,9 +132,23 @@ def test_analyze_loads_only_the_views_a_command_shows(tmp_path):
         "devctl.analyze.plugins",
         "devctl.analyze.checkpoint",
         "devctl.analyze.claims",
+        "devctl.analyze.claim_state",
     ):
         assert view not in modules, view
     # and every public name of devctl.analyze is still there, from the module that defines it
     probe = "import devctl.analyze as a; print(sorted(n for n in a.__all__ if getattr(a, n) is None))"
     out = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "[]"
+
+
+def test_ls_on_a_dra_node_loads_no_claims_view_no_cdi_resolver_and_no_prepare(sim_node, tmp_path):
+    # The default simulated node has a DRA driver with claims: `ls` counts its devices from the checkpoint and
+    # pod-resources (docs/dra.md), and a read command never carries the code that prepares a claim.
+    env = {**os.environ, "DEVCTL_ROOT": str(sim_node.root)}
+    modules = modules_after(["ls"], tmp_path, env=env, entry="start")
+    assert {"devctl.node.dra", "devctl.analyze.dra_inventory"} <= modules
+    for unneeded in ("devctl.analyze.claims", "devctl.analyze.cdi", "devctl.node.dra_call", "devctl.api.dra"):
+        assert heavy(modules, unneeded) == [], unneeded
+    # -o wide shows NUMA nodes, through the CDI specs: the resolver then, still no claims view
+    wide = modules_after(["ls", "-o", "wide"], tmp_path, env=env, entry="start")
+    assert "devctl.analyze.cdi" in wide and "devctl.analyze.claims" not in wide

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from devctl.analyze.claims import DRIVER_MISSING, claims_view
+from devctl.analyze.claim_state import DRIVER_MISSING
+from devctl.analyze.claims import claims_view
 from devctl.analyze.inventory import WAITING, resources_view
 from devctl.collect import Progress, collect
 from devctl.doctor import diagnose

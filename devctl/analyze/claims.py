@@ -12,19 +12,12 @@ missing: unknown is not guessed.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from devctl.analyze.cdi import Resolver, numa_of_nodes, resolver
-from devctl.model import ClaimDevice, DraDeviceHealth, NodeSnapshot, PluginStatus, PodResources
-
-PREPARED = "prepared"
-CHECKPOINTED = "checkpointed"
-STALE = "stale"
-DRIVER_MISSING = "driver-missing"
-UNKNOWN_HEALTH = "Unknown"
-DRA_TYPE = "DRAPlugin"
+from devctl.analyze.claim_state import claim_state, claim_users, device_health, live_drivers
+from devctl.model import ClaimDevice, DraDeviceHealth, NodeSnapshot, PodResources
 
 
 @dataclass(frozen=True)
@@ -61,52 +54,13 @@ class ClaimRow:
     duplicate_devices: int = 0
 
 
-def live_drivers(snapshot: NodeSnapshot) -> dict[str, bool]:
-    """Driver -> whether its endpoint answers, for every DRA driver whose registration answered GetInfo."""
-    live: dict[str, bool] = {}
-    for p in snapshot.plugins:
-        if p.registry is not None and p.registry.type == DRA_TYPE and p.registry.name:
-            ok = p.dra is not None and p.dra.status == PluginStatus.SERVING
-            live[p.registry.name] = live.get(p.registry.name, False) or ok
-    return live
-
-
-def device_health(snapshot: NodeSnapshot, now: float | None = None) -> dict[tuple[str, str, str], DraDeviceHealth]:
-    """(driver, pool, device) -> health as the kubelet would read it: Unknown once older than its timeout.
-
-    Older as of when the stream was read (``now`` when given): a ``--from``
-    snapshot answers as its node did then, not with every device gone Unknown
-    half a minute later (as doctor judges it, devctl.doctor_dra).
-    """
-    out = {}
-    for p in snapshot.plugins:
-        if p.registry is None or p.dra is None or p.dra.health is None:
-            continue
-        at = now if now is not None else (p.dra.read_at or time.time())
-        for h in p.dra.health:
-            if h.last_updated is not None and h.last_updated + h.timeout_seconds < at and h.health != UNKNOWN_HEALTH:
-                h = DraDeviceHealth(h.pool, h.device, UNKNOWN_HEALTH, h.last_updated, h.timeout_seconds, h.message)
-            out[(p.registry.name, h.pool, h.device)] = h
-    return out
-
-
-def _users(snapshot: NodeSnapshot) -> dict[tuple[str, str], set[tuple[str, str]]]:
-    """(claim ns, claim name) -> the running pods (ns, name) whose containers use it, per pod-resources."""
-    users: dict[tuple[str, str], set[tuple[str, str]]] = {}
-    for p in snapshot.pods or ():
-        for c in p.containers:
-            for dr in c.dynamic_resources:
-                users.setdefault((dr.claim_namespace, dr.claim_name), set()).add((p.namespace, p.name))
-    return users
-
-
 def claims_view(
     snapshot: NodeSnapshot, namespace: str | None = None, names: list[str] | None = None
 ) -> tuple[ClaimRow, ...]:
     """One row per claim in dra_manager_state (and per claim pod-resources names that the file lacks)."""
     identities = {i.uid: i for i in snapshot.pod_identities}
     running = {(p.namespace, p.name) for p in snapshot.pods} if snapshot.pods is not None else None
-    users = _users(snapshot)
+    users = claim_users(snapshot)
     live = live_drivers(snapshot)
     health = device_health(snapshot)
     cdi = resolver(snapshot)
@@ -129,16 +83,7 @@ def claims_view(
         devices = tuple(
             _device(d.driver, d.pool, d.device, d.requests, d.share_id, d.cdi_devices, health, cdi) for d in c.devices
         )
-        if any(not live.get(d, False) for d in c.drivers):
-            state = None if snapshot.plugins_incomplete else DRIVER_MISSING  # unknown while sockets answer
-        elif running is None:
-            state = None
-        elif users.get(key):
-            state = PREPARED
-        elif any(p.running for p in pods):
-            state = CHECKPOINTED
-        else:
-            state = STALE
+        state = claim_state(snapshot, c.drivers, live, bool(users.get(key)), (p.running for p in pods))
         rows.append(ClaimRow(c.namespace, c.name, c.uid, state, tuple(pods), devices, c.drivers, c.duplicate_devices))
     # Claims pod-resources reports that the checkpoint does not hold (it could not be read, or lags).
     extra: dict[tuple[str, str], tuple[set[tuple[str, str]], dict[tuple[str, str, str], tuple[str, ...]]]] = {}
@@ -155,9 +100,7 @@ def claims_view(
     for (ns, name), (pods_of, devs) in sorted(extra.items()):
         devices = tuple(_device(dv, pl, de, (), None, cdis, health, cdi) for (dv, pl, de), cdis in devs.items())
         drivers = tuple(sorted({d.driver for d in devices}))
-        state = PREPARED
-        if any(not live.get(d, False) for d in drivers):
-            state = None if snapshot.plugins_incomplete else DRIVER_MISSING
+        state = claim_state(snapshot, drivers, live, True, ())  # a container uses it: prepared, unless a driver is gone
         claim_pods = tuple(ClaimPod(None, pns, pname, True) for pns, pname in sorted(pods_of))
         rows.append(ClaimRow(ns, name, None, state, claim_pods, devices, drivers))
     rows.sort(key=lambda r: (r.namespace, r.name))

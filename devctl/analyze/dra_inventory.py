@@ -9,15 +9,22 @@ many. ``allocated`` counts devices of prepared claims; a driver with claims in
 the checkpoint and no live endpoint is ``driver-missing``. NUMA nodes come
 from CDI device nodes through sysfs, so only for devices a claim holds.
 
-The claims' analysis (devctl.analyze.claims and its CDI resolver) is imported
-only on a node that has a DRA driver: `ls` on a node without one does not pay
-for it (docs/performance.md).
+The claims' analysis (devctl.analyze.claim_state, and devctl.analyze.claims
+with its CDI resolver) is imported only on a node that has a DRA driver: `ls`
+on a node without one does not pay for it (docs/performance.md). The claims
+view is made only for ``devices`` rows, which name each device's holders:
+`ls` counts the devices by state straight from the checkpoint's claims and
+pod-resources (:func:`_claims_of_files`), which costs a fraction of making
+the claims view for 1,000 claims (docs/dra.md), and loads the CDI resolver
+only when it shows NUMA nodes (the CDI specs were read). Both ways give the
+same rows (tests/test_dra_inventory.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from operator import itemgetter
+from typing import TYPE_CHECKING, NamedTuple
 
 from devctl.analyze.inventory import UNKNOWN, WAITING, ClaimHolder, DeviceRow, ResourceRow
 from devctl.model import HEALTHY, NodeSnapshot, PluginProbe, PluginStatus
@@ -26,6 +33,16 @@ if TYPE_CHECKING:
     from devctl.analyze.claims import ClaimRow
 
 DRA_KIND = "dra"
+DeviceKey = tuple[str, str, str]  # (driver, pool, device)
+
+
+class _Claimed(NamedTuple):
+    """What the claims tell of the drivers' devices, all a driver's ``ls`` row needs of them."""
+
+    occupied: set[DeviceKey]  # held: a claim's device, unless each of its pods is known to be gone
+    prepared: set[DeviceKey]  # a device of a prepared claim
+    drivers: set[str]  # every driver a claim names
+    numa: dict[DeviceKey, tuple[int, ...]]  # every claimed device -> its NUMA nodes (through CDI)
 
 
 def _drivers(snapshot: NodeSnapshot) -> dict[str, PluginProbe | None]:
@@ -70,18 +87,89 @@ def _holders(snapshot: NodeSnapshot, claims: Iterable[ClaimRow]) -> dict[tuple[s
     return out
 
 
-def _occupied(claims: Iterable[ClaimRow]) -> set[tuple[str, str, str]]:
-    """The devices :func:`_holders` gives a holder: a claim's, unless each of its pods is known to be gone."""
-    return {
-        (d.driver, d.pool, d.device)
-        for c in claims
-        if not c.pods or any(p.running is not False for p in c.pods)
-        for d in c.devices
-    }
+def _claims_of_rows(claims: tuple[ClaimRow, ...]) -> _Claimed:
+    """:class:`_Claimed` of the claims view's rows (``devices``, which makes them for the holders anyway)."""
+    from devctl.analyze.claim_state import PREPARED
+
+    return _Claimed(
+        # The devices _holders gives a holder.
+        occupied={
+            (d.driver, d.pool, d.device)
+            for c in claims
+            if not c.pods or any(p.running is not False for p in c.pods)
+            for d in c.devices
+        },
+        prepared={(d.driver, d.pool, d.device) for c in claims if c.state == PREPARED for d in c.devices},
+        drivers={d for c in claims for d in c.drivers},
+        numa={(d.driver, d.pool, d.device): d.numa_nodes for c in claims for d in c.devices},
+    )
+
+
+def _claims_of_files(snapshot: NodeSnapshot, live: dict[str, bool]) -> _Claimed:
+    """:class:`_Claimed` read from the checkpoint's claims and pod-resources as the claims view joins them.
+
+    The same answer as :func:`_claims_of_rows` of ``claims_view(snapshot)``
+    without a row, pod or device object per claim, nor the CDI resolver
+    unless the specs were read (``ls -o wide``: NUMA nodes).
+    """
+    from devctl.analyze.claim_state import PREPARED, claim_state, claim_users
+
+    cdi = None
+    if snapshot.cdi is not None:
+        from devctl.analyze.cdi import numa_of_nodes, resolver
+
+        cdi = resolver(snapshot)
+
+    def numa_of(names: Iterable[str]) -> tuple[int, ...]:
+        if cdi is None:
+            return ()  # without specs no CDI name resolves
+        return numa_of_nodes(n for name in names for n in cdi.device_nodes(name) or ())
+
+    names = {i.uid: (i.namespace, i.name) if i.name else None for i in snapshot.pod_identities}
+    running = {(p.namespace, p.name) for p in snapshot.pods} if snapshot.pods is not None else None
+    users = claim_users(snapshot)  # its sets are never empty
+    occupied: set[DeviceKey] = set()
+    prepared: set[DeviceKey] = set()
+    drivers: set[str] = set()
+    held: list[tuple[tuple[str, str], list[tuple[DeviceKey, tuple[str, ...]]]]] = []  # (claim, [(device, CDI names)])
+    for c in snapshot.dra_checkpoint.claims if snapshot.dra_checkpoint else ():
+        key = (c.namespace, c.name)
+        used = key in users
+        # Whether each pod of it runs (None: unknown), as the claims view's ClaimPod.running; one that uses it runs.
+        pods = [None if running is None else names.get(uid) in running for uid in c.pod_uids]
+        devices = [((d.driver, d.pool, d.device), d.cdi_devices) for d in c.devices]
+        if used or not pods or any(p is not False for p in pods):
+            occupied.update([k for k, _ in devices])
+        if claim_state(snapshot, c.drivers, live, used, pods) == PREPARED:  # (checkpointed or stale: not counted)
+            prepared.update([k for k, _ in devices])
+        drivers.update(c.drivers)
+        held.append((key, devices))
+    # Claims pod-resources reports that the checkpoint does not hold: a container uses each, so each is held.
+    seen = {key for key, _ in held}
+    extra: dict[tuple[str, str], dict[DeviceKey, tuple[str, ...]]] = {}
+    for p in snapshot.pods or ():
+        for ctr in p.containers:
+            for dr in ctr.dynamic_resources:
+                key = (dr.claim_namespace, dr.claim_name)
+                if key not in seen:
+                    devs = extra.setdefault(key, {})
+                    for d in dr.devices:
+                        devs.setdefault((d.driver, d.pool, d.device), d.cdi_devices)
+    for key, devs in sorted(extra.items()):
+        claim_drivers = sorted({k[0] for k in devs})
+        occupied.update(devs)
+        if claim_state(snapshot, claim_drivers, live, True, ()) == PREPARED:
+            prepared.update(devs)
+        drivers.update(claim_drivers)
+        held.append((key, list(devs.items())))
+    # In the claims view's order (by claim, stable): the NUMA nodes of a device two claims hold are the last one's.
+    held.sort(key=itemgetter(0))
+    numa = {k: numa_of(cdis) for _, devices in held for k, cdis in devices}
+    return _Claimed(occupied, prepared, drivers, numa)
 
 
 def _status(driver: str, probe: PluginProbe | None, live: dict[str, bool], claimed: set[str], waiting: bool) -> str:
-    from devctl.analyze.claims import DRIVER_MISSING
+    from devctl.analyze.claim_state import DRIVER_MISSING
 
     if probe is None and waiting:
         return WAITING  # its registration socket may be one still pending
@@ -106,16 +194,19 @@ def dra_inventory(
     drivers = {d: p for d, p in sorted(_drivers(snapshot).items()) if not names or d in names}
     if not drivers:
         return [], []
-    from devctl.analyze.claims import PREPARED, claims_view, device_health, live_drivers
+    from devctl.analyze.claim_state import device_health, live_drivers
 
-    claims = claims_view(snapshot)
     live = live_drivers(snapshot)
     health = device_health(snapshot)
-    holders = _holders(snapshot, claims) if devices else {}
-    occupied = _occupied(claims)
-    claimed = {d for c in claims for d in c.drivers}
-    numa = {(d.driver, d.pool, d.device): d.numa_nodes for c in claims for d in c.devices}
-    prepared = {(d.driver, d.pool, d.device) for c in claims if c.state == PREPARED for d in c.devices}
+    holders: dict[DeviceKey, dict[ClaimHolder, None]] = {}
+    if devices:
+        from devctl.analyze.claims import claims_view
+
+        claims = claims_view(snapshot)
+        holders = _holders(snapshot, claims)
+        occupied, prepared, claimed, numa = _claims_of_rows(claims)
+    else:
+        occupied, prepared, claimed, numa = _claims_of_files(snapshot, live)
     holders_known = snapshot.pods is not None
     resources, device_rows = [], []
     for driver, probe in drivers.items():

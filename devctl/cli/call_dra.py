@@ -22,7 +22,8 @@ from devctl.cli.common import AS_ROOT, ExitCode, fail, say
 
 if TYPE_CHECKING:
     from devctl.model import NodePaths
-    from devctl.node.dra import ClaimRef, Driver
+    from devctl.node.dra import Driver
+    from devctl.node.dra_call import ClaimRef
     from devctl.render.table import TableStyle
 
 # The RPC words after ``--dra DRIVER`` and what they call.
@@ -168,7 +169,7 @@ async def _claim_ref(paths: NodePaths, timeout: float, driver: str, request: Dra
     from devctl.collect import collect
     from devctl.model import DRA_CHECKPOINT
     from devctl.names import not_found
-    from devctl.node.dra import ClaimRef
+    from devctl.node.dra_call import ClaimRef
 
     assert request.claim is not None
     namespace, _, name = request.claim.partition("/")
@@ -189,7 +190,7 @@ async def call_dra(paths: NodePaths, timeout: float, name: str, request: DraRequ
     """Find the driver, then make the one RPC; raises RpcFailure, UnknownDriver, UnknownClaim or NotOffered."""
     from devctl.model import PluginStatus
     from devctl.node.deviceplugin import registry_info
-    from devctl.node.dra import DRA_APIS, change_claim, dra_api
+    from devctl.node.dra_call import DRA_APIS, change_claim, dra_api
     from devctl.node.rpc import RpcFailure, check_socket
     from devctl.node.sockets import real_path
 

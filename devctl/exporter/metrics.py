@@ -47,7 +47,8 @@ from devctl.analyze import (
     only_sources,
     resources_view,
 )
-from devctl.analyze.claims import DRA_TYPE, claims_view
+from devctl.analyze.claim_state import DRA_TYPE
+from devctl.analyze.claims import claims_view
 from devctl.analyze.dra_inventory import dra_inventory
 from devctl.doctor import diagnose
 from devctl.exporter.dra import DriverLive, live_probes

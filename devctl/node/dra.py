@@ -11,13 +11,15 @@ cancelled. ``v1.DRAResourceHealth`` is asked first, then ``v1alpha1``.
 
 Drivers are found as the kubelet finds them (``find_drivers``): a
 ``plugins_registry/`` socket whose GetInfo says ``DRAPlugin``, never a guess
-from a file name. ``prepare`` and ``unprepare`` are here for ``devctl call``
-alone, which makes them only behind ``--yes``.
+from a file name. ``prepare`` and ``unprepare`` are in ``devctl.node.dra_call``,
+for ``devctl call`` alone (which makes them only behind ``--yes``): a read
+command does not even import them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import time
 from collections.abc import AsyncIterator, Collection, Sequence
@@ -27,12 +29,7 @@ from typing import Any
 import grpc
 from google.protobuf.message import DecodeError
 
-from devctl.api.drahealth.v1 import api_pb2 as health_v1
-from devctl.api.drahealth.v1 import api_pb2_grpc as health_v1_grpc
-from devctl.api.drahealth.v1alpha1 import api_pb2 as health_v1alpha1
-from devctl.api.drahealth.v1alpha1 import api_pb2_grpc as health_v1alpha1_grpc
 from devctl.model import (
-    DraCheckpointDevice,
     DraDeviceHealth,
     DraEndpoint,
     ErrorKind,
@@ -53,7 +50,24 @@ HEALTH_LABELS = (("v1", "v1.DRAResourceHealth"), ("v1alpha1", "v1alpha1.DRAResou
 DRA_SERVICE_LABELS = ("v1.DRAPlugin", "v1beta1.DRAPlugin", "v1alpha3.NodeService")
 DEFAULT_HEALTH_TIMEOUT = 30  # seconds, when the driver sends <= 0
 _HEALTH_NAMES = {0: "Unknown", 1: "Healthy", 2: "Unhealthy"}
-_API = {"v1": (health_v1, health_v1_grpc), "v1alpha1": (health_v1alpha1, health_v1alpha1_grpc)}
+
+
+def _health_api(version: str) -> Any:
+    """The generated messages of a health API version (one of HEALTH_LABELS'), imported when first asked.
+
+    A node's drivers mostly offer one version: the other's modules are not
+    loaded, nor the generated stubs (the calls name their method themselves).
+    """
+    return importlib.import_module(f"devctl.api.drahealth.{version}.api_pb2")
+
+
+def _watch(ch: grpc.aio.Channel, pb: Any, version: str, decode: bool) -> Any:
+    """NodeWatchResources of ``version`` on ``ch``: its replies decoded, or their bytes when not ``decode``."""
+    return ch.unary_stream(
+        f"/{version}.DRAResourceHealth/NodeWatchResources",
+        request_serializer=pb.NodeWatchResourcesRequest.SerializeToString,
+        response_deserializer=pb.NodeWatchResourcesResponse.FromString if decode else None,
+    )
 
 
 def health_versions(supported: Sequence[str]) -> list[str]:
@@ -81,10 +95,10 @@ def device_health(d: Any) -> DraDeviceHealth:
 
 async def first_health(path: str, version: str, timeout: float) -> tuple[DraDeviceHealth, ...]:
     """The first NodeWatchResources message of ``version`` under ``timeout``; raises RpcFailure."""
-    pb, pb_grpc = _API[version]
+    pb = _health_api(version)
     what = f"{path} {version} NodeWatchResources"
     async with plugin_channel(path) as ch:
-        call = pb_grpc.DRAResourceHealthStub(ch).NodeWatchResources(pb.NodeWatchResourcesRequest(), timeout=timeout)
+        call = _watch(ch, pb, version, decode=True)(pb.NodeWatchResourcesRequest(), timeout=timeout)
         try:
             with logged(path, f"{version} NodeWatchResources (first message)"):
                 reply = await call.read()
@@ -182,14 +196,10 @@ class HealthStream:
         """Yield each list; raises RpcFailure when the stream fails (code UNIMPLEMENTED: this version is not served)."""
         from devctl.node.deviceplugin import _Backlog
 
-        pb, _ = _API[self.version]
+        pb = _health_api(self.version)
         what = f"{self.path} {self.version} NodeWatchResources"
         async with plugin_channel(self.path) as ch:
-            call = ch.unary_stream(
-                f"/{self.version}.DRAResourceHealth/NodeWatchResources",
-                request_serializer=pb.NodeWatchResourcesRequest.SerializeToString,
-                response_deserializer=None,
-            )(pb.NodeWatchResourcesRequest())
+            call = _watch(ch, pb, self.version, decode=False)(pb.NodeWatchResourcesRequest())
             backlog = _Backlog(call)
             known: dict[bytes, DraDeviceHealth] = {}
             within: float | None = first_within
@@ -337,77 +347,3 @@ async def find_drivers(paths: NodePaths, timeout: float, names: Collection[str] 
         if d is not None:
             drivers.setdefault(d.name, d)
     return drivers
-
-
-# --- prepare and unprepare (devctl call, behind --yes) -----------------------------------------
-
-# The DRA service labels devctl can call, and their generated modules (imported when used).
-DRA_APIS = {"v1.DRAPlugin": "v1", "v1beta1.DRAPlugin": "v1beta1"}
-
-
-def dra_api(supported: Sequence[str]) -> str | None:
-    """The DRA service label to call: the first of the driver's own list that devctl speaks, as kubelets 1.34+ pick."""
-    return next((label for label in supported if label in DRA_APIS), None)
-
-
-@dataclass(frozen=True)
-class ClaimRef:
-    """A ResourceClaim as the kubelet names it to a driver."""
-
-    namespace: str
-    name: str
-    uid: str
-
-
-@dataclass(frozen=True)
-class ClaimAnswer:
-    """A driver's answer for one claim: the devices prepared (prepare only) and its error ("" when none)."""
-
-    uid: str
-    devices: tuple[DraCheckpointDevice, ...] = ()
-    error: str = ""
-
-
-def _dra_modules(label: str) -> tuple[Any, Any]:
-    """The generated modules of a DRA service label (imported when a call needs them)."""
-    import importlib
-
-    package = f"devctl.api.dra.{DRA_APIS[label]}"
-    return importlib.import_module(f"{package}.api_pb2"), importlib.import_module(f"{package}.api_pb2_grpc")
-
-
-async def change_claim(path: str, driver: str, label: str, method: str, claim: ClaimRef, timeout: float) -> ClaimAnswer:
-    """``NodePrepareResources`` or ``NodeUnprepareResources`` (``method``) of one claim; raises RpcFailure.
-
-    These change the node (a driver sets devices up and writes CDI specs, or
-    tears them down): only ``devctl call … --yes`` makes them.
-    """
-    pb, pb_grpc = _dra_modules(label)
-    what = f"{path} {DRA_APIS[label]} {method}"
-    wire = pb.Claim(namespace=claim.namespace, name=claim.name, uid=claim.uid)
-    make = pb.NodePrepareResourcesRequest if method == "NodePrepareResources" else pb.NodeUnprepareResourcesRequest
-    request = make(claims=[wire])
-    async with plugin_channel(path) as ch:
-        stub = pb_grpc.DRAPluginStub(ch)
-        try:
-            with logged(path, f"{DRA_APIS[label]} {method}"):
-                reply = await getattr(stub, method)(request, timeout=timeout)
-        except grpc.aio.AioRpcError as e:
-            raise failure(e, what, timeout) from None
-    reply = parsed(reply, what, f"{method}Response")
-    if claim.uid not in reply.claims:
-        return ClaimAnswer(claim.uid, error=f"{what}: the reply has no entry for claim {claim.uid}")
-    answer = reply.claims[claim.uid]
-    shares = label == "v1.DRAPlugin"  # share_id is a v1 field (1.35+)
-    devices = tuple(
-        DraCheckpointDevice(
-            driver=driver,
-            pool=d.pool_name,
-            device=d.device_name,
-            requests=tuple(d.request_names),
-            cdi_devices=tuple(d.cdi_device_ids),
-            share_id=d.share_id if shares and d.HasField("share_id") else None,
-        )
-        for d in getattr(answer, "devices", ())
-    )
-    return ClaimAnswer(claim.uid, devices, answer.error)

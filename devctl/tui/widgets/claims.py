@@ -14,7 +14,8 @@ from textual.containers import Vertical
 from textual.widgets import Static
 
 from devctl.analyze.cdi import Resolver
-from devctl.analyze.claims import CHECKPOINTED, DRIVER_MISSING, PREPARED, STALE, ClaimDeviceRow, ClaimRow
+from devctl.analyze.claim_state import CHECKPOINTED, DRIVER_MISSING, PREPARED, STALE
+from devctl.analyze.claims import ClaimDeviceRow, ClaimRow
 from devctl.escape import escape
 from devctl.tui.widgets.table import Column, Row, RowSet, RowTable
 from devctl.units import UNKNOWN_COUNT, format_numa
