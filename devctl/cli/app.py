@@ -39,6 +39,11 @@ COMMAND_MODULES = {
 }
 
 
+# The read commands that answer once and exit, run with the garbage collector paused (output.one_answer); those
+# with -w (ls, devices, pods, claims) pause it for each answer themselves (output.rewatch).
+ONE_ANSWER = frozenset({"get", "topo", "plugins", "checkpoint", "snapshot", "doctor", "cdi", "who"})
+
+
 class DevctlGroup(LazyGroup):
     """The root group: a reader that goes away is a normal end, as it is for ``devctl watch``; usage errors escaped."""
 
@@ -46,7 +51,13 @@ class DevctlGroup(LazyGroup):
 
     def get_command(self, ctx: typer.Context, cmd_name: str):  # type: ignore[override]
         command = super().get_command(ctx, cmd_name)
-        return None if command is None else globalopts.attach(command, cmd_name)
+        if command is None:
+            return None
+        if cmd_name in ONE_ANSWER and command.callback is not None:
+            from devctl.cli.output import one_answer
+
+            command.callback = one_answer(command.callback)
+        return globalopts.attach(command, cmd_name)
 
     def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:  # type: ignore[override]
         if not args and not ctx.resilient_parsing:

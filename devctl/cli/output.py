@@ -8,6 +8,7 @@ here at module level: this module is on the start-up path of ``devctl --help``.
 
 from __future__ import annotations
 
+import functools
 import gc
 import os
 import sys
@@ -111,6 +112,20 @@ def rewatch(watch: bool, once: Callable[[], None]) -> None:
                 time.sleep(min(left, READER_POLL))
     except KeyboardInterrupt:
         raise typer.Exit(int(ExitCode.OK)) from None
+
+
+def one_answer(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``command`` (a read that answers once and exits) run as rewatch runs ``once``: the collector paused."""
+    if getattr(command, "one_answer", False):
+        return command  # the group handed out this command before (completion, help)
+
+    @functools.wraps(command)
+    def paused(*args: Any, **kwargs: Any) -> Any:
+        with without_cyclic_gc(last=True):
+            return command(*args, **kwargs)
+
+    paused.one_answer = True  # type: ignore[attr-defined]
+    return paused
 
 
 @contextmanager
