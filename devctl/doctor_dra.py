@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from devctl.analyze import DRA_CHECKPOINT
-from devctl.analyze.cdi import CONFLICT, UNRESOLVABLE, cdi_view
+from devctl.analyze.cdi import CONFLICT, UNRESOLVABLE, cdi_view, unjudged_kinds
 from devctl.analyze.claim_state import DRIVER_MISSING, STALE
 from devctl.analyze.claims import ClaimRow, claims_view
 from devctl.analyze.dra_inventory import DRA_KIND
@@ -122,14 +122,12 @@ def _health_stale(c: _Checkup) -> None:
 
 def _cdi(c: _Checkup, snap: NodeSnapshot) -> None:
     view = cdi_view(snap)
-    # A device plugin's name is judged only where the node has specs of its kind: without any, devctl may be
-    # reading other dirs than the runtime's (its config is not on the node's kubelet side). A DRA claim's
-    # names are always judged: drivers write one spec per claim, and a lost file (a reboot of /var/run/cdi)
-    # is exactly what leaves no spec of the kind.
-    kinds = {s.kind for s in snap.cdi.specs if s.kind and not s.error} if snap.cdi else set()
+    # A device plugin's name is judged only where the node has specs of its kind (unjudged_kinds). A DRA
+    # claim's names are always judged: a lost file (a reboot of /var/run/cdi) is exactly what leaves no spec.
+    unjudged = set(unjudged_kinds(view))
     for n in view.names:
         users = sorted({u.claim or u.resource or "?" for u in n.used_by})
-        judged = any(u.kind == "dra" for u in n.used_by) or n.name.split("=", 1)[0] in kinds
+        judged = any(u.kind == "dra" for u in n.used_by) or n.name.split("=", 1)[0] not in unjudged
         if n.status == UNRESOLVABLE and n.used_by and judged:
             c.add(
                 ERROR,

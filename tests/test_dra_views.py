@@ -82,6 +82,29 @@ def test_cdi_resolves_claims_names_to_pci_and_numa(sim_node) -> None:
     assert any(e.startswith("DEVCTL_DRA_CLAIM_UID=") for e in by_device["2"]["env"])  # spec-level edits too
 
 
+def test_a_device_plugins_names_of_a_kind_no_spec_has_are_explained_not_called_errors(sim_node) -> None:
+    # GIVEN the default node: the GPU plugin's Allocate names nvidia.com/gpu=GPU-0 and GPU-4, no spec has the kind
+    r = devctl(sim_node.root, "cdi")
+    assert "nvidia.com/gpu=GPU-0" in r.stdout and "unresolvable" in r.stdout
+    # THEN the table says why doctor leaves them alone, and doctor does
+    assert "no spec of kind nvidia.com/gpu in these dirs: the runtime may read others," in r.stdout
+    codes = {(f["code"], f["subject"]) for f in devctl(sim_node.root, "doctor", "-o", "json").json["findings"]}
+    assert ("cdi-unresolvable", "nvidia.com/gpu=GPU-0") not in codes
+    # WHEN a spec of that kind appears, defining other devices: the names are judged, the note is gone
+    spec_dir = sim_node.root / "etc/cdi"
+    spec_dir.mkdir(parents=True)
+    spec = spec_dir / "nvidia.yaml"
+    spec.write_text(SPEC.format(where="x").replace("vendor.example/gpu", "nvidia.com/gpu"))
+    try:
+        r = devctl(sim_node.root, "cdi")
+        assert "no spec of kind" not in r.stdout
+        codes = {(f["code"], f["subject"]) for f in devctl(sim_node.root, "doctor", "-o", "json").json["findings"]}
+        assert ("cdi-unresolvable", "nvidia.com/gpu=GPU-0") in codes
+    finally:
+        spec.unlink()
+        spec_dir.rmdir()
+
+
 def test_cdi_priority_conflict_and_unresolvable(short_root: Path) -> None:
     etc, run = short_root / "etc/cdi", short_root / "var/run/cdi"
     etc.mkdir(parents=True)

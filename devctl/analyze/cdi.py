@@ -60,6 +60,27 @@ class CdiView:
     names: tuple[CdiName, ...]
 
 
+def unjudged_kinds(view: CdiView) -> list[str]:
+    """The kinds of the unresolvable names that only device plugins use and that no valid spec in the dirs has.
+
+    devctl may be reading other dirs than the runtime's (the runtime's CDI
+    config is not on the kubelet's side), so such a name is not called an
+    error (doctor's ``cdi-unresolvable``); a DRA claim's names are always
+    judged, as its driver writes one spec per claim. Sorted.
+    """
+    kinds = {s.kind for s in view.specs if s.kind and not s.error}
+    return sorted(
+        {
+            kind
+            for n in view.names
+            if n.status == UNRESOLVABLE
+            and n.used_by
+            and not any(u.kind == "dra" for u in n.used_by)
+            and (kind := n.name.split("=", 1)[0]) not in kinds
+        }
+    )
+
+
 def _pod_names(snapshot: NodeSnapshot) -> dict[str, str]:
     return {i.uid: f"{i.namespace}/{i.name}" for i in snapshot.pod_identities if i.name}
 

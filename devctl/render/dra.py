@@ -6,7 +6,7 @@ claim or CDI name is data from the node and may hold control characters.
 
 from __future__ import annotations
 
-from devctl.analyze.cdi import CdiView
+from devctl.analyze.cdi import CdiView, unjudged_kinds
 from devctl.analyze.claims import ClaimRow, DraCheckpointSection
 from devctl.escape import escape
 from devctl.render.style import paint, word
@@ -85,6 +85,11 @@ def cdi_table(view: CdiView, style: TableStyle) -> str:
         summary = f"spec dirs: {', '.join(escape(d) for d in view.dirs)} ({len(view.specs)} specs"
         summary += f", {paint(f'{len(bad)} invalid', 'red', style.color)})" if bad else ")"
         text += ("\n" if text else "") + summary + "\n"
+        if kinds := unjudged_kinds(view):
+            text += (
+                f"no spec of kind {', '.join(escape(k) for k in kinds)} in these dirs: the runtime may read others,\n"
+                "so doctor does not count those names as errors (--cdi-dirs to look there)\n"
+            )
     return text
 
 
