@@ -75,14 +75,11 @@ async def stop_part(what: str, stopping: Awaitable[None]) -> None:
     if done:
         task.result()
         return
-    frames = task.get_stack()
-    where = f" (waiting in {frames[-1].f_code.co_name}, {frames[-1].f_code.co_filename}:{frames[-1].f_lineno})"
-    log.warning(
-        "stopping the simulated node: %s did not end within %gs%s; left behind",
-        what,
-        STOP_PATIENCE,
-        where if frames else "",
-    )
+    where = ""
+    if frames := task.get_stack():
+        code, line = frames[-1].f_code, frames[-1].f_lineno
+        where = f" (waiting in {code.co_name}, {code.co_filename}:{line})"
+    log.warning("stopping the simulated node: %s did not end within %gs%s; left behind", what, STOP_PATIENCE, where)
     task.cancel()
 
 
