@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import zlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -153,3 +154,12 @@ def call_as_nobody(fn: Callable[[], Any]) -> Any:
         out = pipe.read()
     os.waitpid(pid, 0)
     return json.loads(out)
+
+
+def add_dra_claims(path: Path, claims: list[dict]) -> None:
+    """Add ClaimInfoState entries to a dra_manager_state with the checksum the kubelet would write."""
+    doc = json.loads(path.read_text())
+    data = json.loads(doc["Data"])
+    data["ClaimInfoStateList"] = (data["ClaimInfoStateList"] or []) + claims
+    text = json.dumps(data, separators=(",", ":"))
+    path.write_text(json.dumps({"Data": text, "Checksum": zlib.crc32(text.encode())}))

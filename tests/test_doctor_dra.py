@@ -13,7 +13,7 @@ import json
 import zlib
 from pathlib import Path
 
-from helpers import devctl
+from helpers import add_dra_claims, devctl
 
 from devctl.doctor import diagnose
 from devctl.model import (
@@ -32,15 +32,6 @@ from devctl.node.paths import resolve_paths
 DRIVER = "gpu.example.com"
 
 
-def _add_claims(path: Path, claims: list[dict]) -> None:
-    """Add ClaimInfoState entries to dra_manager_state with the checksum the kubelet would write."""
-    doc = json.loads(path.read_text())
-    data = json.loads(doc["Data"])
-    data["ClaimInfoStateList"] = (data["ClaimInfoStateList"] or []) + claims
-    text = json.dumps(data, separators=(",", ":"))
-    path.write_text(json.dumps({"Data": text, "Checksum": zlib.crc32(text.encode())}))
-
-
 def _claim(uid: str, name: str, driver: str, device: str) -> dict:
     return {
         "ClaimUID": uid,
@@ -54,7 +45,7 @@ def _claim(uid: str, name: str, driver: str, device: str) -> dict:
 def test_each_planted_dra_and_cdi_problem_is_found(sim_node) -> None:
     root = Path(sim_node.root)
     # GIVEN a dead driver holding a claim, a stale claim, a lost spec, a bad spec and a conflict
-    _add_claims(
+    add_dra_claims(
         Path(sim_node.paths.kubelet_dir) / "dra_manager_state",
         [_claim("u-dead", "held-by-dead", "dead.example.com", "d0"), _claim("u-stale", "gone", DRIVER, "gpu-1")],
     )
@@ -107,7 +98,7 @@ async def test_a_dead_endpoint_is_the_evidence_of_its_driver_s_finding(short_roo
         {"kind": "DRACheckpoint", "apiVersion": "checkpoint.dra.kubelet.k8s.io/v1", "ClaimInfoStateList": None}
     )
     (kubelet / "dra_manager_state").write_text(json.dumps({"Data": data, "Checksum": zlib.crc32(data.encode())}))
-    _add_claims(kubelet / "dra_manager_state", [_claim("u-1", "held", "dead.example.com", "d0")])
+    add_dra_claims(kubelet / "dra_manager_state", [_claim("u-1", "held", "dead.example.com", "d0")])
 
     class Info(reg_grpc.RegistrationServicer):
         async def GetInfo(self, request, context):

@@ -20,6 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from helpers import add_dra_claims
 
 from devctl.analyze import CDI, CHECKPOINT, DRA_CHECKPOINT, IDENTITIES, PLUGINS, POD_RESOURCES
 from devctl.analyze.dra_inventory import dra_inventory
@@ -29,15 +30,6 @@ from devctl.model import NodeSnapshot
 DRIVER = "gpu.example.com"
 LS = {POD_RESOURCES, PLUGINS, CHECKPOINT, DRA_CHECKPOINT, IDENTITIES}
 TIMEOUT = 5.0
-
-
-def _add_claims(path: Path, claims: list[dict]) -> None:
-    """Add ClaimInfoState entries to dra_manager_state with the checksum the kubelet would write."""
-    doc = json.loads(path.read_text())
-    data = json.loads(doc["Data"])
-    data["ClaimInfoStateList"] = (data["ClaimInfoStateList"] or []) + claims
-    text = json.dumps(data, separators=(",", ":"))
-    path.write_text(json.dumps({"Data": text, "Checksum": zlib.crc32(text.encode())}))
 
 
 def _no_claims(path: Path) -> None:
@@ -99,7 +91,7 @@ async def test_ls_rows_counted_from_the_files_are_the_claims_view_s(sim_node) ->
     (Path(paths.pod_logs) / f"ml_old-pod_{gone_named}").mkdir(parents=True)
     (Path(paths.kubelet_dir) / "pods" / gone_uid_only).mkdir(parents=True)
     cdi_name = embed.devices[0].cdi_devices[0]
-    _add_claims(
+    add_dra_claims(
         Path(paths.dra_checkpoint),
         [
             _claim("held-by-dead", [unknown], driver="dead.example.com", devices=["d0"]),
