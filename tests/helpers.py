@@ -23,10 +23,27 @@ from typing import Any, NamedTuple
 BOUND = 30.0
 DEVCTL = [sys.executable, "-m", "devctl"]
 
+# Every module a command may import lazily, imported by a child before it drops to nobody: the checkout may be
+# where nobody cannot read it (a `mktemp -d` clone, a home directory of mode 0700), and a module first needed on
+# the path without rights must not turn "permission denied" into an import error. Not the TUI, exporter, fleet
+# or simulator (their libraries; no test runs them as nobody), nor __main__ (it runs the app).
+IMPORT_ALL = """
+import importlib, pkgutil
+for _pkg in ("devctl", "devctl.cli", "devctl.node", "devctl.analyze", "devctl.render", "devctl.watch"):
+    for _m in pkgutil.iter_modules(importlib.import_module(_pkg).__path__, _pkg + "."):
+        if not _m.ispkg and _m.name != "devctl.__main__":
+            importlib.import_module(_m.name)
+import devctl.api
+for _m in pkgutil.walk_packages(devctl.api.__path__, "devctl.api."):
+    importlib.import_module(_m.name)
+"""
+
 # The interpreter may live where nobody cannot read it (a pyenv under /root), so the
-# child runs the command once as root with its output thrown away (every lazy import
-# done), then drops to nobody and runs it for real.
-AS_NOBODY = """
+# child imports every module and runs the command once as root with its output thrown
+# away (every lazy import done), then drops to nobody and runs it for real.
+AS_NOBODY = (
+    IMPORT_ALL
+    + """
 import contextlib, io, os, sys
 from devctl.cli.app import main
 sys.argv = ["devctl", *sys.argv[1:]]
@@ -36,6 +53,7 @@ with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.St
 os.setuid(65534)
 main()
 """
+)
 
 
 class Result(NamedTuple):

@@ -28,7 +28,7 @@ from badservers import (
     rate_limited_pod_resources,
     stale_socket,
 )
-from helpers import BOUND, DEVCTL, devctl_env
+from helpers import BOUND, DEVCTL, IMPORT_ALL, devctl_env
 
 from devctl import analyze
 from devctl.api.pluginregistration.v1 import api_pb2 as reg
@@ -363,20 +363,20 @@ def test_without_rights_every_kubelet_source_is_permission_denied(sim_process, s
 
     # A fresh interpreter, not a fork of this one (a fork after grpc's threads started can crash): it imports
     # everything as root (nobody may not read an interpreter under /root), then drops to nobody and reads.
-    code = f"""
-import asyncio, importlib, json, os, pkgutil
+    code = (
+        IMPORT_ALL
+        + f"""
+import asyncio, json, os
 import concurrent.futures.thread
-import devctl.node
 from devctl import analyze
 from devctl.collect import collect
 from devctl.node.paths import resolve_paths
-for module in pkgutil.iter_modules(devctl.node.__path__, "devctl.node."):
-    importlib.import_module(module.name)
 os.setgroups([]); os.setgid(65534); os.setuid(65534)
 snap = asyncio.run(collect(resolve_paths(root={str(sim_process.root)!r}, env={{}}), {ANSWER!r}))
 kinds = sorted({{(analyze.source_of(e), e.kind.value) for e in snap.errors}})
 print(json.dumps([kinds, snap.kubelet_socket_status.value, analyze.refused(snap, analyze.ALL_SOURCES)]))
 """
+    )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=BOUND, env=devctl_env())
     assert run.returncode == 0, run.stderr
     kinds, kubelet, refused = json.loads(run.stdout)
