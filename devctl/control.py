@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from devctl import made
+from devctl.timeouts import within
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +125,7 @@ class LineServer:
                 # Read what it sent until it hangs up (bounded): closing with its request unread
                 # would reset the connection before it reads why it was refused.
                 with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(reader.read(LINE_LIMIT), REFUSAL_LINGER)
+                    await within(reader.read(LINE_LIMIT), REFUSAL_LINGER)
                 return
             while line := await reader.readline():
                 writer.write(json.dumps(await self._reply(line)).encode() + b"\n")
@@ -158,7 +159,7 @@ async def request(path: str, message: Mapping[str, Any], timeout: float) -> dict
     is not a JSON object.
     """
     try:
-        line = await asyncio.wait_for(_exchange(path, message), timeout)
+        line = await within(_exchange(path, message), timeout)
     except FileNotFoundError:
         raise NotListening(path, "no such socket") from None
     except ConnectionRefusedError:

@@ -25,6 +25,7 @@ from typing import cast
 from devctl.model import Device, PluginStatus
 from devctl.node.deviceplugin import DevicePluginClient
 from devctl.node.rpc import RpcFailure, check_socket
+from devctl.timeouts import within
 from devctl.watch import DISCOVERY_POLL, Backoff, plugin_sockets
 from devctl.watch.follow import STABLE_AFTER
 
@@ -142,7 +143,7 @@ class PluginStreams:
                     try:
                         clock = time.perf_counter()
                         try:
-                            devices = await asyncio.wait_for(stream.__anext__(), self.timeout)
+                            devices = await within(stream.__anext__(), self.timeout)
                         except asyncio.TimeoutError:
                             raise RpcFailure(
                                 PluginStatus.TIMEOUT, f"{socket}: no device list within {self.timeout:g}s"

@@ -16,6 +16,7 @@ import stat
 from typing import TYPE_CHECKING
 
 from devctl.model import ErrorKind, PluginStatus
+from devctl.timeouts import within
 
 if TYPE_CHECKING:
     import grpc
@@ -66,7 +67,7 @@ async def check_socket(socket_path: str, timeout: float) -> None:
     gRPC reports all of these as UNAVAILABLE; the person at the node needs to know which.
     """
     try:
-        _, writer = await asyncio.wait_for(asyncio.open_unix_connection(socket_path), timeout)
+        _, writer = await within(asyncio.open_unix_connection(socket_path), timeout)
     except FileNotFoundError:
         raise RpcFailure(PluginStatus.UNREACHABLE, f"{socket_path}: no such socket", kind=ErrorKind.MISSING) from None
     except PermissionError:

@@ -40,6 +40,7 @@ from devctl.model import (
 from devctl.node.rpc import RpcFailure, check_socket, failure, parsed, plugin_channel
 from devctl.node.rpclog import logged
 from devctl.node.sockets import OutsideRoot, SocketFile, registry_endpoint, registry_sockets
+from devctl.timeouts import within
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +117,7 @@ async def _answers(path: str, timeout: float) -> None:
     """An HTTP/2 handshake with the socket: a gRPC server answers, anything else fails; raises RpcFailure."""
     async with plugin_channel(path) as ch:
         try:
-            await asyncio.wait_for(ch.channel_ready(), timeout)
+            await within(ch.channel_ready(), timeout)
         except asyncio.TimeoutError:
             raise RpcFailure(
                 PluginStatus.TIMEOUT, f"{path}: no gRPC answer after {timeout:g}s", kind=ErrorKind.TIMEOUT
@@ -202,20 +203,20 @@ class HealthStream:
             call = _watch(ch, pb, self.version, decode=False)(pb.NodeWatchResourcesRequest())
             backlog = _Backlog(call)
             known: dict[bytes, DraDeviceHealth] = {}
-            within: float | None = first_within
+            limit: float | None = first_within
             try:
                 while True:
                     try:
-                        wire = await asyncio.wait_for(backlog.take(behind), within)
+                        wire = await within(backlog.take(behind), limit)
                     except asyncio.TimeoutError:
                         raise RpcFailure(
-                            PluginStatus.TIMEOUT, f"{what}: no device list within {within:g}s", kind=ErrorKind.TIMEOUT
+                            PluginStatus.TIMEOUT, f"{what}: no device list within {limit:g}s", kind=ErrorKind.TIMEOUT
                         ) from None
                     except grpc.aio.AioRpcError as e:
                         raise failure(e, what, reply="a device list") from None
                     if wire is None:
                         return
-                    within = None
+                    limit = None
                     self.skipped = backlog.skipped
                     devices, known = _devices(pb, wire, known, what)
                     yield tuple(devices)

@@ -53,6 +53,7 @@ from devctl.node.files import FileReadError, read_file
 from devctl.plugin import cdi
 from devctl.plugin.control import control_path
 from devctl.plugin.server import STOP_GRACE, RpcRecord, ServeError
+from devctl.timeouts import within
 
 UNKNOWN = "Unknown"
 PLUGIN_TYPE = "DRAPlugin"
@@ -293,7 +294,7 @@ class DraDriver:
                 await self._status.wait_for(lambda: self.registered is not None)
                 return bool(self.registered)
 
-        return await asyncio.wait_for(said(), timeout)
+        return await within(said(), timeout)
 
     # --- devices and health ---------------------------------------------------------
 

@@ -32,6 +32,7 @@ from devctl.node.rpc import RpcFailure
 from devctl.plugin.control import ControlServer
 from devctl.plugin.preferred import preferred_allocation
 from devctl.plugin.spec import PluginSpec
+from devctl.timeouts import within
 
 # How often the plugins dir is looked at for a kubelet restart. Polling is portable
 # and cheap; the upstream stub uses fsnotify for the same purpose.
@@ -166,7 +167,7 @@ class DevicePluginServer:
                 raise ServeError(f"{self.socket_path} is taken: {taken} is there (devctl removes only its own sockets)")
             return
         try:
-            _, writer = await asyncio.wait_for(asyncio.open_unix_connection(self.socket_path), 1.0)
+            _, writer = await within(asyncio.open_unix_connection(self.socket_path), 1.0)
         except (OSError, asyncio.TimeoutError):
             return  # stale: nothing listens, so binding over it harms no one
         writer.close()
@@ -213,7 +214,7 @@ class DevicePluginServer:
             async with self._registered_cond:
                 await self._registered_cond.wait_for(lambda: self.registrations >= count)
 
-        await asyncio.wait_for(reached(), timeout)
+        await within(reached(), timeout)
 
     async def _register_loop(self) -> None:
         delay = BACKOFF_START
@@ -236,7 +237,7 @@ class DevicePluginServer:
                 warned_failing = True
                 # Retry after the backoff, or at once when the watcher sees a new kubelet.sock.
                 with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._register_wanted.wait(), delay)
+                    await within(self._register_wanted.wait(), delay)
                 delay = min(delay * 2, BACKOFF_MAX)
                 self._register_wanted.set()
                 continue

@@ -34,6 +34,7 @@ from devctl.node.checkpoint import CheckpointError, RawEntry, read_checkpoint, w
 from devctl.node.deviceplugin import DevicePluginClient
 from devctl.node.rpc import RpcFailure
 from devctl.sim.scenario import ContainerSpec, PodSpec, Scenario
+from devctl.timeouts import within
 from devctl.units import format_bytes
 
 log = logging.getLogger("devctl.sim.kubelet")
@@ -153,7 +154,7 @@ class DeviceManager:
             while not predicate():
                 await self._changed.wait()
 
-        await asyncio.wait_for(until(), timeout)
+        await within(until(), timeout)
 
     # --- plugins: registration, ListAndWatch, stream end ---------------------------------
 

@@ -50,6 +50,7 @@ from devctl.sim.dra_state import write_dra_checkpoint
 from devctl.sim.pluginwatcher import resolve_endpoint
 from devctl.sim.scenario import PodSpec
 from devctl.sim.scenario_dra import ClaimSpec, DraScenario
+from devctl.timeouts import within
 
 log = logging.getLogger("devctl.sim.kubelet")
 
@@ -172,7 +173,7 @@ class DraManager:
             while not predicate():
                 await self._changed.wait()
 
-        await asyncio.wait_for(until(), timeout)
+        await within(until(), timeout)
 
     def _notify(self) -> None:
         self._changed.set()

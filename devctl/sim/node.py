@@ -55,6 +55,7 @@ from devctl.sim.registration import RegistrationServer
 from devctl.sim.scenario import PodSpec, Scenario
 from devctl.sim.sysfs import write_topology
 from devctl.sim.workload import Workload
+from devctl.timeouts import within
 
 log = logging.getLogger("devctl.sim")
 
@@ -271,7 +272,7 @@ class SimNode:
         if self._admission is None:
             raise SimError("the simulated node is not running")
         try:
-            await asyncio.wait_for(asyncio.shield(self._admission), timeout)
+            await within(asyncio.shield(self._admission), timeout)
         except asyncio.TimeoutError:
             missing = [r.resource for r in self.scenario.resources if not self.device_manager.connected(r.resource)]
             missing += [d.driver for d in self.scenario.dra.drivers if d.driver not in self.dra_manager.drivers]

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from devctl.escape import unescape
 from devctl.model import HEALTHY, UNHEALTHY, Device, NodePaths, NodeSnapshot
+from devctl.timeouts import within
 
 if TYPE_CHECKING:
     from devctl.collect import Progress
@@ -284,7 +285,7 @@ async def watch_in_child(paths: NodePaths, timeout: float) -> AsyncIterator[obje
         if child.returncode is None:
             child.terminate()
             try:
-                await asyncio.wait_for(child.wait(), 3)
+                await within(child.wait(), 3)
             except asyncio.TimeoutError:
                 child.kill()
                 await child.wait()

@@ -23,6 +23,7 @@ from devctl.model import Device
 from devctl.node.deviceplugin import DevicePluginClient
 from devctl.node.rpc import RpcFailure, check_socket
 from devctl.node.udev import KernelEvent
+from devctl.timeouts import within
 from devctl.watch.backoff import Backoff
 from devctl.watch.diff import counts, diff
 from devctl.watch.sockets import Namer, plugin_sockets
@@ -93,7 +94,7 @@ async def _open(socket: str, timeout: float, first_within: float | None) -> _Ope
     stream = client.list_and_watch(behind=BEHIND)
     try:
         try:
-            first = await asyncio.wait_for(stream.__anext__(), first_within)
+            first = await within(stream.__anext__(), first_within)
         except asyncio.TimeoutError:
             raise _Ended(f"{socket}: no device list within {first_within:g}s") from None
         except StopAsyncIteration:
@@ -145,7 +146,7 @@ class Scouts:
         """Return when something was found or failed, or after ``timeout``."""
         self._changed.clear()
         with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._changed.wait(), timeout)
+            await within(self._changed.wait(), timeout)
 
     def serving(self, resource: str) -> list[str]:
         return sorted(s for s, seen in self._seen.items() if seen.named and seen.resource == resource)
