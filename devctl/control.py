@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from devctl import made
-from devctl.timeouts import within
+from devctl.waits import within
 
 log = logging.getLogger(__name__)
 

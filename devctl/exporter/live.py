@@ -25,7 +25,7 @@ from typing import cast
 from devctl.model import Device, PluginStatus
 from devctl.node.deviceplugin import DevicePluginClient
 from devctl.node.rpc import RpcFailure, check_socket
-from devctl.timeouts import within
+from devctl.waits import within
 from devctl.watch import DISCOVERY_POLL, Backoff, plugin_sockets
 from devctl.watch.follow import STABLE_AFTER
 

@@ -20,6 +20,7 @@ from devctl.model import Allocation, Device, DeviceList, ErrorKind, PluginOption
 from devctl.node import convert
 from devctl.node.rpc import RpcFailure, channel, failure, parsed, plugin_channel
 from devctl.node.rpclog import logged, outcome, since
+from devctl.waits import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -253,10 +254,9 @@ class _Backlog:
         return self._items.popleft()[1]
 
     async def close(self) -> None:
-        self._reader.cancel()
         self._call.cancel()
-        with contextlib.suppress(asyncio.CancelledError, grpc.aio.AioRpcError):
-            await self._reader
+        with contextlib.suppress(grpc.aio.AioRpcError):
+            await cancel_and_wait(self._reader)
 
 
 async def register(

@@ -53,7 +53,7 @@ from devctl.node.files import FileReadError, read_file
 from devctl.plugin import cdi
 from devctl.plugin.control import control_path
 from devctl.plugin.server import STOP_GRACE, RpcRecord, ServeError
-from devctl.timeouts import within
+from devctl.waits import cancel_and_wait, within
 
 UNKNOWN = "Unknown"
 PLUGIN_TYPE = "DRAPlugin"
@@ -222,9 +222,7 @@ class DraDriver:
     async def stop(self) -> None:
         """End health streams, stop serving, remove the sockets and CDI files this driver made. Safe twice."""
         if self._heartbeat is not None:
-            self._heartbeat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._heartbeat
+            await cancel_and_wait(self._heartbeat)
             self._heartbeat = None
         if self._control is not None:
             await self._control.stop()

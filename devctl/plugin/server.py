@@ -32,7 +32,7 @@ from devctl.node.rpc import RpcFailure
 from devctl.plugin.control import ControlServer
 from devctl.plugin.preferred import preferred_allocation
 from devctl.plugin.spec import PluginSpec
-from devctl.timeouts import within
+from devctl.waits import cancel_and_wait, within
 
 # How often the plugins dir is looked at for a kubelet restart. Polling is portable
 # and cheap; the upstream stub uses fsnotify for the same purpose.
@@ -140,11 +140,7 @@ class DevicePluginServer:
 
     async def stop(self) -> None:
         """End open streams, stop serving and remove our sockets. Safe to call twice."""
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(*self._tasks)
         self._tasks.clear()
         if self._control is not None:
             await self._control.stop()

@@ -14,7 +14,6 @@ Everything here runs on the simulator's event loop; nothing is thread-safe.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 from collections.abc import Callable, Iterable, Sequence
@@ -34,8 +33,8 @@ from devctl.node.checkpoint import CheckpointError, RawEntry, read_checkpoint, w
 from devctl.node.deviceplugin import DevicePluginClient
 from devctl.node.rpc import RpcFailure
 from devctl.sim.scenario import ContainerSpec, PodSpec, Scenario
-from devctl.timeouts import within
 from devctl.units import format_bytes
+from devctl.waits import cancel_and_wait, within
 
 log = logging.getLogger("devctl.sim.kubelet")
 
@@ -255,12 +254,7 @@ class DeviceManager:
         for endpoint in self._endpoints.values():
             if endpoint.expiry is not None:
                 endpoint.expiry.cancel()
-        tasks = list(self._streams)
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(*self._streams)
 
     # --- what the node shows ------------------------------------------------------------
 

@@ -22,7 +22,6 @@ It follows pkg/kubelet/cm/dra (manager.go, plugin/registration.go, healthinfo):
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import os
@@ -50,7 +49,7 @@ from devctl.sim.dra_state import write_dra_checkpoint
 from devctl.sim.pluginwatcher import resolve_endpoint
 from devctl.sim.scenario import PodSpec
 from devctl.sim.scenario_dra import ClaimSpec, DraScenario
-from devctl.timeouts import within
+from devctl.waits import cancel_and_wait, within
 
 log = logging.getLogger("devctl.sim.kubelet")
 
@@ -162,9 +161,11 @@ class DraManager:
     async def close(self) -> None:
         for conn in list(self.drivers.values()):
             await self._drop(conn)
-        for task in list(self._background):
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        left = list(self._background)  # the drops of drivers that left: each closes a channel
+        if left:
+            await asyncio.wait(left)
+            for task in left:
+                task.result()
 
     async def wait_until(self, predicate: Callable[[], bool], timeout: float | None) -> None:
         """Wait until ``predicate()`` holds; asyncio.TimeoutError after ``timeout``."""
@@ -219,9 +220,7 @@ class DraManager:
         if self.drivers.get(conn.name) is conn:
             del self.drivers[conn.name]
         if conn.health_task is not None:
-            conn.health_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await conn.health_task
+            await cancel_and_wait(conn.health_task)
         await conn.channel.close()
         self._clear_health(conn.name)
 

@@ -55,7 +55,7 @@ from devctl.sim.registration import RegistrationServer
 from devctl.sim.scenario import PodSpec, Scenario
 from devctl.sim.sysfs import write_topology
 from devctl.sim.workload import Workload
-from devctl.timeouts import within
+from devctl.waits import cancel_and_wait, within
 
 log = logging.getLogger("devctl.sim")
 
@@ -86,12 +86,6 @@ async def stop_part(what: str, stopping: Awaitable[None]) -> None:
 
 class SimError(Exception):
     """The simulated node cannot start or do what was asked; the message is one line."""
-
-
-async def _ended(task: asyncio.Task[Any]) -> None:
-    """Wait for a cancelled task to end; its cancellation is the expected end, not an error."""
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
 
 
 class _Kubelet:
@@ -251,8 +245,7 @@ class SimNode:
     async def stop(self) -> None:
         """Stop everything, then remove what this run made under the root (and nothing else). Safe to call twice."""
         if self._admission is not None:
-            self._admission.cancel()
-            await stop_part("admission", _ended(self._admission))
+            await stop_part("admission", cancel_and_wait(self._admission))
             self._admission = None
         if self._control is not None:
             await stop_part("the control socket's server", self._control.stop())

@@ -13,7 +13,6 @@ Polling replaces fsnotify: portable, and cheap for a directory of a few sockets.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import stat
@@ -30,6 +29,7 @@ from devctl.node.deviceplugin import API_VERSION
 from devctl.node.rpc import plugin_channel
 from devctl.plugin.spec import resource_name_error
 from devctl.sim.registration import RegisterError, RegistrationServer, invalid_resource_name
+from devctl.waits import cancel_and_wait
 
 log = logging.getLogger("devctl.sim.kubelet")
 
@@ -103,11 +103,7 @@ class PluginWatcher:
 
     async def stop(self) -> None:
         tasks = [t for t in (self._task, *self._pending) if t is not None]
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(*tasks)
         self._task = None
         self._pending.clear()
 

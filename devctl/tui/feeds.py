@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from devctl.escape import unescape
 from devctl.model import HEALTHY, UNHEALTHY, Device, NodePaths, NodeSnapshot
-from devctl.timeouts import within
+from devctl.waits import within
 
 if TYPE_CHECKING:
     from devctl.collect import Progress

@@ -23,7 +23,7 @@ from devctl.model import Device
 from devctl.node.deviceplugin import DevicePluginClient
 from devctl.node.rpc import RpcFailure, check_socket
 from devctl.node.udev import KernelEvent
-from devctl.timeouts import within
+from devctl.waits import within
 from devctl.watch.backoff import Backoff
 from devctl.watch.diff import counts, diff
 from devctl.watch.sockets import Namer, plugin_sockets

@@ -1,4 +1,4 @@
-"""devctl.timeouts.within: a deadline that never swallows the caller's cancellation.
+"""devctl.waits.within: a deadline that never swallows the caller's cancellation.
 
 The first test is the race that hung `devctl watch --count 2` once in three
 runs on Python 3.11: the watch cancelled a follower in the instant its
@@ -12,7 +12,7 @@ import asyncio
 
 import pytest
 
-from devctl.timeouts import within
+from devctl.waits import cancel_and_wait, within
 
 
 async def test_a_cancellation_as_the_awaited_thing_finishes_is_raised() -> None:
@@ -74,3 +74,41 @@ async def test_a_failure_of_the_awaited_thing_is_raised_as_itself() -> None:
 
     with pytest.raises(ConnectionRefusedError, match="nothing listens"):
         await within(fails(), 5)
+
+
+async def test_cancel_and_wait_ends_the_tasks_and_keeps_the_callers_own_cancellation() -> None:
+    ended: list[str] = []
+
+    async def stream(name: str) -> None:
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await asyncio.sleep(0.05)  # closing its channel takes a moment
+            ended.append(name)
+
+    streams = [asyncio.ensure_future(stream(n)) for n in ("gpu", "nic")]
+    await asyncio.sleep(0)
+    stopping = asyncio.ensure_future(cancel_and_wait(*streams))
+    await asyncio.sleep(0.01)  # the stop waits for the streams to close
+    stopping.cancel()  # and is itself stopped meanwhile (a node's stop past its patience)
+    with pytest.raises(asyncio.CancelledError):
+        await stopping
+    await asyncio.wait(streams)
+    assert sorted(ended) == ["gpu", "nic"] and all(s.cancelled() for s in streams)
+
+
+async def test_cancel_and_wait_raises_a_failure_that_is_not_a_cancellation() -> None:
+    async def fails_on_close() -> None:
+        try:
+            await asyncio.Event().wait()
+        finally:
+            raise OSError("socket already gone")
+
+    async def ends() -> None:
+        await asyncio.Event().wait()
+
+    tasks = [asyncio.ensure_future(ends()), asyncio.ensure_future(fails_on_close())]
+    await asyncio.sleep(0)
+    with pytest.raises(OSError, match="already gone"):
+        await cancel_and_wait(*tasks)
+    await cancel_and_wait()  # nothing to stop is no error
