@@ -144,3 +144,23 @@ async def test_permission_denied_is_said_not_hidden(served: tuple[DevicePluginSe
     kind, message = await as_nobody(ctl, SPEC.resource)
     expected = f"{control_path(ctl, SPEC.socket)}: permission denied (plugins run as another user; try as root)"
     assert (kind, message) == ("ControlError", expected)
+
+
+async def test_the_resolvers_ask_leaves_the_devices_out(served: tuple[DevicePluginServer, str]) -> None:
+    # Who serves what is all `ls` and the socket resolver need: a DRA driver's full list is 30 KB for 250 devices.
+    server, ctl = served
+    ((path, brief),) = await running(ctl, 2)
+    assert path == control_path(ctl, SPEC.socket)
+    assert brief == {"ok": True, "resource": SPEC.resource, "socket": server.socket_path, "registered": False}
+    assert len((await control(ctl, SPEC.resource, {"op": "info"}, 2))["devices"]) == 2
+
+
+def test_a_dra_drivers_brief_info_names_it_without_its_devices_or_claims(sim_node) -> None:
+    from devctl.node.controlsockets import default_control_dir
+
+    replies = dict(asyncio.run(running(default_control_dir(str(sim_node.root)), 5)))
+    (dra,) = [r for r in replies.values() if r.get("kind") == "dra"]
+    assert dra["resource"] == "gpu.example.com" and dra["socket"].endswith("dra.sock")
+    assert "devices" not in dra and "prepared" not in dra
+    full = asyncio.run(control(default_control_dir(str(sim_node.root)), "gpu.example.com", {"op": "info"}, 5))
+    assert full["devices"] and full["prepared"]

@@ -5,6 +5,7 @@ uses ``<root>/run/devctl/plugins``, so ``DEVCTL_ROOT`` finds the simulator's
 plugins as well). The protocol is one JSON object per line each way:
 
     {"op": "info"}                                   -> {"ok": true, "resource": ..., "socket": ..., "devices": [...]}
+    {"op": "info", "devices": false}                 -> the same without "devices" (who serves what, cheaply)
     {"op": "set-health", "id": ID, "health": H}      -> {"ok": true} | {"ok": false, "error": "..."}
     {"op": "add", "id": ID, "numa": [0], "health": H}
     {"op": "remove", "id": ID}
@@ -79,12 +80,10 @@ class ControlServer(LineServer):
         plugin = self.plugin
         op = request.get("op")
         if op == "info":
-            return {
-                "resource": plugin.spec.resource,
-                "socket": plugin.socket_path,
-                "registered": plugin.registered,
-                "devices": to_plain(plugin.devices),
-            }
+            info = {"resource": plugin.spec.resource, "socket": plugin.socket_path, "registered": plugin.registered}
+            if request.get("devices", True) is not False:
+                info["devices"] = to_plain(plugin.devices)
+            return info
         if op == "set-health":
             plugin.set_health(str(request["id"]), health_value(str(request["health"])))
         elif op == "add":

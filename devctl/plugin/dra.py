@@ -535,19 +535,21 @@ class DraControlServer(LineServer):
         d = self.driver
         op = request.get("op")
         if op == "info":
-            return {
+            info: dict[str, Any] = {
                 "kind": "dra",
                 "resource": d.spec.driver,
                 "pool": d.spec.pool,
                 "socket": d.socket_path,
                 "registration": d.registration_path,
                 "registered": d.registered,
-                "devices": [
+            }
+            if request.get("devices", True) is not False:  # as a device plugin's control socket: the lists are long
+                info["devices"] = [
                     {"id": f"{d.spec.pool}/{x.name}", "health": x.health, "numa_nodes": list(x.numa_nodes)}
                     for x in d.devices
-                ],
-                "prepared": {uid: list(names) for uid, names in d.prepared.items()},
-            }
+                ]
+                info["prepared"] = {uid: list(names) for uid, names in d.prepared.items()}
+            return info
         if op == "set-health":
             d.set_health(str(request["id"]), health_value(str(request["health"])), str(request.get("message", "")))
         elif op == "add":
