@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from devctl.model import (
@@ -25,6 +25,7 @@ from devctl.model import (
     ContainerMemory,
     ContainerResources,
     Device,
+    DynamicResource,
     PluginOptions,
     PodResources,
 )
@@ -286,9 +287,16 @@ class DeviceManager:
     def running_pods(self) -> tuple[PodSpec, ...]:
         return tuple(self._pods.values())
 
-    def pods(self) -> tuple[PodResources, ...]:
-        """Active pods as List reports them: devices one entry per device per NUMA node, CPUs, memory, claims."""
+    def pods(
+        self, claims: Mapping[tuple[str, str], tuple[DynamicResource, ...]] | None = None
+    ) -> tuple[PodResources, ...]:
+        """Active pods as List reports them: devices one entry per device per NUMA node, CPUs, memory, claims.
+
+        ``claims``: (pod UID, container) -> the DRA claims it uses, after the scenario's own (the DRA manager's,
+        added here rather than to a copy of every container: a List of a node with 1,000 claims, bench_dra.py).
+        """
         dynamic = self.scenario.kubelet.dynamic_resources
+        claims = claims or {}
         by_container: dict[tuple[str, str], list[ContainerDevices]] = {}
         for (uid, container, resource), h in self._held.items():
             by_container.setdefault((uid, container), []).extend(_entries(resource, h.device_ids))
@@ -297,7 +305,12 @@ class DeviceManager:
                 namespace=pod.namespace,
                 name=pod.name,
                 containers=tuple(
-                    _container(c, by_container.get((pod.uid, c.name), ()), dynamic) for c in pod.containers
+                    _container(
+                        c,
+                        by_container.get((pod.uid, c.name), ()),
+                        (c.dynamic_resources if dynamic else ()) + claims.get((pod.uid, c.name), ()),
+                    )
+                    for c in pod.containers
                 ),
             )
             for pod in self._pods.values()
@@ -309,8 +322,12 @@ class DeviceManager:
         for name in sorted(self._resources):
             state = self._resources[name]
             for d in state.devices.values():
-                if d.id in state.healthy:
-                    devices.extend(_entries(name, {_key(n): (d.id,) for n in d.numa_nodes or (None,)}))
+                if d.id in state.healthy:  # as _entries gives them: one per NUMA node in order, or one without
+                    ids = (d.id,)
+                    if d.numa_nodes:
+                        devices.extend([ContainerDevices(name, ids, (n,)) for n in sorted(set(d.numa_nodes))])
+                    else:
+                        devices.append(ContainerDevices(name, ids, ()))
         memory: list[ContainerMemory] = []
         for node in self.scenario.numa_nodes:
             memory.append(ContainerMemory("memory", node.memory_bytes, (node.id,)))
@@ -497,14 +514,10 @@ class DeviceManager:
         )
 
 
-def _container(c: ContainerSpec, devices: Sequence[ContainerDevices], dynamic: bool) -> ContainerResources:
-    return ContainerResources(
-        name=c.name,
-        devices=tuple(devices),
-        cpu_ids=c.cpus,
-        memory=c.memory,
-        dynamic_resources=c.dynamic_resources if dynamic else (),
-    )
+def _container(
+    c: ContainerSpec, devices: Sequence[ContainerDevices], claims: tuple[DynamicResource, ...]
+) -> ContainerResources:
+    return ContainerResources(c.name, tuple(devices), c.cpus, c.memory, claims)
 
 
 def _key(node: int | None) -> str:

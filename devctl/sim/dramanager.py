@@ -367,11 +367,8 @@ class DraManager:
         for info in self.claims.values():
             if info.devices is None or not info.users:
                 continue
-            devices = tuple(
-                ClaimDevice(driver=info.driver, pool=d.pool, device=d.device, cdi_devices=d.cdi_ids or ())
-                for d in info.devices
-            )
-            resource = DynamicResource(claim_name=info.name, claim_namespace=info.namespace, devices=devices)
+            devices = tuple([ClaimDevice(info.driver, d.pool, d.device, d.cdi_ids or ()) for d in info.devices])
+            resource = DynamicResource(info.name, info.namespace, devices)
             for user in info.users:
                 out.setdefault(user, []).append(resource)
         return {user: tuple(resources) for user, resources in out.items()}

@@ -13,7 +13,6 @@ import json
 import logging
 import os
 from collections.abc import Iterable, MutableMapping
-from dataclasses import replace
 from typing import Any
 
 from devctl.model import NodePaths, PodResources
@@ -103,20 +102,7 @@ class PodResourcesWithClaims:
         self.dra = dra
 
     def pods(self) -> tuple[PodResources, ...]:
-        uids = {(p.namespace, p.name): p.uid for p in self.devices.running_pods()}
-        claims = self.dra.dynamic_resources_by_user()
-        out = []
-        for pod in self.devices.pods():
-            uid = uids.get((pod.namespace, pod.name))
-            if uid is None:
-                out.append(pod)
-                continue
-            containers = tuple(
-                replace(c, dynamic_resources=c.dynamic_resources + claims.get((uid, c.name), ()))
-                for c in pod.containers
-            )
-            out.append(replace(pod, containers=containers))
-        return tuple(out)
+        return self.devices.pods(self.dra.dynamic_resources_by_user())
 
     def allocatable(self) -> Any:
         return self.devices.allocatable()
