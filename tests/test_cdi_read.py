@@ -86,9 +86,13 @@ def test_device_nodes_sharing_a_number_are_traced_alike(tmp_path: Path) -> None:
     (sysfs / "dev" / "char" / "240:2").symlink_to("../../devices/pci0000:00/0000:00:04.0")
     (sysfs / "devices" / "virtual").mkdir()
     (sysfs / "dev" / "char" / "240:1").symlink_to("../../devices/virtual")
+    # Links as sysfs never writes them, resolved as realpath would: "..", "." and an absolute path.
+    (sysfs / "dev" / "char" / "240:4").symlink_to("../../devices/pci0000:00/0000:00:04.0/gpu0/..")
+    (sysfs / "dev" / "char" / "240:5").symlink_to("../.././devices/pci0000:00/../pci0000:00/0000:00:04.0/gpu0")
+    (sysfs / "dev" / "char" / "240:6").symlink_to(fn)
     cdi = tmp_path / "cdi"
     cdi.mkdir()
-    for name, minors in (("a", (0, 1)), ("b", (0, 2, 3))):
+    for name, minors in (("a", (0, 1)), ("b", (0, 2, 3, 4, 5, 6))):
         nodes = [{"path": f"/dev/g{m}", "major": 240, "minor": m} for m in minors]
         (cdi / f"{name}.yaml").write_text(
             f"cdiVersion: 0.6.0\nkind: v.example/{name}\ndevices:\n- name: d\n  containerEdits:\n    deviceNodes:\n"
@@ -98,5 +102,6 @@ def test_device_nodes_sharing_a_number_are_traced_alike(tmp_path: Path) -> None:
     traced = [[(n.minor, n.pci, n.numa_node) for n in s.devices[0].edits.device_nodes] for s in state.specs]
     assert traced == [
         [(0, "0000:00:04.0", 1), (1, None, None)],
-        [(0, "0000:00:04.0", 1), (2, "0000:00:04.0", 1), (3, None, None)],
+        [(0, "0000:00:04.0", 1), (2, "0000:00:04.0", 1), (3, None, None)]
+        + [(m, "0000:00:04.0", 1) for m in (4, 5, 6)],
     ]

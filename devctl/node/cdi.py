@@ -12,7 +12,6 @@ to the PCI function that owns it and that function's ``numa_node``.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import re
@@ -170,42 +169,75 @@ def _read(path: str) -> str:
         raise SpecError("not UTF-8 text") from None
 
 
-@functools.lru_cache(maxsize=8)
-def _char_dir(sysfs: str) -> str:
-    """``<sysfs>/dev/char`` with its symlinks resolved: where its relative links start from."""
-    return os.path.realpath(os.path.join(sysfs, "dev", "char"))
+class _Owners:
+    """Char devices major:minor -> the PCI function owning each (and its NUMA node), through ``<sysfs>/dev/char``.
 
+    One per read, with what it learnt: each major:minor is looked up once
+    (claims' specs name the same control nodes, and MIG slices the same
+    function, over and over), and each directory that links point into is
+    resolved once (sysfs's links are ``../../devices/pci0000:3a/0000:3a:00.0``:
+    a thousand devices, a few buses).
+    """
 
-def _pci_of(sysfs: str, major: int, minor: int) -> tuple[str | None, int | None]:
-    """The PCI function (and its NUMA node) owning char device major:minor, from sysfs's dev/char link."""
-    link = os.path.join(sysfs, "dev", "char", f"{major}:{minor}")
-    try:
-        # One readlink instead of realpath's lstat of every component: sysfs's dev/char entries are
-        # links to device directories, the only links on that path (1,000 claims' device nodes).
-        target = os.path.normpath(os.path.join(_char_dir(sysfs), os.readlink(link)))
-    except OSError:  # not a link (or no such entry): what realpath makes of it
+    def __init__(self, sysfs: str):
+        self.sysfs = sysfs
+        self._links = os.path.join(sysfs, "dev", "char") + os.sep
+        self._char_dir: str | None = None  # <sysfs>/dev/char with its symlinks resolved, once needed
+        self._dirs: dict[str, str] = {}  # a link's directory part -> that directory, resolved
+        self._owners: dict[tuple[int, int], tuple[str | None, int | None]] = {}
+
+    def of(self, major: int, minor: int) -> tuple[str | None, int | None]:
+        owner = self._owners.get((major, minor))
+        if owner is None:
+            owner = self._owners[(major, minor)] = self._look_up(major, minor)
+        return owner
+
+    def _target(self, link: str) -> str:
+        """Where the dev/char link at ``link`` leads: one readlink, not realpath's lstat of every component.
+
+        sysfs's dev/char entries are links to device directories, the only links on that path.
+        """
+        text = os.readlink(link)
+        parent, _, name = text.rpartition("/")
+        if name in ("", ".", "..") or not parent:
+            return os.path.normpath(os.path.join(self._resolved_char_dir(), text))
+        where = self._dirs.get(parent)
+        if where is None:
+            where = self._dirs[parent] = os.path.normpath(os.path.join(self._resolved_char_dir(), parent))
+        return where + os.sep + name if where != os.sep else os.sep + name
+
+    def _resolved_char_dir(self) -> str:
+        if self._char_dir is None:
+            self._char_dir = os.path.realpath(self._links)
+        return self._char_dir
+
+    def _look_up(self, major: int, minor: int) -> tuple[str | None, int | None]:
+        link = f"{self._links}{major}:{minor}"
         try:
-            target = os.path.realpath(link)
-        except OSError:
-            return None, None
-    last = target[target.rfind(os.sep) + 1 :]
-    if _PCI.match(last):  # the link names the function itself (the usual case): no split and join
-        return last, _numa_node(target)
-    parts = target.split(os.sep)
-    for i in range(len(parts) - 2, -1, -1):
-        if _PCI.match(parts[i]):
-            return parts[i], _numa_node(os.sep.join(parts[: i + 1]))
-    return None, None
+            target = self._target(link)
+        except OSError:  # not a link (or no such entry): what realpath makes of it
+            try:
+                target = os.path.realpath(link)
+            except OSError:
+                return None, None
+        last = target[target.rfind(os.sep) + 1 :]
+        if _PCI.match(last):  # the link names the function itself (the usual case): no split and join
+            return last, _numa_node(target)
+        parts = target.split(os.sep)
+        for i in range(len(parts) - 2, -1, -1):
+            if _PCI.match(parts[i]):
+                return parts[i], _numa_node(os.sep.join(parts[: i + 1]))
+        return None, None
 
 
 def _numa_node(device_dir: str) -> int | None:
     """The function's ``numa_node`` (-1 is none); a bare descriptor read, ~4x cheaper than ``open()``'s text file."""
     try:
-        fd = os.open(os.path.join(device_dir, "numa_node"), _ATTR_FLAGS)
+        fd = os.open(device_dir + "/numa_node", _ATTR_FLAGS)
     except OSError:
         return None
     try:
-        numa = int(os.read(fd, 64).strip())
+        numa = int(os.read(fd, 64))  # int() takes the attribute's surrounding whitespace
     except (OSError, ValueError):
         return None
     finally:
@@ -214,12 +246,8 @@ def _numa_node(device_dir: str) -> int | None:
 
 
 def _tracer(root: str, sysfs: str) -> _NodeMaker:
-    """Device nodes traced through sysfs: major:minor (the spec's, else the host path's ``stat``) to PCI and NUMA.
-
-    Each major:minor is looked up once a read: claims' specs name the same
-    control nodes (and MIG slices the same function) over and over.
-    """
-    owners: dict[tuple[int, int], tuple[str | None, int | None]] = {}
+    """Device nodes traced through sysfs: major:minor (the spec's, else the host path's ``stat``) to PCI and NUMA."""
+    owner_of = _Owners(sysfs).of
 
     def traced(path: str, host: str, major: int | None, minor: int | None) -> CdiDeviceNode:
         if major is None or minor is None:
@@ -230,10 +258,7 @@ def _tracer(root: str, sysfs: str) -> _NodeMaker:
             if not stat.S_ISCHR(st.st_mode):
                 return CdiDeviceNode(path, host, major, minor)
             major, minor = os.major(st.st_rdev), os.minor(st.st_rdev)
-        owner = owners.get((major, minor))
-        if owner is None:
-            owner = owners[(major, minor)] = _pci_of(sysfs, major, minor)
-        return CdiDeviceNode(path, host, major, minor, *owner)
+        return CdiDeviceNode(path, host, major, minor, *owner_of(major, minor))
 
     return traced
 
