@@ -43,11 +43,6 @@ def _strict(obj: Any, allowed: set[str], where: str) -> dict[str, Any]:
     return obj
 
 
-def _ints_or_none(*values: Any) -> bool:
-    """Whether each value is an integer (not a bool) or absent: a device node's major and minor."""
-    return all(v is None or (isinstance(v, int) and not isinstance(v, bool)) for v in values)
-
-
 # Makes a spec's device node (path, host path, major, minor): as written, or traced to its PCI function.
 _NodeMaker = Callable[[str, str, "int | None", "int | None"], CdiDeviceNode]
 _NO_EDITS = CdiEdits()
@@ -57,52 +52,49 @@ def _as_written(path: str, host: str, major: int | None, minor: int | None) -> C
     return CdiDeviceNode(path=path, host_path=host, major=major, minor=minor)
 
 
+def _where(device: int | None) -> str:
+    return "containerEdits" if device is None else f"devices[{device}].containerEdits"
+
+
 def _edits(obj: Any, device: int | None, node: _NodeMaker) -> CdiEdits:
     """The spec's containerEdits (``device`` None) or its device's; each error names the field, formatted then only."""
     if obj is None:
         return _NO_EDITS
-    where = "containerEdits" if device is None else f"devices[{device}].containerEdits"
-    if not isinstance(obj, dict) or not obj.keys() <= _EDITS:
-        _strict(obj, _EDITS, where)
+    if type(obj) is not dict or not obj.keys() <= _EDITS:
+        _strict(obj, _EDITS, _where(device))
     nodes = []
     for i, n in enumerate(obj.get("deviceNodes") or ()):
-        path = n.get("path") if isinstance(n, dict) else None
-        if not isinstance(path, str) or not path:
-            raise SpecError(f"{where}.deviceNodes[{i}]: no path")
+        path = n.get("path") if type(n) is dict else None
+        if type(path) is not str or not path:
+            raise SpecError(f"{_where(device)}.deviceNodes[{i}]: no path")
         host = n.get("hostPath") or path
         major, minor = n.get("major"), n.get("minor")
-        if not isinstance(host, str):
-            raise SpecError(f"{where}.deviceNodes[{i}].hostPath: not a string")
-        if not _ints_or_none(major, minor):
-            raise SpecError(f"{where}.deviceNodes[{i}].{'minor' if _ints_or_none(major) else 'major'}: not an integer")
+        if type(host) is not str:
+            raise SpecError(f"{_where(device)}.deviceNodes[{i}].hostPath: not a string")
+        # An integer or absent, never a bool (type(True) is bool, not int).
+        if not (major is None or type(major) is int) or not (minor is None or type(minor) is int):
+            field = "major" if not (major is None or type(major) is int) else "minor"
+            raise SpecError(f"{_where(device)}.deviceNodes[{i}].{field}: not an integer")
         nodes.append((path, host, major, minor))
     mounts = []
     for i, m in enumerate(obj.get("mounts") or ()):
-        if (
-            not isinstance(m, dict)
-            or not isinstance(m.get("hostPath"), str)
-            or not isinstance(m.get("containerPath"), str)
-        ):
-            raise SpecError(f"{where}.mounts[{i}]: needs hostPath and containerPath")
+        if type(m) is not dict or type(m.get("hostPath")) is not str or type(m.get("containerPath")) is not str:
+            raise SpecError(f"{_where(device)}.mounts[{i}]: needs hostPath and containerPath")
         mounts.append(CdiMount(host_path=m["hostPath"], container_path=m["containerPath"]))
     nets = []
     for i, d in enumerate(obj.get("netDevices") or ()):
-        if not isinstance(d, dict) or not isinstance(d.get("hostInterfaceName"), str):
-            raise SpecError(f"{where}.netDevices[{i}]: no hostInterfaceName")
+        if type(d) is not dict or type(d.get("hostInterfaceName")) is not str:
+            raise SpecError(f"{_where(device)}.netDevices[{i}]: no hostInterfaceName")
         nets.append(d["hostInterfaceName"])
     env = obj.get("env")
     if env is None:
         env = ()
-    elif isinstance(env, list) and all(isinstance(v, str) for v in env):
+    elif type(env) is list and all(type(v) is str for v in env):
         env = tuple(env)
     else:
-        raise SpecError(f"{where}.env: not a list of strings")
-    return CdiEdits(
-        env=env,
-        device_nodes=tuple([node(*n) for n in nodes]),  # traced once the spec is known to be valid this far
-        mounts=tuple(mounts),
-        net_devices=tuple(nets),
-    )
+        raise SpecError(f"{_where(device)}.env: not a list of strings")
+    # Positional, as CdiEdits declares them; the device nodes traced once the spec is known to be valid this far.
+    return CdiEdits(env, tuple([node(*n) for n in nodes]), tuple(mounts), tuple(nets))
 
 
 def _yaml(text: str) -> Any:
@@ -141,15 +133,15 @@ def parse_spec(text: str, path: str, priority: int, node: _NodeMaker = _as_writt
         raise SpecError("no devices")
     devices, seen = [], set()
     for i, d in enumerate(raw_devices):
-        if not isinstance(d, dict) or not d.keys() <= _DEVICE:
+        if type(d) is not dict or not d.keys() <= _DEVICE:
             _strict(d, _DEVICE, f"devices[{i}]")
         name = d.get("name")
-        if not isinstance(name, str) or not name:
+        if type(name) is not str or not name:
             raise SpecError(f"devices[{i}]: no name")
         if name in seen:
             raise SpecError(f"device {name!r} defined twice")
         seen.add(name)
-        devices.append(CdiDevice(name=name, edits=_edits(d.get("containerEdits"), i, node)))
+        devices.append(CdiDevice(name, _edits(d.get("containerEdits"), i, node)))
     return CdiSpec(
         path=path,
         priority=priority,
