@@ -456,11 +456,18 @@ async def _procs(paths: NodePaths, out: _Result) -> None:
 # --- which resource a socket serves ------------------------------------------------------------
 
 
+def _device_plugin(p: PluginProbe) -> bool:
+    """A device plugin's socket, or its registration (not a DRA or CSI driver's)."""
+    return p.registry is None or p.registry.type == DEVICE_PLUGIN_TYPE
+
+
 def _name_sockets(paths: NodePaths, out: _Result) -> None:
     """Fill in each socket's resource with the one resolver every caller uses (devctl.node.sockets)."""
     if not out.plugins:
         return  # no socket to name (`devctl pods` reads none): the IDs of 50,000 pods are not gathered for nothing
-    known = known_ids(out.allocatable, out.pods, out.checkpoint)
+    # Only a device plugin's socket is named from its devices: not when `claims` reads the DRA drivers alone.
+    by_ids = any(p.resource is None and _device_plugin(p) for p in out.plugins)
+    known = known_ids(out.allocatable, out.pods, out.checkpoint) if by_ids else {}
     out.plugins[:] = name_sockets(paths, out.plugins, known, out.claimed)
 
 
