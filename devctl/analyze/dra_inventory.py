@@ -121,8 +121,7 @@ def _claims_of_files(snapshot: NodeSnapshot, live: dict[str, bool]) -> _Claimed:
         cdi = resolver(snapshot)
 
     def numa_of(names: Iterable[str]) -> tuple[int, ...]:
-        if cdi is None:
-            return ()  # without specs no CDI name resolves
+        assert cdi is not None
         return numa_of_nodes(n for name in names for n in cdi.device_nodes(name) or ())
 
     names = {i.uid: (i.namespace, i.name) if i.name else None for i in snapshot.pod_identities}
@@ -162,6 +161,8 @@ def _claims_of_files(snapshot: NodeSnapshot, live: dict[str, bool]) -> _Claimed:
             prepared.update(devs)
         drivers.update(claim_drivers)
         held.append((key, list(devs.items())))
+    if cdi is None:  # no spec read (`ls`' table): no device has NUMA nodes, and the order is not needed
+        return _Claimed(occupied, prepared, drivers, {k: () for _, devices in held for k, _ in devices})
     # In the claims view's order (by claim, stable): the NUMA nodes of a device two claims hold are the last one's.
     held.sort(key=itemgetter(0))
     numa = {k: numa_of(cdis) for _, devices in held for k, cdis in devices}
@@ -208,12 +209,15 @@ def dra_inventory(
     else:
         occupied, prepared, claimed, numa = _claims_of_files(snapshot, live)
     holders_known = snapshot.pods is not None
+    claimed_of: dict[str, list[tuple[str, str]]] = {}  # driver -> its claimed devices (one pass, not one a driver)
+    for dv, pool, dev in numa:
+        claimed_of.setdefault(dv, []).append((pool, dev))
     resources, device_rows = [], []
     for driver, probe in drivers.items():
         stream = probe.dra.health if probe is not None and probe.dra is not None else None
         listed = [(h.pool, h.device) for h in stream] if stream is not None else []
         in_stream = set(listed)
-        held = [(pool, dev) for (dv, pool, dev) in numa if dv == driver and (pool, dev) not in in_stream]
+        held = [key for key in claimed_of.get(driver, ()) if key not in in_stream]
         keys = list(dict.fromkeys([*listed, *sorted(held)]))
         free = 0
         numa_nodes: set[int] = set()
