@@ -185,6 +185,8 @@ class DraDriver:
         }
         self._prepared: dict[str, _Prepared] = {}
         self._streams: set[asyncio.Queue[tuple[DraDevice, ...] | None]] = set()
+        # The last health list sent, per API version, and its message: shared by every stream until it changes.
+        self._sent: dict[str, tuple[tuple[DraDevice, ...], Any]] = {}
         self._servers: list[tuple[grpc.aio.Server, str, tuple[int, int] | None]] = []
         self._made_dir = False
         self._control: DraControlServer | None = None
@@ -353,6 +355,16 @@ class DraDriver:
             self._devices = {n: replace(d, updated=now) for n, d in self._devices.items()}
             self._publish()
 
+    def _health_message(self, pb: Any, devices: tuple[DraDevice, ...]) -> Any:
+        """The NodeWatchResources message of ``devices`` in ``pb``'s version: made once per list, not per stream."""
+        sent = self._sent.get(pb.__name__)
+        if sent is None or sent[0] != devices:
+            sent = self._sent[pb.__name__] = (
+                devices,
+                pb.NodeWatchResourcesResponse(devices=[_device_health(pb, self, d) for d in devices]),
+            )
+        return sent[1]
+
     def _publish(self) -> None:
         devices = self.devices
         for queue in self._streams:
@@ -486,7 +498,7 @@ def _health_servicer(driver: DraDriver, pb: Any, pb_grpc: Any) -> Any:
                         if newer is None:
                             return
                         devices = newer
-                    yield pb.NodeWatchResourcesResponse(devices=[_device_health(pb, driver, d) for d in devices])
+                    yield driver._health_message(pb, devices)
             finally:
                 driver._streams.discard(queue)
 

@@ -106,6 +106,8 @@ class DevicePluginServer:
         self.registered = False  # True from a successful Register until the kubelet goes away
         self._devices: dict[str, Device] = {d.id: d for d in spec.devices}
         self._streams: set[_Newest] = set()
+        # The last list sent and its message: every stream and every new one shares it until the list changes.
+        self._sent: tuple[tuple[Device, ...], dp.ListAndWatchResponse] | None = None
         self._server: grpc.aio.Server | None = None
         self._socket_id: tuple[int, int] | None = None
         self._kubelet_id: tuple[int, int] | None = None
@@ -289,6 +291,12 @@ class DevicePluginServer:
     def devices(self) -> tuple[Device, ...]:
         return tuple(self._devices.values())
 
+    def _message(self, devices: tuple[Device, ...]) -> dp.ListAndWatchResponse:
+        """The ListAndWatch message of ``devices``: made once per list, not once per stream that reads it."""
+        if self._sent is None or self._sent[0] != devices:
+            self._sent = (devices, dp.ListAndWatchResponse(devices=[convert.device_to_pb(d) for d in devices]))
+        return self._sent[1]
+
     def set_health(self, device_id: str, health: str) -> None:
         """Change one device's health and push the new list to every open stream."""
         device = self._get(device_id)
@@ -387,7 +395,7 @@ class _Servicer(dp_grpc.DevicePluginServicer):
         try:
             # Every message is the full device list: the kubelet replaces its view with each one.
             while (devices := await newest.get()) is not None:
-                yield dp.ListAndWatchResponse(devices=[convert.device_to_pb(d) for d in devices])
+                yield plugin._message(devices)
         finally:
             plugin._streams.discard(newest)
 
