@@ -130,7 +130,7 @@ def _device(
     for name in names:  # one pass: a thousand claims' devices (bench/bench_dra.py)
         nodes = cdi.device_nodes(name)
         if nodes is None:
-            resolved = False  # not resolved
+            resolved = False
             continue
         numa.update([n.numa_node for n in nodes if n.numa_node is not None])
     return ClaimDeviceRow(

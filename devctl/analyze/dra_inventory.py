@@ -114,16 +114,6 @@ def _claims_of_files(snapshot: NodeSnapshot, live: dict[str, bool]) -> _Claimed:
     """
     from devctl.analyze.claim_state import PREPARED, claim_state, claim_users
 
-    cdi = None
-    if snapshot.cdi is not None:
-        from devctl.analyze.cdi import numa_of_nodes, resolver
-
-        cdi = resolver(snapshot)
-
-    def numa_of(names: Iterable[str]) -> tuple[int, ...]:
-        assert cdi is not None
-        return numa_of_nodes(n for name in names for n in cdi.device_nodes(name) or ())
-
     names = {i.uid: (i.namespace, i.name) if i.name else None for i in snapshot.pod_identities}
     running = {(p.namespace, p.name) for p in snapshot.pods} if snapshot.pods is not None else None
     users = claim_users(snapshot)  # its sets are never empty
@@ -161,11 +151,18 @@ def _claims_of_files(snapshot: NodeSnapshot, live: dict[str, bool]) -> _Claimed:
             prepared.update(devs)
         drivers.update(claim_drivers)
         held.append((key, list(devs.items())))
-    if cdi is None:  # no spec read (`ls`' table): no device has NUMA nodes, and the order is not needed
+    if snapshot.cdi is None:  # no spec read (`ls`' table): no device has NUMA nodes, and the order is not needed
         return _Claimed(occupied, prepared, drivers, {k: () for _, devices in held for k, _ in devices})
+    from devctl.analyze.cdi import numa_of_nodes, resolver
+
+    cdi = resolver(snapshot)
     # In the claims view's order (by claim, stable): the NUMA nodes of a device two claims hold are the last one's.
     held.sort(key=itemgetter(0))
-    numa = {k: numa_of(cdis) for _, devices in held for k, cdis in devices}
+    numa = {
+        k: numa_of_nodes(n for name in cdis for n in cdi.device_nodes(name) or ())
+        for _, devices in held
+        for k, cdis in devices
+    }
     return _Claimed(occupied, prepared, drivers, numa)
 
 

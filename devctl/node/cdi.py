@@ -72,9 +72,10 @@ def _edits(obj: Any, device: int | None, node: _NodeMaker) -> CdiEdits:
         if type(host) is not str:
             raise SpecError(f"{_where(device)}.deviceNodes[{i}].hostPath: not a string")
         # An integer or absent, never a bool (type(True) is bool, not int).
-        if not (major is None or type(major) is int) or not (minor is None or type(minor) is int):
-            field = "major" if not (major is None or type(major) is int) else "minor"
-            raise SpecError(f"{_where(device)}.deviceNodes[{i}].{field}: not an integer")
+        if major is not None and type(major) is not int:
+            raise SpecError(f"{_where(device)}.deviceNodes[{i}].major: not an integer")
+        if minor is not None and type(minor) is not int:
+            raise SpecError(f"{_where(device)}.deviceNodes[{i}].minor: not an integer")
         nodes.append((path, host, major, minor))
     mounts = []
     for i, m in enumerate(obj.get("mounts") or ()):
@@ -172,7 +173,6 @@ class _Owners:
     """
 
     def __init__(self, sysfs: str):
-        self.sysfs = sysfs
         self._links = os.path.join(sysfs, "dev", "char") + os.sep
         self._char_dir: str | None = None  # <sysfs>/dev/char with its symlinks resolved, once needed
         self._dirs: dict[str, str] = {}  # a link's directory part -> that directory, resolved
