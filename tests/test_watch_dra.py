@@ -200,3 +200,24 @@ async def test_a_whole_node_watch_follows_a_driver_that_registers_later(short_ro
         "XID 48",
     )
     assert gone["resource"] == DRIVER
+
+
+async def test_a_hung_registration_socket_delays_no_other_drivers_snapshot(short_root: Path) -> None:
+    from badservers import hung_server
+
+    (short_root / "var" / "lib" / "kubelet" / "device-plugins").mkdir(parents=True)
+    registry = short_root / "var" / "lib" / "kubelet" / "plugins_registry"
+    registry.mkdir(parents=True)
+    # GIVEN a registration socket that answers nothing beside a healthy driver, and a deadline of 10 s
+    async with hung_server(str(registry / "stuck-reg.sock")), driver_at(short_root):
+        w = await whole_node(short_root, "--timeout", "10")
+        try:
+            started = time.monotonic()
+            # WHEN the whole node is watched
+            snapshot = await until(w, lambda e: e["event"] == "snapshot" and e["resource"] == DRIVER)
+            took = time.monotonic() - started
+        finally:
+            await w.stop()
+    # THEN the healthy driver's snapshot comes at once, not after the stuck socket's deadline
+    assert snapshot["devices"] == 2
+    assert took < 5, took

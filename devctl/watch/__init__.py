@@ -42,6 +42,7 @@ from devctl.node.paths import not_a_node
 from devctl.node.rpc import RpcFailure
 from devctl.node.sockets import OutsideRoot, SocketFile, registry_sockets
 from devctl.node.udev import UdevUnavailable, kernel_events
+from devctl.waits import cancel_and_wait
 from devctl.watch.backoff import Backoff
 from devctl.watch.diff import counts, diff
 from devctl.watch.dra import DraFollower
@@ -114,32 +115,39 @@ async def _discover_drivers(paths: NodePaths, timeout: float, start: Callable[[D
     """Follow every DRA driver that registers in ``plugins_registry/``, now or later (whole-node watch).
 
     Each registration socket is asked GetInfo once per file (a new inode is a
-    restarted driver: asked again); one that does not answer yet is asked at
-    the next look. A driver already followed is not started twice: its own
-    follower reconnects across restarts.
+    restarted driver: asked again), each on its own: a driver is followed as
+    soon as its own socket answers, whatever a hung one beside it does. One
+    that does not answer yet is asked again at a later look. A driver already
+    followed is not started twice: its own follower reconnects across restarts.
     """
     asked: dict[str, int | None] = {}  # listed path -> inode of the file that answered
+    asking: dict[str, asyncio.Future[None]] = {}  # listed path -> its GetInfo under way
     following: set[str] = set()
 
-    async def ask(socket: SocketFile) -> Driver | None:
+    async def ask(socket: SocketFile) -> None:
         try:
             driver = await driver_at(paths, socket, timeout)
         except (RpcFailure, OutsideRoot):
-            return None  # not answering (yet), or an endpoint outside the root: `devctl plugins` says which
+            return  # not answering (yet), or an endpoint outside the root: `devctl plugins` says which
+        finally:
+            asking.pop(socket.path, None)
         asked[socket.path] = _inode(socket.real)
-        return driver
+        if driver is not None and driver.name not in following:  # None: not a DRA driver's registration
+            following.add(driver.name)
+            start(driver)
 
-    while True:
-        try:
-            found = registry_sockets(paths.plugins_registry, paths.root)
-        except OSError:
-            found = []  # no registry (yet): most nodes without DRA or CSI drivers
-        new = [s for s in found if s.path not in asked or asked[s.path] != _inode(s.real)]
-        for driver in await asyncio.gather(*(ask(s) for s in new)):
-            if driver is not None and driver.name not in following:
-                following.add(driver.name)
-                start(driver)
-        await asyncio.sleep(DISCOVERY_POLL)
+    try:
+        while True:
+            try:
+                found = registry_sockets(paths.plugins_registry, paths.root)
+            except OSError:
+                found = []  # no registry (yet): most nodes without DRA or CSI drivers
+            for s in found:
+                if s.path not in asking and (s.path not in asked or asked[s.path] != _inode(s.real)):
+                    asking[s.path] = asyncio.ensure_future(ask(s))
+            await asyncio.sleep(DISCOVERY_POLL)
+    finally:
+        await cancel_and_wait(*asking.values())
 
 
 async def _forward_udev(out: asyncio.Queue[WatchItem]) -> None:
