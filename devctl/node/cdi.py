@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from devctl.model import CdiDevice, CdiDeviceNode, CdiEdits, CdiMount, CdiSpec, CdiState, ErrorKind
+from devctl.node.cdi_scan import MIN_FILES, Scanned, scan_in_child
 from devctl.node.files import FileReadError, read_file
 from devctl.node.sockets import OutsideRoot, in_root
 
@@ -123,7 +124,12 @@ def parse_spec(text: str, path: str, priority: int, node: _NodeMaker = _as_writt
             raise SpecError(f"not JSON: {e.msg} at line {e.lineno}") from None
     else:
         data = _yaml(text)
-    data = _strict(data, _TOP, "spec")
+    return _spec(data, path, priority, node)
+
+
+def _spec(loaded: Any, path: str, priority: int, node: _NodeMaker) -> CdiSpec:
+    """The spec of a loaded document (in process, or by devctl.node.cdi_scan's helper); raises SpecError."""
+    data = _strict(loaded, _TOP, "spec")
     version, kind = data.get("cdiVersion"), data.get("kind")
     if not isinstance(version, str) or not version:
         raise SpecError("no cdiVersion")
@@ -255,9 +261,14 @@ def _tracer(root: str, sysfs: str) -> _NodeMaker:
     return traced
 
 
-def read_spec(path: str, priority: int, node: _NodeMaker) -> CdiSpec:
-    """One spec file, its device nodes made by ``node`` (traced); a failure is the spec's one-line ``error``."""
+def read_spec(path: str, priority: int, node: _NodeMaker, scanned: Scanned = None) -> CdiSpec:
+    """One spec file, its device nodes made by ``node`` (traced); a failure is the spec's one-line ``error``.
+
+    ``scanned``: the file's document as the helper process loaded it, when it did (else the file is read here).
+    """
     try:
+        if scanned is not None:
+            return _spec(scanned[0], path, priority, node)
         return parse_spec(_read(path), path, priority, node)
     except SpecError as e:
         return CdiSpec(path=path, priority=priority, error=f"{path}: {e}", error_kind=ErrorKind.MALFORMED)
@@ -273,11 +284,16 @@ def _is_file(entry: os.DirEntry[str]) -> bool:
         return False
 
 
-def read_cdi(dirs: tuple[str, ...], root: str, sysfs: str) -> tuple[CdiState, list[tuple[str, ErrorKind]]]:
-    """Every spec in ``dirs`` (a missing dir is no spec, as for the runtime) and the dirs that could not be listed."""
-    specs: list[CdiSpec] = []
+def read_cdi(
+    dirs: tuple[str, ...], root: str, sysfs: str, *, helper_from: int = MIN_FILES, python: str | None = None
+) -> tuple[CdiState, list[tuple[str, ErrorKind]]]:
+    """Every spec in ``dirs`` (a missing dir is no spec, as for the runtime) and the dirs that could not be listed.
+
+    From ``helper_from`` YAML files on, a helper process scans them on another
+    core (devctl.node.cdi_scan; ``python`` is its interpreter, this one by default).
+    """
+    files: list[tuple[str, int]] = []
     errors: list[tuple[str, ErrorKind]] = []
-    traced = _tracer(root, sysfs)
     for priority, directory in enumerate(dirs):
         try:
             with os.scandir(directory) as listing:
@@ -287,7 +303,12 @@ def read_cdi(dirs: tuple[str, ...], root: str, sysfs: str) -> tuple[CdiState, li
         except OSError as e:
             errors.append((f"{directory}: {e.strerror or e}", ErrorKind.of_oserror(e)))
             continue
-        for entry in entries:
-            if _is_file(entry):
-                specs.append(read_spec(entry.path, priority, traced))
-    return CdiState(dirs=dirs, specs=tuple(specs)), errors
+        files += [(entry.path, priority) for entry in entries if _is_file(entry)]
+    yaml_files = [path for path, _ in files if not path.endswith(".json")]  # JSON loads at C speed here
+    scanned: dict[str, Scanned] = {}
+    if len(yaml_files) >= helper_from:
+        docs = scan_in_child(yaml_files, MAX_SPEC_BYTES, python=python)
+        scanned = dict(zip(yaml_files, docs, strict=True)) if docs is not None else {}
+    traced = _tracer(root, sysfs)
+    specs = tuple(read_spec(path, priority, traced, scanned.get(path)) for path, priority in files)
+    return CdiState(dirs=dirs, specs=specs), errors

@@ -86,6 +86,14 @@ def load(text: str) -> Any:
         return _safe_load(text)
 
 
+def scan(text: str) -> Any:
+    """The subset's one pass alone, without the safe loader behind it: raises for any text outside the subset.
+
+    For devctl.node.cdi_scan's helper, which leaves such a text to its caller.
+    """
+    return _scan(text)
+
+
 def _safe_load(text: str) -> Any:
     """The safe loader itself, libyaml's when present."""
     import yaml

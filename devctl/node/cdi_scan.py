@@ -1,0 +1,131 @@
+"""Many CDI spec files scanned by a helper process, so that their YAML does not hold devctl's one core.
+
+A node with 1,000 DRA claims has 1,000 spec files, and scanning their YAML
+(``devctl.node.yamlsubset``) is pure Python: about half of ``devctl claims``'
+extra time on such a node (docs/dra.md), run on a thread that holds the GIL
+while the RPCs' answers wait to be read. A second interpreter does the
+reading and the scan on another core instead, and hands back each file's
+loaded document (``marshal``: plain dicts, lists, strings and numbers); the
+caller still checks each document and makes the model's specs from it
+(devctl.node.cdi), so a spec reads the same either way (tests/test_cdi_scan.py).
+
+The helper is only an accelerator. It reads a file as devctl.node.files
+does (regular files only, never blocking, capped) and scans only what the
+subset reads; anything else it leaves to the caller (``None``): a file it
+could not read, or one PyYAML would have to load, is then read in process
+and any error is the caller's own one line. If the helper cannot start, fails
+or overstays its deadline, the caller reads every file itself.
+
+The helper imports the standard library and this package's ``yamlsubset``
+only (not devctl.model, whose dataclasses cost ~70 ms to make): ``python -I
+-S`` with devctl's own directory first on its path, so neither the
+environment nor site-packages change what runs as root.
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+import stat
+import subprocess
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+# Below this many YAML files the helper's start (~25 ms on another core) costs more than their scan in process.
+MIN_FILES = 100
+DEADLINE = 5.0  # seconds for the helper as a whole; then it is killed and the caller reads the files itself
+_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC  # as devctl.node.files
+_RUN = "import sys; sys.path.insert(0, sys.argv[1]); from devctl.node.cdi_scan import main; main(int(sys.argv[2]))"
+
+Scanned = tuple[Any] | None  # (the document,) or None: the caller reads that file itself
+
+
+def scan_in_child(
+    paths: Sequence[str], limit: int, *, python: str | None = None, deadline: float = DEADLINE
+) -> list[Scanned] | None:
+    """Each file's document as a helper process scanned it, in order; None when the helper gave no answer.
+
+    ``python``: the interpreter to run (this one by default; tests name
+    another to see the caller cope with a helper that fails or hangs).
+    """
+    python = python if python is not None else sys.executable
+    if not python:
+        return None  # an embedding without an interpreter to start
+    package_dir = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    try:
+        done = subprocess.run(
+            [python, "-I", "-S", "-c", _RUN, package_dir, str(limit)],
+            input="\0".join(paths).encode("utf-8", "surrogateescape"),
+            capture_output=True,
+            timeout=deadline,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):  # no such interpreter, no process left to fork, the deadline
+        return None
+    if done.returncode != 0:
+        return None
+    try:
+        scanned = marshal.loads(done.stdout)
+    except (EOFError, ValueError, TypeError):
+        return None
+    if type(scanned) is not list or len(scanned) != len(paths):
+        return None
+    return [s if type(s) is tuple and len(s) == 1 else None for s in scanned]
+
+
+def main(limit: int) -> None:
+    """The helper: NUL-separated paths on stdin, a marshalled list of :data:`Scanned` on stdout."""
+    from devctl.node import yamlsubset
+
+    paths = sys.stdin.buffer.read().decode("utf-8", "surrogateescape").split("\0")
+    out: list[Scanned] = []
+    for path in paths:
+        text = _read(path, limit) if path else None
+        doc: Scanned = None
+        if text is not None:
+            try:
+                doc = (yamlsubset.scan(text),)
+            except Exception:  # outside the subset, or a scalar only PyYAML types: the caller loads it
+                doc = None
+        out.append(doc)
+    try:
+        data = marshal.dumps(out)
+    except ValueError:  # a value marshal cannot carry: those documents are left to the caller
+        data = marshal.dumps([_carried(d) for d in out])
+    sys.stdout.buffer.write(data)
+
+
+def _carried(doc: Scanned) -> Scanned:
+    try:
+        marshal.dumps(doc)
+    except ValueError:
+        return None
+    return doc
+
+
+def _read(path: str, limit: int) -> str | None:
+    """The file's UTF-8 text as devctl.node.files reads it, or None for anything else (the caller says why)."""
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+            return None
+        chunks, left = [], limit + 1
+        while left > 0 and (chunk := os.read(fd, min(max(info.st_size + 1, 4096), left))):
+            chunks.append(chunk)
+            left -= len(chunk)
+        raw = b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if len(raw) > limit:
+        return None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
