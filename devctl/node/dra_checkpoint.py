@@ -256,12 +256,15 @@ def _plain(value: Any) -> str:
 
 
 def _plain_strings(value: Any) -> tuple[str, ...] | None:
-    """What :func:`_strings` gives for a null or a list of plain strings."""
+    """What :func:`_strings` gives for a null or a list of plain strings (checked in a loop: no generator)."""
     if value is None:
         return None
-    if value.__class__ is list:
-        return tuple(_plain(v) for v in value)
-    raise _NotPlain
+    if value.__class__ is not list:
+        raise _NotPlain
+    for v in value:
+        if v.__class__ is not str or not v.isascii():
+            raise _NotPlain
+    return tuple(value)
 
 
 def _plain_claim(obj: Any) -> tuple[dict[str, Any], list[tuple[str, list[Any] | None]]]:
@@ -319,14 +322,14 @@ def _fast_model_claim(obj: Any) -> DraCheckpointClaim:
             key = (driver, pool, device)
             if key not in seen:
                 seen[key] = DraCheckpointDevice(driver, pool, device, requests or (), cdi_ids or (), share_id)
-    return DraCheckpointClaim(
-        uid=_plain(obj["ClaimUID"]),
-        name=_plain(obj["ClaimName"]),
-        namespace=_plain(obj["Namespace"]),
-        pod_uids=tuple(pods),
-        drivers=tuple(driver for driver, _ in states),
-        devices=tuple(seen.values()),
-        duplicate_devices=total - len(seen),
+    return DraCheckpointClaim(  # positional, in the model's order (uid, name, namespace, pods, drivers, ...)
+        _plain(obj["ClaimUID"]),
+        _plain(obj["ClaimName"]),
+        _plain(obj["Namespace"]),
+        tuple(pods),
+        tuple([driver for driver, _ in states]),
+        tuple(seen.values()),
+        total - len(seen),
     )
 
 
