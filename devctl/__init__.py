@@ -12,11 +12,12 @@ def _guard_start_up() -> None:
     # Only for the devctl command itself (its script, or python -m devctl), never for a program that imports
     # devctl; devctl.cli.app.main gives Ctrl-C back to Python once the imports are done.
     import os
-    import signal
     import sys
 
     argv0 = sys.argv[0] if sys.argv else ""
     if os.path.basename(argv0) == "devctl" or argv0.endswith(os.path.join("devctl", "__main__.py")):
+        import signal  # only then: a program that imports devctl (the CDI helper process) does not pay for it
+
         signal.signal(signal.SIGINT, quiet_interrupt)
 
 

@@ -17,12 +17,15 @@ import os
 import re
 import stat
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from devctl.model import CdiDevice, CdiDeviceNode, CdiEdits, CdiMount, CdiSpec, CdiState, ErrorKind
-from devctl.node.cdi_scan import MIN_FILES, Scanned, scan_in_child
+from devctl.node.cdi_scan import MIN_FILES, scan_in_child
 from devctl.node.files import FileReadError, read_file
 from devctl.node.sockets import OutsideRoot, in_root
+
+if TYPE_CHECKING:
+    from devctl.node.cdi_scan import Scanned
 
 MAX_SPEC_BYTES = 4 * 1024 * 1024  # a spec larger than this is not a CDI spec
 _TOP = {"cdiVersion", "kind", "annotations", "devices", "containerEdits"}

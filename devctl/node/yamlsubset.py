@@ -20,7 +20,10 @@ implicit resolvers, which tests/test_yamlsubset.py checks against PyYAML's.
 from __future__ import annotations
 
 import re
-from typing import Any
+
+TYPE_CHECKING = False  # typing's own, without importing typing: the CDI helper process loads this module alone
+if TYPE_CHECKING:
+    from typing import Any
 
 # The safe loader's implicit resolvers (YAML 1.1: yaml/resolver.py), verbose patterns, and the first characters
 # each applies to. A plain scalar none of them matches is a string as written; one that does is typed by PyYAML.
