@@ -118,3 +118,19 @@ def test_a_helper_that_hangs_is_killed_at_its_deadline(tmp_path: Path) -> None:
     start = time.monotonic()
     assert scan_in_child(["/nonexistent.yaml"], MAX_SPEC_BYTES, python=hung, deadline=0.5) is None
     assert time.monotonic() - start < 5
+
+
+def test_nothing_beside_devctl_shadows_the_helpers_standard_library(tmp_path: Path, monkeypatch) -> None:
+    """devctl may sit in site-packages beside a module named like one of the standard library's."""
+    import devctl
+    from devctl.node import helper
+
+    site = tmp_path / "site-packages"
+    site.mkdir()
+    (site / "devctl").symlink_to(Path(devctl.__file__).parent)
+    (site / "re.py").write_text("raise SystemExit(9)\n")  # yamlsubset's one import
+    monkeypatch.setattr(helper, "PACKAGE_ROOT", str(site))
+    spec = tmp_path / "s.yaml"
+    spec.write_text(PLAIN.format(n=1))
+    docs = scan_in_child([str(spec)], MAX_SPEC_BYTES)
+    assert docs is not None and docs[0] is not None and docs[0][0]["kind"] == "k8s.gpu.example/claim"

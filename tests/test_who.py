@@ -22,7 +22,7 @@ from badservers import hung_server
 from helpers import call_as_nobody, devctl
 
 from devctl.model import ErrorKind, ProcScan
-from devctl.node import procs
+from devctl.node import helper, procs
 from devctl.node.cri import read_runtime
 from devctl.node.paths import resolve_paths
 from devctl.node.procs import CHUNK, Watch, parse_cgroup, scan
@@ -160,7 +160,7 @@ _CLAIMS = (
 @pytest.mark.parametrize(
     ("breakage", "claims"),
     [
-        ({"_PACKAGE_ROOT": "/nonexistent"}, False),  # the worker cannot import devctl: exits 1
+        ({"PACKAGE_ROOT": "/nonexistent"}, False),  # the worker cannot import devctl: exits 1
         ({"_WORKER": "import time; time.sleep(60)"}, False),  # never claims, never answers: not waited for
         ({"_WORKER": _CLAIMS + "sys.exit(1)"}, True),
         ({"_WORKER": _CLAIMS + "time.sleep(60)", "WORKER_GRACE": 0.1, "WORKER_PATIENCE": 0}, True),  # no answer
@@ -180,9 +180,9 @@ _CLAIMS = (
 def test_scan_reads_a_failed_workers_slices_itself(tmp_path, monkeypatch, breakage, claims):
     count = _many(tmp_path / "proc")
     for name, value in breakage.items():
-        monkeypatch.setattr(procs, name, value)
+        monkeypatch.setattr(helper if name == "PACKAGE_ROOT" else procs, name, value)
     if claims:
-        monkeypatch.setattr(procs, "_PACKAGE_ROOT", str(tmp_path))  # where the worker marks its claim
+        monkeypatch.setattr(helper, "PACKAGE_ROOT", str(tmp_path))  # where the worker marks its claim (argv[1])
     monkeypatch.setattr(
         procs, "Matcher", type("Slow", (_SlowCaller,), {"waits_for": tmp_path / "claimed" if claims else None})
     )

@@ -40,8 +40,7 @@ if TYPE_CHECKING:
 MIN_FILES = 100
 DEADLINE = 5.0  # seconds for the helper as a whole; then it is killed and the caller reads the files itself
 _OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC  # as devctl.node.files
-# devctl's directory goes last on the helper's path: a module there never shadows the standard library.
-_RUN = "import sys; sys.path.append(sys.argv[1]); from devctl.node.cdi_scan import main; main(int(sys.argv[2]))"
+_RUN = "from devctl.node.cdi_scan import main; main(int(sys.argv[2]))"  # a helper's program (devctl.node.helper)
 
 
 def scan_in_child(
@@ -54,13 +53,16 @@ def scan_in_child(
     """
     import subprocess  # here, not at the top: the helper itself never starts one
 
-    python = python if python is not None else sys.executable
-    if not python:
+    from devctl.node.helper import helper_command
+
+    argv = helper_command(_RUN, str(limit))
+    if not argv:
         return None  # an embedding without an interpreter to start
-    package_dir = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if python is not None:
+        argv[0] = python
     try:
         done = subprocess.run(
-            [python, "-I", "-S", "-c", _RUN, package_dir, str(limit)],
+            argv,
             input="\0".join(paths).encode("utf-8", "surrogateescape"),
             capture_output=True,
             timeout=deadline,

@@ -31,7 +31,6 @@ import os
 import re
 import stat
 import subprocess
-import sys
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -39,6 +38,7 @@ from dataclasses import dataclass
 from devctl.model import CdiState, Checkpoint, ErrorKind, Process, ProcScan, SourceError
 from devctl.node.fdscan import MAX_SLICES, TOKEN, Matcher, Row, claims
 from devctl.node.files import FileReadError, read_file
+from devctl.node.helper import helper_command
 
 PROCS_SOURCE = "procs"
 # A process' cmdline or cgroup file is small; the cap bounds what a hostile or fake proc tree can make devctl read.
@@ -56,9 +56,8 @@ SLICE = 256
 # for (at least WORKER_GRACE seconds); then it stops the worker and reads the worker's slices itself.
 WORKER_PATIENCE = 4
 WORKER_GRACE = 5.0
-# The worker's program: fdscan, imported from where the caller's devctl was (-I: no environment, no user site).
-_WORKER = "import sys; sys.path.insert(0, sys.argv[1]); from devctl.node.fdscan import worker_main; worker_main()"
-_PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The worker's program (devctl.node.helper: fdscan, imported from where the caller's devctl was).
+_WORKER = "from devctl.node.fdscan import worker_main; worker_main()"
 
 # The last path element of a container's cgroup: containerd (systemd driver)
 # "cri-containerd-<id>.scope", CRI-O "crio-<id>.scope", Docker "docker-<id>.scope",
@@ -185,10 +184,13 @@ class _Worker:
     """
 
     def __init__(self, job: int, tokens: int):
-        self.child: subprocess.Popen[bytes] | None
+        self.child: subprocess.Popen[bytes] | None = None
+        argv = helper_command(_WORKER, str(job), str(tokens))
+        if not argv:
+            return
         try:
             self.child = subprocess.Popen(
-                [sys.executable, "-I", "-S", "-c", _WORKER, _PACKAGE_ROOT, str(job), str(tokens)],
+                argv,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
