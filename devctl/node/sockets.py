@@ -378,4 +378,3 @@ def unnamed_sockets(paths: NodePaths, probes: Iterable[PluginProbe]) -> list[tup
         if dial is not None:
             found.append((p, dial))
     return sorted(found, key=lambda pair: pair[0].socket)
-
