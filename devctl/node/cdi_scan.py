@@ -9,8 +9,8 @@ loaded document (``marshal``: plain dicts, lists, strings and numbers); the
 caller still checks each document and makes the model's specs from it
 (devctl.node.cdi), so a spec reads the same either way (tests/test_cdi_scan.py).
 
-The helper is only an accelerator. It reads a file as devctl.node.files
-does (regular files only, never blocking, capped) and scans only what the
+The helper is only an accelerator. It reads a file with devctl.node.files'
+reader (regular files only, never blocking, capped) and scans only what the
 subset reads; anything else it leaves to the caller (``None``): a file it
 could not read, or one PyYAML would have to load, is then read in process
 and any error is the caller's own one line. If the helper cannot start, fails
@@ -25,8 +25,6 @@ environment nor site-packages change what runs as root.
 from __future__ import annotations
 
 import marshal
-import os
-import stat
 import sys
 
 TYPE_CHECKING = False  # typing's own, without importing typing: ~12 ms of the helper's start
@@ -36,10 +34,9 @@ if TYPE_CHECKING:
 
     Scanned: TypeAlias = tuple[Any] | None  # (the document,) or None: the caller reads that file itself
 
-# Below this many YAML files the helper's start (~25 ms on another core) costs more than their scan in process.
+# Below this many YAML files the helper's start (~45 ms on another core) costs more than their scan in process.
 MIN_FILES = 100
 DEADLINE = 5.0  # seconds for the helper as a whole; then it is killed and the caller reads the files itself
-_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC  # as devctl.node.files
 _RUN = "from devctl.node.cdi_scan import main; main(int(sys.argv[2]))"  # a helper's program (devctl.node.helper)
 
 
@@ -112,27 +109,10 @@ def _carried(doc: Scanned) -> Scanned:
 
 
 def _read(path: str, limit: int) -> str | None:
-    """The file's UTF-8 text as devctl.node.files reads it, or None for anything else (the caller says why)."""
+    """The file's UTF-8 text through devctl's one safe reader, or None for anything else (the caller says why)."""
+    from devctl.node.files import FileRefused, read_regular
+
     try:
-        fd = os.open(path, _OPEN_FLAGS)
-    except OSError:
-        return None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
-            return None
-        chunks, left = [], limit + 1
-        while left > 0 and (chunk := os.read(fd, min(max(info.st_size + 1, 4096), left))):
-            chunks.append(chunk)
-            left -= len(chunk)
-        raw = b"".join(chunks)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    if len(raw) > limit:
-        return None
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
+        return read_regular(path, limit).decode("utf-8")
+    except (FileRefused, UnicodeDecodeError):
         return None

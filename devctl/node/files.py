@@ -14,7 +14,9 @@ from __future__ import annotations
 import os
 import stat
 
-from devctl.model import ErrorKind
+TYPE_CHECKING = False  # typing's own: this module is imported by helper processes too (devctl.node.helper)
+if TYPE_CHECKING:
+    from devctl.model import ErrorKind
 
 # The largest file devctl reads; docs/performance.md says what reading one costs.
 MAX_FILE_BYTES = 256 * 1024 * 1024
@@ -34,6 +36,15 @@ class FileReadError(Exception):
         self.kind = kind
 
 
+class FileRefused(Exception):
+    """:func:`read_regular`'s refusal: ``reason`` is one line without the path, ``error`` the OS's, if it was one."""
+
+    def __init__(self, reason: str, error: OSError | None = None):
+        super().__init__(reason)
+        self.reason = reason
+        self.error = error
+
+
 def read_file(path: str, limit: int = MAX_FILE_BYTES) -> bytes:
     """The whole content of the regular file at ``path`` (symlinks followed); raises FileReadError.
 
@@ -42,15 +53,26 @@ def read_file(path: str, limit: int = MAX_FILE_BYTES) -> bytes:
     bytes, and more than ``limit`` is refused.
     """
     try:
+        return read_regular(path, limit)
+    except FileRefused as refused:
+        from devctl.model import ErrorKind  # here: a helper process reads with read_regular, without the model
+
+        kind = ErrorKind.OTHER if refused.error is None else ErrorKind.of_oserror(refused.error)
+        raise FileReadError(path, refused.reason, kind) from None
+
+
+def read_regular(path: str, limit: int = MAX_FILE_BYTES) -> bytes:
+    """:func:`read_file` without devctl.model (for a helper process, devctl.node.helper); raises FileRefused."""
+    try:
         fd = os.open(path, _OPEN_FLAGS)
     except OSError as err:
-        raise FileReadError(path, _strerror(err), ErrorKind.of_oserror(err)) from None
+        raise FileRefused(_strerror(err), err) from None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise FileReadError(path, f"not a regular file but {_file_type(info.st_mode)}", ErrorKind.OTHER)
+            raise FileRefused(f"not a regular file but {_file_type(info.st_mode)}")
         if info.st_size > limit:
-            raise FileReadError(path, _too_large(info.st_size, limit), ErrorKind.OTHER)
+            raise FileRefused(_too_large(info.st_size, limit))
         chunks = []
         left = limit + 1
         # One read when the reported size is right; the loop covers files that lie or grow.
@@ -61,11 +83,11 @@ def read_file(path: str, limit: int = MAX_FILE_BYTES) -> bytes:
             want = _CHUNK
         data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
     except OSError as err:
-        raise FileReadError(path, _strerror(err), ErrorKind.of_oserror(err)) from None
+        raise FileRefused(_strerror(err), err) from None
     finally:
         os.close(fd)
     if len(data) > limit:
-        raise FileReadError(path, _too_large(None, limit), ErrorKind.OTHER)
+        raise FileRefused(_too_large(None, limit))
     return data
 
 
