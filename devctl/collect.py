@@ -353,7 +353,8 @@ async def _plugins(
 def _read_checkpoint(path: str) -> Checkpoint | SourceError:
     if not os.path.lexists(path):
         return SourceError(CHECKPOINT, f"{path}: no such file", ErrorKind.MISSING)
-    from devctl.node.checkpoint import CheckpointError, read_checkpoint
+    from devctl.node.checkpoint import read_checkpoint
+    from devctl.node.gojson import CheckpointError
 
     try:
         return read_checkpoint(path)
@@ -376,8 +377,8 @@ async def _checkpoint(paths: NodePaths, out: _Result) -> None:
 def _read_dra_checkpoint(path: str) -> DraCheckpoint | SourceError | None:
     if not os.path.lexists(path):
         return None  # a kubelet that never ran DRA has none: not an error
-    from devctl.node.checkpoint import CheckpointError
     from devctl.node.dra_checkpoint import read_dra_checkpoint
+    from devctl.node.gojson import CheckpointError
 
     try:
         return read_dra_checkpoint(path)

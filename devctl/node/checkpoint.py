@@ -31,9 +31,20 @@ from typing import Any
 
 from google.protobuf.message import DecodeError
 
-from devctl.model import Checkpoint, CheckpointEntry, ErrorKind
+from devctl.model import Checkpoint, CheckpointEntry
 from devctl.node.convert import decode_allocation
-from devctl.node.files import FileReadError, read_file
+from devctl.node.gojson import (
+    LONE_SURROGATE,
+    CheckpointError,
+    Shape,
+    go_checksum,
+    go_field,
+    go_string,
+    go_text,
+    kind_of,
+    load_json,
+    read_bytes,
+)
 
 FORMAT_V2 = "v2"
 FORMAT_V1 = "v1"  # Kubernetes <= 1.19: DeviceIDs a flat list, no NUMA nodes
@@ -49,29 +60,11 @@ _FNV32_OFFSET = 0x811C9DC5
 _FNV32_PRIME = 0x01000193
 _NIL = "<nil>"
 _INT64 = range(-(2**63), 2**63)
-_UINT64 = range(2**64)
 _NUMA_KEY = re.compile(r"[+-]?[0-9]+")
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 # encoding/json.Marshal escapes these inside strings (HTMLEscape and JSONP safety).
 _GO_JSON_ESCAPES = str.maketrans(
     {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
 )
-
-
-class CheckpointError(Exception):
-    """A checkpoint that cannot be read at all: missing, unreadable, not JSON, or not a checkpoint (its ``kind``).
-
-    ``reason`` is one line without the path, for a ``SourceError`` whose source
-    is already the path; ``str()`` of the error carries both. ``kind`` is
-    MALFORMED for content that is not a checkpoint, else what the read said.
-    """
-
-    def __init__(self, path: str, reason: str, kind: ErrorKind = ErrorKind.MALFORMED):
-        super().__init__(f"{path}: {reason}")
-        self.kind = kind
-        self.path = path
-        self.reason = reason
-        self.kind = kind
 
 
 @dataclass(frozen=True)
@@ -88,10 +81,6 @@ class RawEntry:
     resource: str
     device_ids: Mapping[str, Sequence[str]]
     alloc_resp: bytes
-
-
-class _Shape(ValueError):
-    """The JSON is not the shape of a checkpoint; the message names the offending field."""
 
 
 @dataclass(frozen=True)
@@ -154,16 +143,16 @@ def read_checkpoint(path: str) -> Checkpoint:
     computed (``computed_checksum`` None). An undecodable allocation is
     flagged on its own entry (``alloc_error``); the other entries still decode.
     """
-    doc = _load_json(path, _read_bytes(path))
+    doc = load_json(path, read_bytes(path))
     try:
         if not isinstance(doc, dict):
-            raise _Shape(f"the file holds {_kind(doc)}, expected an object")
-        data = _field(doc, "Data")
+            raise Shape(f"the file holds {kind_of(doc)}, expected an object")
+        data = go_field(doc, "Data")
         if data is None:
-            raise _Shape("it has no Data object")
-        stored = _checksum(_field(doc, "Checksum"))
+            raise Shape("it has no Data object")
+        stored = go_checksum(go_field(doc, "Checksum"))
         parsed = _parse_data(data)
-    except _Shape as err:
+    except Shape as err:
         raise CheckpointError(path, f"not a device manager checkpoint: {err}") from err
 
     fmt = parsed.format or FORMAT_V2
@@ -241,91 +230,17 @@ def write_atomically(path: str, blob: bytes) -> None:
 # --- reading: bytes, JSON, and Go's view of the value ------------------------------
 
 
-def _read_bytes(path: str) -> bytes:
-    try:
-        return read_file(path)
-    except FileReadError as err:
-        raise CheckpointError(path, err.reason, err.kind) from None
-
-
-def _refuse_constant(name: str) -> Any:
-    # Python's json takes NaN and Infinity; Go's, like the JSON grammar, does not.
-    raise ValueError(f"{name} is not a JSON value")
-
-
-def _load_json(path: str, raw: bytes) -> Any:
-    if not raw.strip():
-        raise CheckpointError(path, "not JSON: the file is empty")
-    # encoding/json replaces invalid UTF-8 inside strings with U+FFFD instead of failing.
-    text = raw.decode("utf-8", errors="replace")
-    try:
-        return json.loads(text, parse_constant=_refuse_constant)
-    except json.JSONDecodeError as err:
-        raise CheckpointError(path, f"not JSON: {err.msg} at line {err.lineno} column {err.colno}") from err
-    except ValueError as err:
-        raise CheckpointError(path, f"not JSON: {err}") from err
-    except RecursionError as err:
-        raise CheckpointError(path, "not JSON: nested too deeply") from err
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    return "an object"
-
-
-def _field(obj: Mapping[str, Any], name: str, default: Any = None) -> Any:
-    """A struct field of a JSON object, matched like encoding/json: exactly, else ignoring case."""
-    if name in obj:
-        return obj[name]
-    folded = name.casefold()
-    for key, value in obj.items():
-        if key.casefold() == folded:
-            return value
-    return default
-
-
-def _checksum(value: Any) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, int) and not isinstance(value, bool) and value in _UINT64:
-        return value
-    shown = value if isinstance(value, (int, float)) and not isinstance(value, bool) else _kind(value)
-    raise _Shape(f"Checksum is {shown}, expected an unsigned 64-bit integer")
-
-
-def _text(value: Any, where: str) -> str:
-    if value is None:  # a JSON null leaves a Go string at ""
-        return ""
-    if not isinstance(value, str):
-        raise _Shape(f"{where} is {_kind(value)}, expected a string")
-    return _go_string(value)
-
-
-def _go_string(value: str) -> str:
-    # encoding/json turns a lone UTF-16 surrogate escape into U+FFFD; Python keeps it.
-    return _LONE_SURROGATE.sub("\ufffd", value)
-
-
 def _ids(value: Any, where: str) -> tuple[str, ...] | None:
     if value is None:
         return None
     if not isinstance(value, list):
-        raise _Shape(f"{where} is {_kind(value)}, expected a list of device IDs")
+        raise Shape(f"{where} is {kind_of(value)}, expected a list of device IDs")
     # A million registered IDs are a million strings: check their type in one
     # pass and look for lone surrogates in one search, element by element only
     # when something is off.
-    if all(v.__class__ is str for v in value) and not _LONE_SURROGATE.search("".join(value)):
+    if all(v.__class__ is str for v in value) and not LONE_SURROGATE.search("".join(value)):
         return tuple(map(intern, value))  # the same str as the plugin's and the kubelet's lists (convert.py)
-    return tuple(_text(v, f"{where}[{i}]") for i, v in enumerate(value))
+    return tuple(go_text(v, f"{where}[{i}]") for i, v in enumerate(value))
 
 
 def _numa_node(key: str) -> int | None:
@@ -338,7 +253,7 @@ def _numa_node(key: str) -> int | None:
 def _numa_key(key: str, where: str) -> int:
     node = _numa_node(key)
     if node is None:
-        raise _Shape(f"{where} has the key {json.dumps(key)}, expected a NUMA node number")
+        raise Shape(f"{where} has the key {json.dumps(key)}, expected a NUMA node number")
     return node
 
 
@@ -347,14 +262,14 @@ def _device_ids(value: Any, where: str) -> dict[int, tuple[str, ...] | None] | t
         return {_numa_key(k, where): _ids(v, f"{where}[{json.dumps(k)}]") for k, v in value.items()}
     if value is None or isinstance(value, list):
         return _ids(value, where)
-    raise _Shape(f"{where} is {_kind(value)}, expected an object of NUMA node to device IDs (or an old flat list)")
+    raise Shape(f"{where} is {kind_of(value)}, expected an object of NUMA node to device IDs (or an old flat list)")
 
 
 def _alloc_resp(value: Any) -> tuple[bytes | None, str | None]:
     if value is None:
         return None, None
     if not isinstance(value, str):
-        return None, f"AllocResp is {_kind(value)}, not base64"
+        return None, f"AllocResp is {kind_of(value)}, not base64"
     try:
         # encoding/json decodes []byte with base64.StdEncoding, which skips line breaks.
         return base64.b64decode(value.replace("\r", "").replace("\n", ""), validate=True), None
@@ -366,13 +281,13 @@ def _parse_entry(value: Any, where: str) -> _Entry:
     if value is None:  # a null element is a zero PodDevicesEntry
         value = {}
     if not isinstance(value, dict):
-        raise _Shape(f"{where} is {_kind(value)}, expected an object")
-    alloc, alloc_error = _alloc_resp(_field(value, "AllocResp"))
+        raise Shape(f"{where} is {kind_of(value)}, expected an object")
+    alloc, alloc_error = _alloc_resp(go_field(value, "AllocResp"))
     return _Entry(
-        pod_uid=_text(_field(value, "PodUID"), f"{where}.PodUID"),
-        container=_text(_field(value, "ContainerName"), f"{where}.ContainerName"),
-        resource=_text(_field(value, "ResourceName"), f"{where}.ResourceName"),
-        device_ids=_device_ids(_field(value, "DeviceIDs"), f"{where}.DeviceIDs"),
+        pod_uid=go_text(go_field(value, "PodUID"), f"{where}.PodUID"),
+        container=go_text(go_field(value, "ContainerName"), f"{where}.ContainerName"),
+        resource=go_text(go_field(value, "ResourceName"), f"{where}.ResourceName"),
+        device_ids=_device_ids(go_field(value, "DeviceIDs"), f"{where}.DeviceIDs"),
         alloc_resp=alloc,
         alloc_error=alloc_error,
     )
@@ -386,27 +301,27 @@ def _parse_data(data: Any) -> _Data:
     as empty while a ``null`` renders as nil.
     """
     if not isinstance(data, Mapping):
-        raise _Shape(f"Data is {_kind(data)}, expected an object")
-    raw_entries = _field(data, "PodDeviceEntries", [])
+        raise Shape(f"Data is {kind_of(data)}, expected an object")
+    raw_entries = go_field(data, "PodDeviceEntries", [])
     if raw_entries is not None and not isinstance(raw_entries, list):
-        raise _Shape(f"Data.PodDeviceEntries is {_kind(raw_entries)}, expected a list")
+        raise Shape(f"Data.PodDeviceEntries is {kind_of(raw_entries)}, expected a list")
     entries = None
     if raw_entries is not None:
         entries = tuple(_parse_entry(e, f"Data.PodDeviceEntries[{i}]") for i, e in enumerate(raw_entries))
 
-    raw_registered = _field(data, "RegisteredDevices", {})
+    raw_registered = go_field(data, "RegisteredDevices", {})
     if raw_registered is not None and not isinstance(raw_registered, dict):
-        raise _Shape(f"Data.RegisteredDevices is {_kind(raw_registered)}, expected an object")
+        raise Shape(f"Data.RegisteredDevices is {kind_of(raw_registered)}, expected an object")
     registered = None
     if raw_registered is not None:
         registered = {
-            _go_string(name): _ids(ids, f"Data.RegisteredDevices[{json.dumps(name)}]")
+            go_string(name): _ids(ids, f"Data.RegisteredDevices[{json.dumps(name)}]")
             for name, ids in raw_registered.items()
         }
 
     kinds = {type(e.device_ids) for e in entries or () if e.device_ids is not None}
     if len(kinds) > 1:
-        raise _Shape("Data.PodDeviceEntries mixes NUMA maps and old flat DeviceIDs lists")
+        raise Shape("Data.PodDeviceEntries mixes NUMA maps and old flat DeviceIDs lists")
     fmt = None
     if kinds:
         fmt = FORMAT_V2 if kinds == {dict} else FORMAT_V1
@@ -455,7 +370,7 @@ def _spew_entry(e: _Entry, fmt: str) -> str:
 def _render(data: _Data, fmt: str) -> str:
     """``%#v`` of checkpointData; the old struct's type names are renamed to these (checkpointv1.go)."""
     if any(e.alloc_error for e in data.entries or ()):
-        raise _Shape("an AllocResp is not base64, so the value cannot be rendered")
+        raise Shape("an AllocResp is not base64, so the value cannot be rendered")
     entries = _NIL if data.entries is None else "[" + " ".join(_spew_entry(e, fmt) for e in data.entries) + "]"
     if data.registered is None:
         registered = _NIL

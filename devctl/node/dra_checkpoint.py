@@ -26,16 +26,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from devctl.model import DraCheckpoint, DraCheckpointClaim, DraCheckpointDevice
-from devctl.node.checkpoint import (
+from devctl.node.gojson import (
     CheckpointError,
-    _checksum,
-    _field,
-    _kind,
-    _load_json,
-    _read_bytes,
-    _refuse_constant,
-    _Shape,
-    _text,
+    Shape,
+    go_checksum,
+    go_field,
+    go_text,
+    kind_of,
+    load_json,
+    read_bytes,
+    refuse_constant,
 )
 
 FORMAT_V1 = "v1"
@@ -97,19 +97,21 @@ def _document(path: str) -> _Document:
 
     Raises CheckpointError when the file cannot be read or is not a DRA checkpoint.
     """
-    doc = _load_json(path, _read_bytes(path))
+    doc = load_json(path, read_bytes(path))
     try:
         if not isinstance(doc, dict):
-            raise _Shape(f"the file holds {_kind(doc)}, expected an object")
-        if "Data" not in doc and _field(doc, "version") is not None:
-            return _Document(FORMAT_LEGACY, _field(doc, "entries"), "entries", _checksum(_field(doc, "checksum")), None)
-        data = _field(doc, "Data")
+            raise Shape(f"the file holds {kind_of(doc)}, expected an object")
+        if "Data" not in doc and go_field(doc, "version") is not None:
+            return _Document(
+                FORMAT_LEGACY, go_field(doc, "entries"), "entries", go_checksum(go_field(doc, "checksum")), None
+            )
+        data = go_field(doc, "Data")
         if not isinstance(data, str):
-            raise _Shape("it has no Data string" if data is None else f"Data is {_kind(data)}, expected a string")
-        stored = _checksum(_field(doc, "Checksum"))
+            raise Shape("it has no Data string" if data is None else f"Data is {kind_of(data)}, expected a string")
+        stored = go_checksum(go_field(doc, "Checksum"))
         fmt, key, claims = _parse_data(data)
         return _Document(fmt, claims, key, stored, crc32(data))
-    except _Shape as err:
+    except Shape as err:
         raise CheckpointError(path, f"not a DRA manager checkpoint: {err}") from err
 
 
@@ -121,7 +123,7 @@ def read_dra_raw(path: str) -> tuple[RawDraData, int | None, int | None]:
     doc = _document(path)
     try:
         return RawDraData(doc.format, _claims(doc.claims, doc.where)), doc.stored, doc.computed
-    except _Shape as err:
+    except Shape as err:
         raise CheckpointError(path, f"not a DRA manager checkpoint: {err}") from err
 
 
@@ -137,7 +139,7 @@ def read_dra_checkpoint(path: str) -> DraCheckpoint:
     doc = _document(path)
     try:
         claims = _model_claims(doc.claims, doc.where)
-    except _Shape as err:
+    except Shape as err:
         raise CheckpointError(path, f"not a DRA manager checkpoint: {err}") from err
     return DraCheckpoint(
         path=path,
@@ -184,18 +186,18 @@ def model_claim(claim: RawClaim) -> DraCheckpointClaim:
 def _parse_data(text: str) -> tuple[str, str, Any]:
     """The Data document's format, its claim list's key and the list as decoded (None: null or absent)."""
     try:
-        data = json.loads(text, parse_constant=_refuse_constant)
+        data = json.loads(text, parse_constant=refuse_constant)
     except (ValueError, RecursionError) as err:
         reason = err.msg if isinstance(err, json.JSONDecodeError) else str(err) or "nested too deeply"
-        raise _Shape(f"Data is not JSON: {reason}") from err
+        raise Shape(f"Data is not JSON: {reason}") from err
     if not isinstance(data, dict):
-        raise _Shape(f"Data holds {_kind(data)}, expected an object")
-    kind = _field(data, "kind")
+        raise Shape(f"Data holds {kind_of(data)}, expected an object")
+    kind = go_field(data, "kind")
     if kind != KIND:
-        raise _Shape(f"Data kind is {kind!r}, expected {KIND!r}")
+        raise Shape(f"Data kind is {kind!r}, expected {KIND!r}")
     for fmt, key in LIST_KEYS.items():
         if key in data or any(k.casefold() == key.casefold() for k in data):
-            return fmt, key, _field(data, key)
+            return fmt, key, go_field(data, key)
     return FORMAT_V1, LIST_KEYS[FORMAT_V1], None
 
 
@@ -203,7 +205,7 @@ def _claims(value: Any, where: str) -> tuple[RawClaim, ...] | None:
     if value is None:
         return None
     if not isinstance(value, list):
-        raise _Shape(f"{where} is {_kind(value)}, expected a list")
+        raise Shape(f"{where} is {kind_of(value)}, expected a list")
     return tuple(_claim(v, f"{where}[{i}]") for i, v in enumerate(value))
 
 
@@ -212,7 +214,7 @@ def _model_claims(value: Any, where: str) -> tuple[DraCheckpointClaim, ...]:
     if value is None:
         return ()
     if not isinstance(value, list):
-        raise _Shape(f"{where} is {_kind(value)}, expected a list")
+        raise Shape(f"{where} is {kind_of(value)}, expected a list")
     out = []
     for i, v in enumerate(value):
         try:
@@ -226,15 +228,15 @@ def _strings(value: Any, where: str) -> tuple[str, ...] | None:
     if value is None:
         return None
     if not isinstance(value, list):
-        raise _Shape(f"{where} is {_kind(value)}, expected a list")
-    return tuple(_text(v, f"{where}[{i}]") for i, v in enumerate(value))
+        raise Shape(f"{where} is {kind_of(value)}, expected a list")
+    return tuple(go_text(v, f"{where}[{i}]") for i, v in enumerate(value))
 
 
 def _object(value: Any, where: str) -> Mapping[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise _Shape(f"{where} is {_kind(value)}, expected an object")
+        raise Shape(f"{where} is {kind_of(value)}, expected an object")
     return value
 
 
@@ -359,35 +361,35 @@ def _claim(value: Any, where: str) -> RawClaim:
         pass
     obj = _object(value, where)
     drivers: list[tuple[str, tuple[RawDevice, ...] | None]] = []
-    for driver, state in _object(_field(obj, "DriverState"), f"{where}.DriverState").items():
+    for driver, state in _object(go_field(obj, "DriverState"), f"{where}.DriverState").items():
         state_where = f"{where}.DriverState[{driver}]"
-        devices = _field(_object(state, state_where), "Devices")
+        devices = go_field(_object(state, state_where), "Devices")
         if devices is not None and not isinstance(devices, list):
-            raise _Shape(f"{state_where}.Devices is {_kind(devices)}, expected a list")
+            raise Shape(f"{state_where}.Devices is {kind_of(devices)}, expected a list")
         parsed = (
             None if devices is None else tuple(_device(d, f"{state_where}.Devices[{i}]") for i, d in enumerate(devices))
         )
         drivers.append((driver, parsed))
     # The alpha format kept CDI names per driver without pools or devices.
-    for driver, ids in _object(_field(obj, "CDIDevices"), f"{where}.CDIDevices").items():
+    for driver, ids in _object(go_field(obj, "CDIDevices"), f"{where}.CDIDevices").items():
         if driver not in dict(drivers):
             drivers.append((driver, (RawDevice("", "", None, _strings(ids, f"{where}.CDIDevices[{driver}]")),)))
     return RawClaim(
-        uid=_text(_field(obj, "ClaimUID"), f"{where}.ClaimUID"),
-        name=_text(_field(obj, "ClaimName"), f"{where}.ClaimName"),
-        namespace=_text(_field(obj, "Namespace"), f"{where}.Namespace"),
-        pod_uids=tuple(_object(_field(obj, "PodUIDs"), f"{where}.PodUIDs")),
+        uid=go_text(go_field(obj, "ClaimUID"), f"{where}.ClaimUID"),
+        name=go_text(go_field(obj, "ClaimName"), f"{where}.ClaimName"),
+        namespace=go_text(go_field(obj, "Namespace"), f"{where}.Namespace"),
+        pod_uids=tuple(_object(go_field(obj, "PodUIDs"), f"{where}.PodUIDs")),
         drivers=tuple(drivers),
     )
 
 
 def _device(value: Any, where: str) -> RawDevice:
     obj = _object(value, where)
-    share = _field(obj, "ShareID")
+    share = go_field(obj, "ShareID")
     return RawDevice(
-        pool=_text(_field(obj, "PoolName"), f"{where}.PoolName"),
-        device=_text(_field(obj, "DeviceName"), f"{where}.DeviceName"),
-        requests=_strings(_field(obj, "RequestNames"), f"{where}.RequestNames"),
-        cdi_ids=_strings(_field(obj, "CDIDeviceIDs"), f"{where}.CDIDeviceIDs"),
-        share_id=None if share is None else _text(share, f"{where}.ShareID"),
+        pool=go_text(go_field(obj, "PoolName"), f"{where}.PoolName"),
+        device=go_text(go_field(obj, "DeviceName"), f"{where}.DeviceName"),
+        requests=_strings(go_field(obj, "RequestNames"), f"{where}.RequestNames"),
+        cdi_ids=_strings(go_field(obj, "CDIDeviceIDs"), f"{where}.CDIDeviceIDs"),
+        share_id=None if share is None else go_text(share, f"{where}.ShareID"),
     )
