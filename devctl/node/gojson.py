@@ -5,8 +5,7 @@ checkpoint (devctl.node.dra_checkpoint) are JSON the kubelet wrote with
 encoding/json, and devctl judges them as Go reads them: invalid UTF-8 becomes
 U+FFFD, a lone surrogate escape too, a key matches its field ignoring case, a
 JSON null leaves a string empty, NaN is no JSON value. Nothing here imports
-protobuf: a helper process decodes the DRA checkpoint with it alone
-(devctl.node.dra_read).
+protobuf, so the DRA checkpoint's reader needs none.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ from typing import Any
 from devctl.model import ErrorKind
 from devctl.node.files import FileReadError, read_file
 
-UINT64 = range(2**64)
+_UINT64 = range(2**64)
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -33,7 +32,6 @@ class CheckpointError(Exception):
 
     def __init__(self, path: str, reason: str, kind: ErrorKind = ErrorKind.MALFORMED):
         super().__init__(f"{path}: {reason}")
-        self.kind = kind
         self.path = path
         self.reason = reason
         self.kind = kind
@@ -98,7 +96,7 @@ def go_field(obj: Mapping[str, Any], name: str, default: Any = None) -> Any:
 def go_checksum(value: Any) -> int | None:
     if value is None:
         return None
-    if isinstance(value, int) and not isinstance(value, bool) and value in UINT64:
+    if isinstance(value, int) and not isinstance(value, bool) and value in _UINT64:
         return value
     shown = value if isinstance(value, (int, float)) and not isinstance(value, bool) else kind_of(value)
     raise Shape(f"Checksum is {shown}, expected an unsigned 64-bit integer")
