@@ -90,22 +90,23 @@ class Terminal:
             self.status = self.process.wait()
 
 
-def demo_roots() -> set[str]:
-    return {p.name for p in Path("/tmp").glob("devctl-demo-*")}
+def demo_roots(pid: int) -> list[Path]:
+    """The temporary roots the demo of process ``pid`` made: another worker's demo may run meanwhile."""
+    return [p for p in Path("/tmp").glob("devctl-demo-*") if owner_pid(p) == pid]
 
 
 def test_demo_starts_on_a_terminal_and_q_quits_cleanly() -> None:
-    before = demo_roots()
     term = Terminal("demo")
     term.wait_for("nvidia.com/gpu")
     term.wait_for("serving")
-    assert demo_roots() - before, "the demo runs on a temporary root"
+    roots = demo_roots(term.process.pid)
+    assert len(roots) == 1, "the demo runs on a temporary root"
     term.type("3")
     term.wait_for("MISALIGNED")
     term.type("q")
     assert term.wait_exit() == 0
     assert "Traceback" not in term.text
-    assert demo_roots() == before, "the temporary root is removed on exit"
+    assert not roots[0].exists(), "the temporary root is removed on exit"
 
 
 def test_tui_on_a_running_node_with_an_in_process_plugin(sim_node: SimHandle, tmp_path: Path) -> None:
@@ -188,7 +189,7 @@ def test_a_hang_up_ends_the_demo_restores_the_terminal_and_removes_its_root(term
     term = Terminal("demo")
     term.wait_for("serving")
     term.wait_for("Resources")  # the app is up and drawing: this is the hang-up of a running TUI
-    roots = [p for p in Path("/tmp").glob("devctl-demo-*") if owner_pid(p) == term.process.pid]
+    roots = demo_roots(term.process.pid)
     assert len(roots) == 1
     before = term.mark()
     if terminal_gone:
@@ -215,7 +216,7 @@ def test_a_hang_up_during_start_up_still_ends_the_demo(moment: bytes) -> None:
     while moment not in term.output or not term.output:
         assert time.monotonic() < deadline, f"{moment!r} never drawn:\n{term.text[-2000:]}"
         term._read(0.01)
-    roots = [p for p in Path("/tmp").glob("devctl-demo-*") if owner_pid(p) == term.process.pid]
+    roots = demo_roots(term.process.pid)
     term.process.send_signal(signal.SIGHUP)
     assert term.wait_exit(timeout=20) == 128 + signal.SIGHUP
     assert all(not root.exists() for root in roots)
