@@ -26,10 +26,11 @@ prometheus:
 		{ apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null 2>&1; } || \
 		echo "make: could not install prometheus (not root?); the fleet integration test will skip" >&2
 
-# Generated code fresh, lint clean, layers kept, the core's types checked, every test passing.
+# Generated code fresh, lint clean and formatted, layers kept, the core's types checked, every test passing.
 test: dev prometheus
 	$(BIN)/python scripts/gen_proto.py --check
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -n 2

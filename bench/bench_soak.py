@@ -101,9 +101,19 @@ class Plugin:
     def start(self) -> None:
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(
-                [*DEVCTL, "plugin", "serve", "--root", str(self.root), "--resource", self.resource,
-                 "--count", str(self.devices)],
-                stdout=subprocess.DEVNULL, stderr=log,
+                [
+                    *DEVCTL,
+                    "plugin",
+                    "serve",
+                    "--root",
+                    str(self.root),
+                    "--resource",
+                    self.resource,
+                    "--count",
+                    str(self.devices),
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=log,
             )
 
     def stop(self) -> None:
@@ -249,12 +259,22 @@ def main() -> int:
     plugins: list[Plugin] = []
     rng = random.Random(7)
     try:
-        sim = subprocess.Popen([*DEVCTL, "sim", "--root", str(root)], stdout=subprocess.DEVNULL,
-                               stderr=(tmp / "sim.log").open("wb"), env=env)
+        sim = subprocess.Popen(
+            [*DEVCTL, "sim", "--root", str(root)],
+            stdout=subprocess.DEVNULL,
+            stderr=(tmp / "sim.log").open("wb"),
+            env=env,
+        )
         children.append(sim)
         plugins_dir = root / "var/lib/kubelet/device-plugins"
-        wait_for(lambda: (plugins_dir / "kubelet.sock").exists() and
-                 (root / "var/lib/kubelet/pod-resources/kubelet.sock").exists(), 60, "the simulated node")
+        wait_for(
+            lambda: (
+                (plugins_dir / "kubelet.sock").exists()
+                and (root / "var/lib/kubelet/pod-resources/kubelet.sock").exists()
+            ),
+            60,
+            "the simulated node",
+        )
         for i in range(args.plugins):
             p = Plugin(root, f"soak.example.com/p{i}", args.devices, tmp / f"plugin-{i}.log")
             p.start()
@@ -262,13 +282,16 @@ def main() -> int:
         wait_for(lambda: all("registered" in p.log.read_text() for p in plugins), 60, "the plugins to register")
         sockets_at_start = sockets_in(plugins_dir)
 
-        watch = subprocess.Popen([*DEVCTL, "watch", "--root", str(root), "-o", "json"],
-                                 stdout=subprocess.PIPE, stderr=(tmp / "watch.log").open("wb"), env=env)
+        watch = subprocess.Popen(
+            [*DEVCTL, "watch", "--root", str(root), "-o", "json"],
+            stdout=subprocess.PIPE,
+            stderr=(tmp / "watch.log").open("wb"),
+            env=env,
+        )
         children.append(watch)
         watched = Lines()
         watched.follow(watch.stdout)
-        wait_for(lambda: sum('"snapshot"' in line for line in watched.lines) >= args.plugins, 60,
-                 "watch's snapshots")
+        wait_for(lambda: sum('"snapshot"' in line for line in watched.lines) >= args.plugins, 60, "watch's snapshots")
 
         tui_pid = None
         if not args.no_tui:
@@ -312,12 +335,18 @@ def main() -> int:
                     health.pop((victim.resource, dev), None)
                 restarts += 1
                 next_restart += args.restart_every
-                wait_for(lambda v=victim, n=registrations: v.log.read_text().count("registered") > n, 60,
-                         "a restarted plugin")
+                wait_for(
+                    lambda v=victim, n=registrations: v.log.read_text().count("registered") > n,
+                    60,
+                    "a restarted plugin",
+                )
                 # A change made before watch is connected again cannot be seen by anyone (the kubelet
                 # neither): flip only once watch has the new stream, and say how long that took.
-                wait_for(lambda v=victim, n=seen_reconnects: reconnects(watched.lines, v.resource) > n, 60,
-                         "watch to reconnect")
+                wait_for(
+                    lambda v=victim, n=seen_reconnects: reconnects(watched.lines, v.resource) > n,
+                    60,
+                    "watch to reconnect",
+                )
                 reconnect_s.append(time.monotonic() - restarted_at)
             plugin = rng.choice(plugins)
             device = rng.choice(plugin.ids)
@@ -334,8 +363,7 @@ def main() -> int:
         expected = expected_changes([p.log for p in plugins], plugins)
         total = sum(len(v) for v in expected.values())
         with contextlib.suppress(SystemExit):
-            wait_for(lambda: sum(len(v) for v in seen_changes(watched.lines).values()) >= total, 30,
-                     "the last events")
+            wait_for(lambda: sum(len(v) for v in seen_changes(watched.lines).values()) >= total, 30, "the last events")
         seen = seen_changes(watched.lines)
         lost = sum(max(0, len(v) - len(seen.get(k, []))) for k, v in expected.items())
         wrong = sorted(k for k in set(expected) | set(seen) if expected.get(k, []) != seen.get(k, []))
@@ -354,9 +382,11 @@ def main() -> int:
                 os.waitpid(tui_pid, 0)
 
     figures: dict[str, dict[str, object]] = {}
-    print(f"soak: {args.minutes:g} min, {args.plugins} plugins × {args.devices} devices, a flip every "
-          f"{args.flip_every:g} s ({flips} made, {refused} refused mid-restart), {restarts} restarts; "
-          f"load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"soak: {args.minutes:g} min, {args.plugins} plugins × {args.devices} devices, a flip every "
+        f"{args.flip_every:g} s ({flips} made, {refused} refused mid-restart), {restarts} restarts; "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
     ok = True
     for name in pids:
         rss, fds, threads = growth(first.get(name), last.get(name))
@@ -364,8 +394,10 @@ def main() -> int:
             print(f"  {name}: ended early or never sampled")
             ok = False
             continue
-        print(f"  {name}: RSS {first[name].rss_kib / 1024:.1f} → {last[name].rss_kib / 1024:.1f} MiB "  # type: ignore[union-attr]
-              f"({rss:+.1f} %), fds {fds:+d}, threads {threads:+d}")
+        print(
+            f"  {name}: RSS {first[name].rss_kib / 1024:.1f} → {last[name].rss_kib / 1024:.1f} MiB "  # type: ignore[union-attr]
+            f"({rss:+.1f} %), fds {fds:+d}, threads {threads:+d}"
+        )
         print(f"    open fds every 30 s: {trace.get(name, [])}")
         if fds:
             a, b = first[name].fd_kinds, last[name].fd_kinds  # type: ignore[union-attr]
@@ -377,23 +409,36 @@ def main() -> int:
         ok &= rss < 10 and fds <= 0 and threads <= 0
     if reconnect_s:
         print(f"  watch connected again {max(reconnect_s):.2f} s at most after a plugin's restart began")
-    print(f"  health changes made (plugins' logs): {total}; watch events lost: {lost}; devices whose "
-          f"events differ: {len(wrong)}")
+    print(
+        f"  health changes made (plugins' logs): {total}; watch events lost: {lost}; devices whose "
+        f"events differ: {len(wrong)}"
+    )
     for k in wrong[:5]:
         print(f"    {k[0]} {k[1]}: made {expected.get(k, [])}, seen {seen.get(k, [])}")
     leaked = sorted(set(sockets_at_end) - set(sockets_at_start))
     gone = sorted(set(sockets_at_start) - set(sockets_at_end))
-    print(f"  plugins dir: {len(sockets_at_start)} entries at start, {len(sockets_at_end)} at end"
-          + (f"; new: {', '.join(leaked)}" if leaked else "") + (f"; gone: {', '.join(gone)}" if gone else ""))
+    print(
+        f"  plugins dir: {len(sockets_at_start)} entries at start, {len(sockets_at_end)} at end"
+        + (f"; new: {', '.join(leaked)}" if leaked else "")
+        + (f"; gone: {', '.join(gone)}" if gone else "")
+    )
     figures["events_lost"] = {"value": lost, "unit": "events", "target": 0, "better": "lower"}
     figures["devices_with_wrong_events"] = {"value": len(wrong), "unit": "devices", "target": 0, "better": "lower"}
     figures["sockets_leaked"] = {"value": len(leaked), "unit": "sockets", "target": 0, "better": "lower"}
     ok &= lost == 0 and not wrong and not leaked
     if args.json:
-        args.json.write_text(json.dumps({
-            "bench": "soak",
-            "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
-            "minutes": args.minutes, "figures": figures}, indent=1) + "\n")
+        args.json.write_text(
+            json.dumps(
+                {
+                    "bench": "soak",
+                    "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
+                    "minutes": args.minutes,
+                    "figures": figures,
+                },
+                indent=1,
+            )
+            + "\n"
+        )
     shutil.rmtree(tmp, ignore_errors=True)
     print("  result:", "met" if ok else "NOT met")
     return 0 if ok else 1

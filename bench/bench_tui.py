@@ -192,6 +192,7 @@ async def measure(
                 collecting[:] = [time.perf_counter()]
             elif collecting:
                 full.append(time.perf_counter() - collecting[0])
+
     rendered = asyncio.Event()
     display = app._display
 

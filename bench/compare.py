@@ -85,16 +85,26 @@ def compare(
             name = f"{bench}.{key}"
             if before is None or after is None:
                 value = f"{(after or before)['value']:g}"
-                rows.append([name, "" if before is None else value, "" if after is None else value, unit, target,
-                             "", "new" if before is None else "gone"])
+                rows.append(
+                    [
+                        name,
+                        "" if before is None else value,
+                        "" if after is None else value,
+                        unit,
+                        target,
+                        "",
+                        "new" if before is None else "gone",
+                    ]
+                )
                 continue
             worse = change(before["value"], after["value"], after.get("better", "lower"))
             bad = worse > tolerance
             regressed |= bad
             old_value, new_value = before["value"], after["value"]
             shown = f"{(new_value - old_value) / abs(old_value):+.0%}" if old_value else ""
-            rows.append([name, f"{before['value']:g}", f"{after['value']:g}", unit, target, shown,
-                         "REGRESSED" if bad else "ok"])
+            rows.append(
+                [name, f"{before['value']:g}", f"{after['value']:g}", unit, target, shown, "REGRESSED" if bad else "ok"]
+            )
     return rows, regressed
 
 

@@ -102,6 +102,5 @@ def test_device_nodes_sharing_a_number_are_traced_alike(tmp_path: Path) -> None:
     traced = [[(n.minor, n.pci, n.numa_node) for n in s.devices[0].edits.device_nodes] for s in state.specs]
     assert traced == [
         [(0, "0000:00:04.0", 1), (1, None, None)],
-        [(0, "0000:00:04.0", 1), (2, "0000:00:04.0", 1), (3, None, None)]
-        + [(m, "0000:00:04.0", 1) for m in (4, 5, 6)],
+        [(0, "0000:00:04.0", 1), (2, "0000:00:04.0", 1), (3, None, None)] + [(m, "0000:00:04.0", 1) for m in (4, 5, 6)],
     ]

@@ -190,4 +190,3 @@ async def test_an_unnamed_plugin_with_every_device_unhealthy_may_serve_the_resou
     # and a plugin with a healthy device the kubelet does not know is not registered: nothing to take over
     async with DevicePluginServer(REAL, paths.plugins_dir, register=False):
         assert await asyncio.wait_for(live_server_for(OTHER.resource, paths, 1), 5) is None
-

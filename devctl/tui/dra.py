@@ -20,6 +20,7 @@ from devctl.model import HEALTHY, Device, DraDeviceHealth, NodeSnapshot
 if TYPE_CHECKING:
     from devctl.plugin.dra import DraDriver
 
+
 def is_dra_event(item: object) -> bool:
     """A DRA driver's event: its resource is a driver name, a DNS name with no ``/``.
 

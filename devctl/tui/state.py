@@ -57,7 +57,6 @@ RECOVERED = "recovered"
 NOTICE = "notice"
 
 
-
 def waiting_text(names: list[str], seconds: float) -> str:
     """``waiting for hung.sock… 3 s`` (``""`` when nothing is awaited); names from outside are shown inert."""
     if not names:
