@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from devctl.node.checkpoint import CheckpointError
 from devctl.node.dra_checkpoint import crc32, model_claim, read_dra_checkpoint, read_dra_raw
+from devctl.node.gojson import CheckpointError
 from devctl.sim.dra_state import dump_dra_checkpoint, write_dra_checkpoint
 
 DATA = Path(__file__).parent / "testdata" / "dra"

@@ -30,8 +30,9 @@ from devctl.model import (
     PodResources,
 )
 from devctl.node import convert
-from devctl.node.checkpoint import CheckpointError, RawEntry, read_checkpoint, write_checkpoint
+from devctl.node.checkpoint import RawEntry, read_checkpoint, write_checkpoint
 from devctl.node.deviceplugin import DevicePluginClient
+from devctl.node.gojson import CheckpointError
 from devctl.node.rpc import RpcFailure
 from devctl.sim.scenario import ContainerSpec, PodSpec, Scenario
 from devctl.units import format_bytes

@@ -42,8 +42,9 @@ from devctl.api.drahealth.v1 import api_pb2_grpc as health_v1_grpc
 from devctl.api.drahealth.v1alpha1 import api_pb2 as health_v1alpha1
 from devctl.api.drahealth.v1alpha1 import api_pb2_grpc as health_v1alpha1_grpc
 from devctl.model import HEALTHY, UNHEALTHY, ClaimDevice, DynamicResource, RegistryInfo
-from devctl.node.checkpoint import CheckpointError, write_atomically
+from devctl.node.checkpoint import write_atomically
 from devctl.node.dra_checkpoint import RawClaim, RawDevice, read_dra_raw
+from devctl.node.gojson import CheckpointError
 from devctl.node.rpc import plugin_channel
 from devctl.sim.dra_state import write_dra_checkpoint
 from devctl.sim.pluginwatcher import resolve_endpoint

@@ -156,7 +156,8 @@ class Workload:
     def populate(self, checkpoint_path: str, claimed: Mapping[tuple[str, str], tuple[str, ...]] | None = None) -> None:
         """Write ``<root>/proc`` for the running pods and the planted processes, from the checkpoint's replies
         and the nodes of the DRA claims each container uses (``claimed``)."""
-        from devctl.node.checkpoint import CheckpointError, read_checkpoint
+        from devctl.node.checkpoint import read_checkpoint
+        from devctl.node.gojson import CheckpointError
 
         try:
             checkpoint = read_checkpoint(checkpoint_path)
