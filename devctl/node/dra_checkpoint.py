@@ -44,6 +44,7 @@ FORMAT_LEGACY = "legacy"
 KIND = "DRACheckpoint"
 API_VERSION = "checkpoint.dra.kubelet.k8s.io/v1"
 LIST_KEYS = {FORMAT_V1: "ClaimInfoStateList", FORMAT_ENTRIES: "Entries"}
+_ABSENT = object()  # go_field's default where a key that holds null must be told from one that is not there
 
 
 @dataclass(frozen=True)
@@ -196,8 +197,9 @@ def _parse_data(text: str) -> tuple[str, str, Any]:
     if kind != KIND:
         raise Shape(f"Data kind is {kind!r}, expected {KIND!r}")
     for fmt, key in LIST_KEYS.items():
-        if key in data or any(k.casefold() == key.casefold() for k in data):
-            return fmt, key, go_field(data, key)
+        claims = go_field(data, key, _ABSENT)
+        if claims is not _ABSENT:
+            return fmt, key, claims
     return FORMAT_V1, LIST_KEYS[FORMAT_V1], None
 
 
