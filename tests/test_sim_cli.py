@@ -393,3 +393,45 @@ def test_the_sim_logs_one_line_per_event_not_per_rpc(running_sim) -> None:
     assert sum("registered nvidia.com/gpu" in x for x in lines) == 1
     assert sum("pod ml/train-0 admitted" in x for x in lines) == 1
     assert any("nvidia.com/gpu GPU-1: Healthy -> Unhealthy" in x for x in lines)
+
+
+def test_a_killed_sim_takes_its_command_with_it(short_root: Path) -> None:
+    """SIGKILL leaves the sim no time to stop its command: the kernel sends the command SIGTERM instead."""
+    proc = subprocess.Popen(
+        [*DEVCTL, "sim", "--root", str(short_root), "--", "sh", "-c", 'echo "$$"; exec sleep 60'],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=devctl_env(),
+    )
+    try:
+        child = int(read_line(proc, TIMEOUT))
+        proc.kill()
+        proc.wait(timeout=TIMEOUT)
+        deadline = time.monotonic() + TIMEOUT
+        while os.path.exists(f"/proc/{child}") and time.monotonic() < deadline:
+            try:
+                with open(f"/proc/{child}/stat") as f:
+                    if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                        break  # ended; only its reaping is left to init
+            except FileNotFoundError:
+                break
+            time.sleep(0.05)
+        else:
+            assert not os.path.exists(f"/proc/{child}"), "the command outlived its sim"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate(timeout=TIMEOUT)
+
+
+def test_a_root_that_cannot_be_resolved_is_one_usage_line() -> None:
+    try:
+        os.path.realpath("/proc/1/root")
+    except OSError:
+        pass
+    else:
+        pytest.skip("/proc/1/root resolves here (same namespace as pid 1): nothing to refuse")
+    result = run_devctl("sim", "--root", "/proc/1/root", "--", "true")
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == ["devctl: sim: cannot use /proc/1/root as a root: Permission denied"]

@@ -196,17 +196,33 @@ def _command_env(root: Path) -> dict[str, str]:
     return env
 
 
+# The command runs behind a small trampoline that asks the kernel to send it SIGTERM when the sim
+# dies (PR_SET_PDEATHSIG), so that a `sim` killed with SIGKILL never leaves the command running with
+# DEVCTL_ROOT pointing at a dead node. It runs in the child, so no code runs between fork and exec
+# in this multi-threaded process; a sim that died before the request took hold is seen by getppid.
+_ORPHAN_GUARD = (
+    "import ctypes,os,sys\n"
+    "ctypes.CDLL(None).prctl(1,15)\n"  # PR_SET_PDEATHSIG, SIGTERM
+    "if os.getppid()!=int(sys.argv[1]):sys.exit(143)\n"
+    "try:os.execvpe(sys.argv[2],sys.argv[2:],os.environ)\n"
+    "except PermissionError:sys.exit(126)\n"
+    "except OSError:sys.exit(127)\n"
+)
+
+
 async def _run_command(command: list[str], root: Path, stopper: Stopper) -> int:
     import asyncio
+    import shutil
 
-    try:
-        proc = await asyncio.create_subprocess_exec(*command, env=_command_env(root))
-    except FileNotFoundError:
+    env = _command_env(root)
+    if shutil.which(command[0], mode=os.F_OK, path=env.get("PATH", os.defpath)) is None:
         say(f"sim: {command[0]}: command not found")
         return 127  # as a shell says it
-    except PermissionError:
+    if shutil.which(command[0], path=env.get("PATH", os.defpath)) is None:
         say(f"sim: {command[0]}: permission denied")
         return 126
+    guard = [sys.executable, "-I", "-S", "-c", _ORPHAN_GUARD, str(os.getpid())]
+    proc = await asyncio.create_subprocess_exec(*guard, *command, env=env)
 
     def pass_on(sig: signal.Signals) -> None:
         # Ctrl-C reaches the command too (same process group): its exit decides. SIGTERM and SIGHUP are passed on.

@@ -329,7 +329,11 @@ class SimNode:
 
     def _check_root_path(self) -> None:
         """SimError for the real / and for a root too long for the node's socket paths."""
-        if os.path.realpath(self.root) == "/":
+        try:
+            real = os.path.realpath(self.root)
+        except OSError as e:  # /proc/1/root of a process in another namespace: a root we cannot even resolve
+            raise SimError(f"cannot use {self.root} as a root: {e.strerror or e}") from None
+        if real == "/":
             raise SimError("refusing to simulate a node over the real / ; choose an empty directory with --root")
         sockets = [
             self.paths.kubelet_socket,
