@@ -515,11 +515,15 @@ async def _answered(pending: _Pending | None, out: _Result, socket: str, coro: A
     return await _tracked(pending, socket, probed())
 
 
-async def _guard(source: str, coro: Awaitable[None], out: _Result, pending: _Pending | None) -> None:
-    """Keep one reader's unexpected failure from taking the others down with it; log each source's time (-v)."""
+async def _guard(source: str, read: Callable[[], Awaitable[None]], out: _Result, pending: _Pending | None) -> None:
+    """Keep one reader's unexpected failure from taking the others down with it; log each source's time (-v).
+
+    The reader is called here, not by the caller: a Ctrl-C that cancels this task before it first runs
+    then leaves no coroutine that was never awaited (Python's RuntimeWarning on the way out).
+    """
     start = time.perf_counter()
     try:
-        await _tracked(pending, source, coro)
+        await _tracked(pending, source, read())
     except Exception as e:  # a reader bug or an OS surprise must not lose the other sources
         log.debug("%s failed", source, exc_info=True)
         out.errors.append(SourceError(source, f"{type(e).__name__}: {e}".splitlines()[0]))
@@ -565,19 +569,17 @@ async def collect(
     if PLUGINS in want:
         want -= {DRA_DRIVERS}  # a part of PLUGINS
     started = {
-        name: asyncio.ensure_future(_guard(name, read(), out, pending))
-        for name, read in readers.items()
-        if name in want
+        name: asyncio.ensure_future(_guard(name, read, out, pending)) for name, read in readers.items() if name in want
     }
 
     async def procs() -> None:
         # As soon as the files naming the device nodes are read: the scan's CPU time overlaps the RPCs' waits.
         await asyncio.wait([started[CHECKPOINT], started[CDI]])
-        await _guard(PROCS, _procs(paths, out), out, pending)
+        await _guard(PROCS, lambda: _procs(paths, out), out, pending)
 
     await asyncio.gather(
         *started.values(),
-        _guard("kubelet-socket", _kubelet_socket(paths, timeout, out), out, None),
+        _guard("kubelet-socket", lambda: _kubelet_socket(paths, timeout, out), out, None),
         *([procs()] if PROCS in want else []),
     )
     return _assemble(paths, out)
