@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import stat
 import subprocess
 import sys
 import time
@@ -205,12 +206,21 @@ def test_scan_without_a_memory_file_reads_alone(tmp_path, monkeypatch):
     _found_all(*scan(str(tmp_path / "proc"), Watch.of(["/dev/nvidia0", "/dev/nvidia1"], str(tmp_path)), 2), count)
 
 
+def _null_node(path: Path) -> None:
+    """A character device of /dev/null's major:minor at ``path``, under a test's root (a symlink to /dev/null
+    would lead outside the root, and is refused); skipped where devctl's tests may not make device nodes."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.mknod(path, stat.S_IFCHR | 0o600, os.stat("/dev/null").st_rdev)
+    except PermissionError:
+        pytest.skip("mknod is not permitted here")
+
+
 def test_scan_reads_past_an_fd_that_is_not_a_link(tmp_path):
     # An fd entry that readlink refuses (here a regular file: EINVAL) sends the process down the careful path,
     # which still finds its holder by path and by major:minor (the watched node is /dev/null by another name).
     root = tmp_path / "root"
-    (root / "dev").mkdir(parents=True)
-    os.symlink("/dev/null", root / "dev" / "gpu0")
+    _null_node(root / "dev" / "gpu0")
     proc = tmp_path / "proc"
     _process(proc, 30, ["/dev/gpu1"])
     (proc / "30" / "fd" / "1").write_text("not a link")
@@ -262,10 +272,9 @@ def test_scan_finds_a_real_child_holding_a_real_file(tmp_path):
 def test_scan_matches_by_major_minor_whatever_the_process_calls_the_node(tmp_path):
     # A container calls the host's /dev/foo-0 "/dev/foo": its fd link then names
     # another path, but resolves to the same character device. Here the host's node
-    # (under --root) is a link to /dev/null, and a child holds /dev/null open.
+    # (under --root) is a character device of /dev/null's major:minor, and a child holds /dev/null open.
     root = tmp_path / "root"
-    (root / "dev").mkdir(parents=True)
-    os.symlink("/dev/null", root / "dev" / "gpu0")
+    _null_node(root / "dev" / "gpu0")
     code = "import sys; f = open('/dev/null', 'rb'); print('open', flush=True); sys.stdin.read()"
     child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:

@@ -39,6 +39,7 @@ from devctl.model import CdiState, Checkpoint, ErrorKind, Process, ProcScan, Sou
 from devctl.node.fdscan import MAX_SLICES, TOKEN, Matcher, Row, claims
 from devctl.node.files import FileReadError, read_file
 from devctl.node.helper import helper_command
+from devctl.node.sockets import OutsideRoot, in_root
 
 PROCS_SOURCE = "procs"
 # A process' cmdline or cgroup file is small; the cap bounds what a hostile or fake proc tree can make devctl read.
@@ -136,11 +137,21 @@ class Watch:
 
     @classmethod
     def of(cls, host_paths: Iterable[str], root: str) -> Watch:
-        """Watch these host paths; their major:minor is taken from the nodes under ``root`` where they exist."""
+        """Watch these host paths; their major:minor is taken from the nodes under ``root`` where they exist.
+
+        A host path comes from the node (an Allocate reply, a CDI spec): it is found under ``root`` by the one
+        resolver (devctl.node.sockets.in_root), its symlinks followed inside the root; one that climbs out
+        (``/../../dev/null``) is matched by the path its links read only, never stat'ed on this machine, whose
+        /dev/null would make every process a holder.
+        """
         paths = frozenset(host_paths)
         rdevs: dict[int, str] = {}
         for p in sorted(paths):
-            rdev = _rdev(os.path.join(root, p.lstrip("/")))
+            try:
+                node = in_root(root, p)
+            except OutsideRoot:
+                continue
+            rdev = _rdev(node)
             if rdev is not None:
                 rdevs.setdefault(rdev, p)
         return cls(paths, rdevs)

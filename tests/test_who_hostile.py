@@ -1,0 +1,82 @@
+"""`devctl who` and its doctor checks on a hostile or half-readable node: no accusation without evidence.
+
+A device node's host path from the node never leads devctl to a file of its own machine; a process whose pod
+devctl cannot name is an unknown holder, never one to stop; a scan of ``<proc>`` obeys the command's deadline
+and an incomplete one claims nothing about who does not hold a device.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from importlib import resources
+
+import pytest
+import yaml
+from helpers import devctl
+
+from devctl.node.procs import Watch, scan
+from devctl.sim.scenario import parse_scenario
+from devctl.sim.thread import running_sim
+
+GPU = "nvidia.com/gpu"
+
+
+def _default() -> dict:
+    return yaml.safe_load(resources.files("devctl.sim").joinpath("scenarios/default.yaml").read_text())
+
+
+# --- host paths that climb out of the root (issue 28, item 7) -------------------------------------
+
+
+@pytest.mark.parametrize("how", ["dotdot", "symlink"])
+def test_a_host_path_leading_out_of_the_root_is_never_stated_on_this_machine(tmp_path, how):
+    # GIVEN a root whose device node climbs out of it, by `..` or by a symlink to this machine's /dev/null,
+    # and a real child process holding this machine's /dev/null open
+    root = tmp_path / "root"
+    (root / "dev").mkdir(parents=True)
+    if how == "dotdot":
+        host_path = "/" + "../" * (len(root.parts) + 2) + "dev/null"
+    else:
+        host_path = "/dev/gpu0"
+        os.symlink("/dev/null", root / "dev" / "gpu0")
+    code = "import sys; f = open('/dev/null', 'rb'); print('open', flush=True); sys.stdin.read()"
+    child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "open\n"
+        # WHEN the real /proc is scanned for that node
+        watch = Watch.of([host_path], str(root))
+        result, _ = scan("/proc", watch)
+    finally:
+        child.kill()
+        child.wait()
+    # THEN nothing of this machine was looked at: the child holds no device of the node
+    assert watch.rdevs == {}
+    assert result is not None and child.pid not in {p.pid for p in result.processes}
+
+
+def test_a_cdi_host_path_out_of_the_root_accuses_no_process(short_root):
+    # GIVEN the default node, whose GPU-0 Allocate reply carries the CDI name nvidia.com/gpu=GPU-0, and a CDI
+    # spec giving that device the host path /../../dev/null (every simulated process holds /dev/null at fd 0)
+    spec = {
+        "cdiVersion": "0.6.0",
+        "kind": GPU,
+        "devices": [
+            {
+                "name": "GPU-0",
+                "containerEdits": {"deviceNodes": [{"path": "/dev/nvidia0", "hostPath": "/../../dev/null"}]},
+            }
+        ],
+    }
+    with running_sim(short_root, parse_scenario(_default())):
+        (short_root / "etc" / "cdi").mkdir(parents=True, exist_ok=True)
+        (short_root / "etc" / "cdi" / "nvidia.yaml").write_text(yaml.safe_dump(spec))
+        # WHEN who and doctor look at GPU-0
+        who = devctl(short_root, "who", "GPU-0", "-o", "json")
+        doctor = devctl(short_root, "doctor", "-o", "json")
+    # THEN only the container given GPU-0 holds it, and doctor tells no one to stop a process
+    assert who.exit_code == 0, who.stderr
+    assert {(h["pid"], h["container"], h["allocated"]) for h in who.json["holders"]} == {(1000, "trainer", True)}
+    codes = {f["code"] for f in doctor.json["findings"]}
+    assert not codes & {"device-used-not-allocated", "device-used-outside-pods"}
