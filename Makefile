@@ -1,30 +1,48 @@
-# The README's quick start: `make demo` and `make test`. Each installs what it needs into .venv.
+# The README's quick start: `make demo` and `make test`. Each installs what it needs into .venv, once:
+# again only when pyproject.toml changes (the install is editable, so a change to the code needs none).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test check proto install dev completions prometheus help-text bench
+.PHONY: demo test check proto install dev completions prometheus help-text bench image image-push
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-install: $(BIN)/python
+# Stamps: made after a successful install, older than pyproject.toml when it changed.
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e .
+	touch $@
 
-dev: $(BIN)/python
+# The dev install has everything the plain one has: it stamps both.
+$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[dev]'
+	touch $(VENV)/.installed $@
+
+install: $(VENV)/.installed
+
+dev: $(VENV)/.installed-dev
 
 # The simulated node with the default scenario and the TUI on it.
 demo: install
 	$(BIN)/devctl demo
 
-# The integration test of `devctl fleet` runs a real Prometheus: Debian's package is installed where apt-get
-# can (quietly); where it cannot, nothing fails here and that test skips, saying why.
+# The integration test of `devctl fleet` runs a real Prometheus. Debian's package (and what it pulls in) is
+# installed only when asked: CI=true (a throwaway machine, as root) or `make test INSTALL_PROMETHEUS=1`,
+# saying so. Otherwise nothing is installed, this says so, and that test skips, saying why.
+INSTALL_PROMETHEUS ?= $(if $(filter true 1,$(CI)),1,)
 prometheus:
-	@command -v prometheus >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1 || \
-		{ apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null 2>&1; } || \
-		echo "make: could not install prometheus (not root?); the fleet integration test will skip" >&2
+	@if command -v prometheus >/dev/null 2>&1; then :; \
+	elif [ "$(INSTALL_PROMETHEUS)" != 1 ]; then \
+		echo "make: prometheus is not installed: the fleet integration test will skip (make test INSTALL_PROMETHEUS=1 installs it with apt-get)" >&2; \
+	elif ! command -v apt-get >/dev/null 2>&1; then \
+		echo "make: no apt-get to install prometheus with: the fleet integration test will skip" >&2; \
+	else \
+		echo "make: installing prometheus with apt-get (CI=true or INSTALL_PROMETHEUS=1)" >&2; \
+		{ apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null; } || \
+		echo "make: could not install prometheus (not root?): the fleet integration test will skip" >&2; \
+	fi
 
 # Generated code fresh, lint clean and formatted, layers kept, the core's types checked, every test passing.
 test: dev prometheus
@@ -55,3 +73,14 @@ bench: install
 	$(BIN)/python bench/bench_read.py --json "$$tmp/read.json" && \
 	$(BIN)/python bench/bench_tui.py --json "$$tmp/tui.json" && \
 	$(BIN)/python bench/compare.py --merge $(BENCH_OUT) "$$tmp"/*.json
+
+# The DaemonSet's image (deploy/Containerfile), tagged for the registry the nodes pull from, and pushed there;
+# deploy/daemonset.yaml's `image:` names the same: make image-push REGISTRY=registry.example.com/team
+REGISTRY ?= registry.example.com
+IMAGE ?= $(REGISTRY)/devctl:$(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+CONTAINER_ENGINE ?= podman
+image:
+	$(CONTAINER_ENGINE) build -f deploy/Containerfile -t $(IMAGE) .
+
+image-push: image
+	$(CONTAINER_ENGINE) push $(IMAGE)

@@ -8,10 +8,14 @@ unknown keys silently, so a misspelt ``readOnly`` would otherwise pass).
 
 from __future__ import annotations
 
+import fnmatch
 import json
+import os
 import re
 import shutil
 import subprocess
+import sys
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +114,13 @@ def _daemonset() -> Any:
     return _validate(_documents("daemonset.yaml")[1])
 
 
+def _deepest_mount(mounts: list[Any], path: str) -> Any:
+    """The mount a container sees at ``path``: the deepest one whose mount path is it or one of its parents."""
+    covering = [m for m in mounts if path == m.mount_path or path.startswith(m.mount_path.rstrip("/") + "/")]
+    assert covering, f"{path} is not mounted"
+    return max(covering, key=lambda m: len(m.mount_path))
+
+
 def test_every_path_the_exporter_reads_is_mounted_read_only() -> None:
     ds = _daemonset()
     pod = ds.spec.template.spec
@@ -117,7 +128,6 @@ def test_every_path_the_exporter_reads_is_mounted_read_only() -> None:
     volumes = {v.name: v for v in pod.volumes}
     mounts = container.volume_mounts
     assert all(m.read_only for m in mounts)
-    assert all(volumes[m.name].host_path is not None for m in mounts)
     root = container.args[container.args.index("--root") + 1]
     paths = resolve_paths(root=root, env={})
     read = [
@@ -128,17 +138,18 @@ def test_every_path_the_exporter_reads_is_mounted_read_only() -> None:
         paths.plugins_registry,
         f"{paths.kubelet_dir}/plugins",
         f"{paths.kubelet_dir}/dra_manager_state",
-        f"{paths.kubelet_dir}/pods",
+        f"{paths.kubelet_dir}/cpu_manager_state",
+        f"{paths.kubelet_dir}/memory_manager_state",
+        f"{paths.kubelet_dir}/config.yaml",
         paths.sysfs,
         paths.pod_logs,
         f"{root}/etc/cdi",
         f"{root}/var/run/cdi",
     ]
     for path in read:
-        mount = [m for m in mounts if path == m.mount_path or path.startswith(m.mount_path.rstrip("/") + "/")]
-        assert mount, f"{path} is not mounted"
+        m = _deepest_mount(mounts, path)
         # The host path behind it is the same path without the root.
-        (m,) = mount
+        assert volumes[m.name].host_path is not None, f"{path} is hidden under {m.mount_path}"
         host = volumes[m.name].host_path.path + path[len(m.mount_path) :]
         assert host == path[len(root) :], (path, host)
 
@@ -209,3 +220,255 @@ def test_the_containerfile_installs_the_wheel_and_runs_devctl() -> None:
     text = (DEPLOY / "Containerfile").read_text()
     assert "pip wheel" in text and re.search(r"pip install .*\.whl", text)
     assert 'ENTRYPOINT ["devctl"]' in text
+
+
+# --- What an admin checks before applying: no node secret in the pod, admission, image, build (issue 29, 8-10) ---
+
+
+class MountFails(Exception):
+    """The container runtime could not make a mount: the pod would not start."""
+
+
+def _container_view(host: Path, pod: Any, container: Any) -> set[str]:
+    """Every path the container sees under its hostPath and emptyDir mounts, on a host whose root is ``host``.
+
+    As the runtime does it: mounts are made shallowest first, a hostPath mount
+    shows the host's tree under it (submounts included: Kubernetes binds
+    recursively), and a deeper mount hides what the shallower one had at its
+    mount point. A mount point inside a read-only mount must already exist
+    there: the runtime cannot make it (MountFails).
+    """
+    volumes = {v.name: v for v in pod.volumes}
+    mounts = sorted(container.volume_mounts, key=lambda m: m.mount_path.count("/"))
+    made: list[Any] = []
+    for m in mounts:
+        parent = next((p for p in reversed(made) if m.mount_path.startswith(p.mount_path.rstrip("/") + "/")), None)
+        if parent is not None and parent.read_only:
+            source = volumes[parent.name].host_path
+            inside = m.mount_path[len(parent.mount_path) :]
+            if source is None or not (host / source.path.lstrip("/") / inside.lstrip("/")).is_dir():
+                raise MountFails(f"mkdir {m.mount_path}: read-only file system")
+        made.append(m)
+    seen: set[str] = set()
+    for m in mounts:
+        source = volumes[m.name].host_path
+        if source is None:
+            continue  # emptyDir: nothing in it
+        top = host / source.path.lstrip("/")
+        for dirpath, dirnames, filenames in os.walk(top):
+            for name in dirnames + filenames:
+                path = m.mount_path + "/" + str(Path(dirpath, name).relative_to(top))
+                if _deepest_mount(mounts, path) is m:
+                    seen.add(path)
+    return seen
+
+
+UID = "0a1b2c3d-1111-4222-8333-444455556666"
+
+
+def _node(host: Path, *, pki: bool = True) -> None:
+    """A node's disk as devctl and the kubelet leave it: what devctl reads beside the kubelet's secrets."""
+    kubelet = host / "var/lib/kubelet"
+    files = {
+        "device-plugins/kubelet.sock": "",
+        "device-plugins/nvidia-gpu.sock": "",
+        "device-plugins/kubelet_internal_checkpoint": "{}",
+        "pod-resources/kubelet.sock": "",
+        "plugins_registry/gpu.example.com-reg.sock": "",
+        "plugins/gpu.example.com/dra.sock": "",
+        "dra_manager_state": "{}",
+        "cpu_manager_state": "{}",
+        "memory_manager_state": "{}",
+        "config.yaml": "kind: KubeletConfiguration\n",
+        f"pods/{UID}/volumes/kubernetes.io~secret/db-password/password": "hunter2",
+        f"pods/{UID}/volumes/kubernetes.io~projected/kube-api-access-x/token": "eyJhbGciOi",
+        f"pods/{UID}/etc-hosts": "",
+    }
+    if pki:
+        files["pki/kubelet-client-current.pem"] = "-----BEGIN EC PRIVATE KEY-----"
+        files["pki/kubelet.key"] = "-----BEGIN RSA PRIVATE KEY-----"
+    for rel, text in files.items():
+        (kubelet / rel).parent.mkdir(parents=True, exist_ok=True)
+        (kubelet / rel).write_text(text)
+    for rel in (f"var/log/pods/ml_train-0_{UID}", "sys/devices/system/node/node0", "etc/cdi", "var/run/cdi"):
+        (host / rel).mkdir(parents=True)
+    (host / "etc/cdi/nvidia.yaml").write_text("cdiVersion: 0.6.0\n")
+    (host / "etc/shadow").write_text("root:*:19000::::::")
+
+
+def test_the_pod_sees_what_devctl_reads_and_no_node_secret(tmp_path: Path) -> None:
+    _node(tmp_path)
+    pod = _daemonset().spec.template.spec
+    (container,) = pod.containers
+    seen = _container_view(tmp_path, pod, container)
+    kubelet = "/host/var/lib/kubelet"
+    for path in (
+        f"{kubelet}/device-plugins/kubelet.sock",
+        f"{kubelet}/device-plugins/nvidia-gpu.sock",
+        f"{kubelet}/device-plugins/kubelet_internal_checkpoint",
+        f"{kubelet}/pod-resources/kubelet.sock",
+        f"{kubelet}/plugins_registry/gpu.example.com-reg.sock",
+        f"{kubelet}/plugins/gpu.example.com/dra.sock",
+        f"{kubelet}/dra_manager_state",
+        f"{kubelet}/cpu_manager_state",
+        f"{kubelet}/memory_manager_state",
+        f"{kubelet}/config.yaml",
+        f"/host/var/log/pods/ml_train-0_{UID}",
+        "/host/sys/devices/system/node/node0",
+        "/host/etc/cdi/nvidia.yaml",
+    ):
+        assert path in seen, f"devctl reads {path}, the pod does not see it"
+    leaked = sorted(p for p in seen if "/pki/" in p or "/pods/" in p.replace("/var/log/pods/", "") or "shadow" in p)
+    assert leaked == []
+
+
+def test_on_a_node_without_pki_the_pod_does_not_start_rather_than_show_it(tmp_path: Path) -> None:
+    """docs/exporter.md says so: the empty dir over pki/ needs pki/ to exist (the runtime cannot make it read-only)."""
+    _node(tmp_path, pki=False)
+    pod = _daemonset().spec.template.spec
+    with pytest.raises(MountFails, match="pki"):
+        _container_view(tmp_path, pod, pod.containers[0])
+
+
+def test_the_namespace_admits_the_pods_it_runs() -> None:
+    namespace, ds = _documents("daemonset.yaml")
+    labels = namespace["metadata"]["labels"]
+    pod = ds["spec"]["template"]["spec"]
+    # Pod Security's baseline level forbids hostPath volumes, restricted also uid 0: only privileged admits this pod.
+    assert any("hostPath" in v for v in pod["volumes"])
+    assert labels["pod-security.kubernetes.io/enforce"] == "privileged"
+    assert labels.get("pod-security.kubernetes.io/warn", "privileged") == "privileged"
+    assert ds["metadata"]["namespace"] == namespace["metadata"]["name"]
+
+
+def test_an_exporter_preempts_no_workload() -> None:
+    pod = _daemonset().spec.template.spec
+    assert pod.priority_class_name is None or not pod.priority_class_name.startswith("system-")
+
+
+def test_the_image_is_the_one_make_image_push_builds_and_pushes() -> None:
+    """The manifest names a registry to replace, and `make image-push` (docs/exporter.md) pushes that very name."""
+    (container,) = _daemonset().spec.template.spec.containers
+    image = container.image
+    registry, _, rest = image.partition("/")
+    assert "." in registry and rest.startswith("devctl:"), image  # a registry host, not docker.io by default
+    version = re.search(r'^version = "(.+)"', (DEPLOY.parent / "pyproject.toml").read_text(), re.M)
+    assert version and image.endswith(f":{version.group(1)}")
+    out = _make("-n", "image-push", "CONTAINER_ENGINE=podman").stdout.splitlines()
+    assert out == [f"podman build -f deploy/Containerfile -t {image} .", f"podman push {image}"]
+
+
+def _containerfile() -> str:
+    return (DEPLOY / "Containerfile").read_text()
+
+
+def test_the_base_image_is_pinned_by_digest_and_needs_no_shell_to_run() -> None:
+    froms = re.findall(r"^FROM (\S+)", _containerfile(), re.M)
+    assert len(froms) == 2
+    for base in froms:
+        assert re.fullmatch(r"[\w./-]+:[\w.-]+@sha256:[0-9a-f]{64}", base), base
+    # Exec form: `kubectl exec ... -- devctl ARGS` and the pod's args run devctl itself, never through /bin/sh.
+    assert re.search(r'^ENTRYPOINT \["devctl"\]$', _containerfile(), re.M)
+    assert re.search(r"^CMD \[", _containerfile(), re.M)
+
+
+def _copied() -> list[str]:
+    """What the build stage copies from the context: COPY's sources (not --from= ones)."""
+    sources = []
+    for line in re.findall(r"^COPY (?!--from)(.+)$", _containerfile(), re.M):
+        sources += line.split()[:-1]
+    return sources
+
+
+def test_the_build_context_leaves_out_the_venv_and_git() -> None:
+    patterns = [
+        line.strip()
+        for line in (DEPLOY.parent / ".containerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+
+    def ignored(name: str) -> bool:  # `**/X` is X at any depth; fnmatch's * crosses `/`
+        return any(fnmatch.fnmatch(name, p) or fnmatch.fnmatch(name, p.replace("**/", "*/")) for p in patterns)
+
+    for name in (".git", ".venv", "devctl.egg-info", "devctl/__pycache__", "devctl/cli/__pycache__", "bench/results"):
+        assert ignored(name), f"{name} goes into the build"
+    assert _copied() == ["pyproject.toml", "README.md", "devctl"]
+    for source in _copied():
+        assert not ignored(source), f"{source} is needed and ignored"
+
+
+def test_the_wheel_builds_from_what_the_containerfile_copies(tmp_path: Path) -> None:
+    """Only pyproject.toml, README.md and devctl/ go in: the wheel the image installs builds from them alone."""
+    for source in _copied():
+        src = DEPLOY.parent / source
+        if src.is_dir():
+            shutil.copytree(src, tmp_path / source, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            shutil.copy(src, tmp_path / source)
+    p = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-index", "--no-build-isolation",
+         "--wheel-dir", str(tmp_path / "wheels"), str(tmp_path)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stdout + p.stderr
+    (wheel,) = (tmp_path / "wheels").glob("devctl-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "devctl/cli/start.py" in names and any(n.startswith("devctl/sim/scenarios/") for n in names)
+    entry_points = next(n for n in names if n.endswith("entry_points.txt"))
+    assert "devctl = devctl.cli.start:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+
+
+# --- The quick start: `make demo` installs once, `make test` installs no system package unasked ---
+
+
+# Variables of the Makefile (and of a make this test may run under) that would change what it does.
+MAKE_VARIABLES = {"MAKEFLAGS", "MFLAGS", "MAKELEVEL", "CI", "INSTALL_PROMETHEUS", "VENV", "REGISTRY", "IMAGE"}
+
+
+def _make(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """make in the checkout, with ``env`` as its whole environment (else ours without the Makefile's variables)."""
+    make = shutil.which("make")
+    if make is None:
+        pytest.skip("make is not installed")
+    if env is None:
+        env = {k: v for k, v in os.environ.items() if k not in MAKE_VARIABLES and k != "CONTAINER_ENGINE"}
+    return subprocess.run(
+        [make, "--no-print-directory", "-C", str(DEPLOY.parent), *args],
+        capture_output=True, text=True, timeout=60, env=env,
+    )  # fmt: skip
+
+
+def test_a_second_make_demo_installs_nothing(tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin/python").touch()
+    first = _make("-n", "demo", f"VENV={venv}")
+    assert "pip install" in first.stdout
+    (venv / ".installed").touch()  # what the first run's install leaves
+    again = _make("-n", "demo", f"VENV={venv}")
+    assert again.stdout.splitlines() == [f"{venv}/bin/devctl demo"]
+
+
+def _fake_apt(tmp_path: Path) -> tuple[Path, Path]:
+    bin_dir, log = tmp_path / "bin", tmp_path / "apt-get.log"
+    bin_dir.mkdir()
+    (bin_dir / "apt-get").write_text(f'#!/bin/sh\necho "$@" >> {log}\n')
+    (bin_dir / "apt-get").chmod(0o755)
+    return bin_dir, log
+
+
+def test_make_test_installs_no_system_package_unasked(tmp_path: Path) -> None:
+    bin_dir, log = _fake_apt(tmp_path)  # apt-get there, prometheus not: today's laptop
+    p = _make("prometheus", env={"PATH": str(bin_dir), "HOME": str(tmp_path)})
+    assert p.returncode == 0
+    assert not log.exists(), log.read_text()
+    assert "the fleet integration test will skip" in p.stderr and "INSTALL_PROMETHEUS=1" in p.stderr
+
+
+@pytest.mark.parametrize("asked", [{"CI": "true"}, {"INSTALL_PROMETHEUS": "1"}])
+def test_under_ci_or_when_asked_make_test_installs_prometheus_saying_so(tmp_path: Path, asked: dict[str, str]) -> None:
+    bin_dir, log = _fake_apt(tmp_path)
+    p = _make("prometheus", env={"PATH": str(bin_dir), "HOME": str(tmp_path), **asked})
+    assert p.returncode == 0
+    assert log.read_text().splitlines() == ["update -qq", "install -y -qq prometheus"]
+    assert "make: installing prometheus with apt-get" in p.stderr
