@@ -5,7 +5,10 @@ reads ``*.json`` and ``*.yaml`` in each spec dir (not recursively); a later
 dir has the higher priority. A spec is strict: a file that does not parse,
 names an unknown field, lacks ``cdiVersion``/``kind``/``devices`` or defines
 a device twice is rejected whole — here one line in ``CdiSpec.error``, the
-other specs still read. A device node's major:minor (from the spec, else the
+other specs still read. A spec file that is a symlink is read only when the
+file it leads to is in the same dir, and a reason never shows more of a
+file's text than one short plain word (devctl.node.files.excerpt): a link
+to ``/etc/shadow`` is refused, not quoted. A device node's major:minor (from the spec, else the
 host path's ``stat`` under the root) leads through ``<sysfs>/dev/char/M:m``
 to the PCI function that owns it and that function's ``numa_node``.
 """
@@ -21,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from devctl.model import CdiDevice, CdiDeviceNode, CdiEdits, CdiMount, CdiSpec, CdiState, ErrorKind
 from devctl.node.cdi_scan import MIN_FILES, scan_in_child
-from devctl.node.files import FileReadError, read_file
+from devctl.node.files import FileReadError, FileRefused, excerpt, read_file, read_regular
 from devctl.node.sockets import OutsideRoot, in_root
 
 if TYPE_CHECKING:
@@ -31,7 +34,6 @@ MAX_SPEC_BYTES = 4 * 1024 * 1024  # a spec larger than this is not a CDI spec
 _TOP = {"cdiVersion", "kind", "annotations", "devices", "containerEdits"}
 _DEVICE = {"name", "annotations", "containerEdits"}
 _EDITS = {"env", "deviceNodes", "hooks", "mounts", "intelRdt", "additionalGIDs", "netDevices"}
-_ATTR_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC  # a sysfs attribute: never blocks on a planted FIFO
 _PCI = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 
 
@@ -43,7 +45,7 @@ def _strict(obj: Any, allowed: set[str], where: str) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise SpecError(f"{where}: not a mapping")
     if not obj.keys() <= allowed:
-        raise SpecError(f"{where}: unknown field {min(str(k) for k in obj if k not in allowed)!r}")
+        raise SpecError(f"{where}: unknown field {excerpt(min(str(k) for k in obj if k not in allowed))}")
     return obj
 
 
@@ -115,7 +117,16 @@ def _yaml(text: str) -> Any:
             raise
         mark = getattr(e, "problem_mark", None)
         at = f" at line {mark.line + 1}" if mark is not None else ""
-        raise SpecError(f"not YAML: {getattr(e, 'problem', None) or 'syntax error'}{at}") from None
+        raise SpecError(f"not YAML: {_problem(getattr(e, 'problem', None))}{at}") from None
+    except RecursionError:
+        raise SpecError("not YAML: nested too deeply") from None
+
+
+def _problem(problem: object) -> str:
+    """PyYAML's problem without the text it quotes from the file (a token, an alias): its words only."""
+    if not isinstance(problem, str) or not problem:
+        return "syntax error"
+    return problem.split("'", 1)[0].split('"', 1)[0].strip() or "syntax error"
 
 
 def parse_spec(text: str, path: str, priority: int, node: _NodeMaker = _as_written) -> CdiSpec:
@@ -125,6 +136,8 @@ def parse_spec(text: str, path: str, priority: int, node: _NodeMaker = _as_writt
             data = json.loads(text)
         except json.JSONDecodeError as e:
             raise SpecError(f"not JSON: {e.msg} at line {e.lineno}") from None
+        except RecursionError:
+            raise SpecError("not JSON: nested too deeply") from None
     else:
         data = _yaml(text)
     return _spec(data, path, priority, node)
@@ -149,7 +162,7 @@ def _spec(loaded: Any, path: str, priority: int, node: _NodeMaker) -> CdiSpec:
         if type(name) is not str or not name:
             raise SpecError(f"devices[{i}]: no name")
         if name in seen:
-            raise SpecError(f"device {name!r} defined twice")
+            raise SpecError(f"device {excerpt(name)} defined twice")
         seen.add(name)
         devices.append(CdiDevice(name, _edits(d.get("containerEdits"), i, node)))
     return CdiSpec(
@@ -162,9 +175,9 @@ def _spec(loaded: Any, path: str, priority: int, node: _NodeMaker) -> CdiSpec:
     )
 
 
-def _read(path: str) -> str:
-    """The spec's text through the one safe reader (regular files only, never blocking, capped)."""
-    raw = read_file(path, MAX_SPEC_BYTES)
+def _read(path: str, inside: str | None = None) -> str:
+    """The spec's text through the one safe reader (regular files only, never blocking, capped, in ``inside``)."""
+    raw = read_file(path, MAX_SPEC_BYTES, inside=inside)
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -232,17 +245,11 @@ class _Owners:
 
 
 def _numa_node(device_dir: str) -> int | None:
-    """The function's ``numa_node`` (-1 is none); a bare descriptor read, ~4x cheaper than ``open()``'s text file."""
+    """The function's ``numa_node`` (-1 is none), through the one reader: a planted link to a device is not opened."""
     try:
-        fd = os.open(device_dir + "/numa_node", _ATTR_FLAGS)
-    except OSError:
+        numa = int(read_regular(device_dir + "/numa_node", 64))  # int() takes the attribute's surrounding whitespace
+    except (FileRefused, ValueError):
         return None
-    try:
-        numa = int(os.read(fd, 64))  # int() takes the attribute's surrounding whitespace
-    except (OSError, ValueError):
-        return None
-    finally:
-        os.close(fd)
     return numa if numa >= 0 else None
 
 
@@ -264,15 +271,18 @@ def _tracer(root: str, sysfs: str) -> _NodeMaker:
     return traced
 
 
-def read_spec(path: str, priority: int, node: _NodeMaker, scanned: Scanned = None) -> CdiSpec:
+def read_spec(
+    path: str, priority: int, node: _NodeMaker, scanned: Scanned = None, inside: str | None = None
+) -> CdiSpec:
     """One spec file, its device nodes made by ``node`` (traced); a failure is the spec's one-line ``error``.
 
     ``scanned``: the file's document as the helper process loaded it, when it did (else the file is read here).
+    ``inside``: the spec dir, resolved; a file elsewhere (through a symlink) is refused.
     """
     try:
         if scanned is not None:
             return _spec(scanned[0], path, priority, node)
-        return parse_spec(_read(path), path, priority, node)
+        return parse_spec(_read(path, inside), path, priority, node)
     except SpecError as e:
         return CdiSpec(path=path, priority=priority, error=f"{path}: {e}", error_kind=ErrorKind.MALFORMED)
     except FileReadError as e:
@@ -295,7 +305,7 @@ def read_cdi(
     From ``helper_from`` YAML files on, a helper process scans them on another
     core (devctl.node.cdi_scan; ``python`` is its interpreter, this one by default).
     """
-    files: list[tuple[str, int]] = []
+    files: list[tuple[str, int, str]] = []
     errors: list[tuple[str, ErrorKind]] = []
     for priority, directory in enumerate(dirs):
         try:
@@ -306,12 +316,13 @@ def read_cdi(
         except OSError as e:
             errors.append((f"{directory}: {e.strerror or e}", ErrorKind.of_oserror(e)))
             continue
-        files += [(entry.path, priority) for entry in entries if _is_file(entry)]
-    yaml_files = [path for path, _ in files if not path.endswith(".json")]  # JSON loads at C speed here
+        inside = os.path.realpath(directory)  # where a spec's file must be, whatever links lead to it
+        files += [(entry.path, priority, inside) for entry in entries if _is_file(entry)]
+    yaml_files = [path for path, _, _ in files if not path.endswith(".json")]  # JSON loads at C speed here
     scanned: dict[str, Scanned] = {}
     if len(yaml_files) >= helper_from:
         docs = scan_in_child(yaml_files, MAX_SPEC_BYTES, python=python)
         scanned = dict(zip(yaml_files, docs, strict=True)) if docs is not None else {}
     traced = _tracer(root, sysfs)
-    specs = tuple(read_spec(path, priority, traced, scanned.get(path)) for path, priority in files)
+    specs = tuple(read_spec(path, priority, traced, scanned.get(path), inside) for path, priority, inside in files)
     return CdiState(dirs=dirs, specs=specs), errors

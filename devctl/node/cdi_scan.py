@@ -25,6 +25,7 @@ environment nor site-packages change what runs as root.
 from __future__ import annotations
 
 import marshal
+import os
 import sys
 
 TYPE_CHECKING = False  # typing's own, without importing typing: ~12 ms of the helper's start
@@ -84,8 +85,15 @@ def main(limit: int) -> None:
 
     paths = sys.stdin.buffer.read().decode("utf-8", "surrogateescape").split("\0")
     out: list[Scanned] = []
+    dirs: dict[str, str] = {}  # a spec dir -> that dir resolved: a spec's file must be in it, as the caller's rule
     for path in paths:
-        text = _read(path, limit) if path else None
+        text = None
+        if path:
+            where = os.path.dirname(path)
+            inside = dirs.get(where)
+            if inside is None:
+                inside = dirs[where] = os.path.realpath(where)
+            text = _read(path, limit, inside)
         doc: Scanned = None
         if text is not None:
             try:
@@ -108,11 +116,11 @@ def _carried(doc: Scanned) -> Scanned:
     return doc
 
 
-def _read(path: str, limit: int) -> str | None:
+def _read(path: str, limit: int, inside: str) -> str | None:
     """The file's UTF-8 text through devctl's one safe reader, or None for anything else (the caller says why)."""
     from devctl.node.files import FileRefused, read_regular
 
     try:
-        return read_regular(path, limit).decode("utf-8")
+        return read_regular(path, limit, inside=inside).decode("utf-8")
     except (FileRefused, UnicodeDecodeError):
         return None

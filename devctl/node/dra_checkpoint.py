@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from devctl.model import DraCheckpoint, DraCheckpointClaim, DraCheckpointDevice
+from devctl.node.files import excerpt
 from devctl.node.gojson import (
     CheckpointError,
     Shape,
@@ -189,13 +190,19 @@ def _parse_data(text: str) -> tuple[str, str, Any]:
     try:
         data = json.loads(text, parse_constant=refuse_constant)
     except (ValueError, RecursionError) as err:
-        reason = err.msg if isinstance(err, json.JSONDecodeError) else str(err) or "nested too deeply"
+        reason = (
+            err.msg
+            if isinstance(err, json.JSONDecodeError)
+            else "nested too deeply"
+            if isinstance(err, RecursionError)
+            else str(err)
+        )
         raise Shape(f"Data is not JSON: {reason}") from err
     if not isinstance(data, dict):
         raise Shape(f"Data holds {kind_of(data)}, expected an object")
     kind = go_field(data, "kind")
     if kind != KIND:
-        raise Shape(f"Data kind is {kind!r}, expected {KIND!r}")
+        raise Shape(f"Data kind is {excerpt(kind)}, expected {KIND!r}")
     for fmt, key in LIST_KEYS.items():
         claims = go_field(data, key, _ABSENT)
         if claims is not _ABSENT:

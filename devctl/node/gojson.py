@@ -16,8 +16,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from devctl.model import ErrorKind
-from devctl.node.files import FileReadError, read_file
+from devctl.node.files import FileReadError, MiB, read_file
 
+# The kubelet's own checkpoints are kilobytes to a few MiB; a larger file is refused unread, in one line
+# (a 57 MB device manager checkpoint took 7 s and 590 MB to decode; docs/safety.md, "Files devctl reads").
+CHECKPOINT_LIMIT = 64 * MiB
 _UINT64 = range(2**64)
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -43,7 +46,7 @@ class Shape(ValueError):
 
 def read_bytes(path: str) -> bytes:
     try:
-        return read_file(path)
+        return read_file(path, CHECKPOINT_LIMIT)
     except FileReadError as err:
         raise CheckpointError(path, err.reason, err.kind) from None
 

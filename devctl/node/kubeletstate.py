@@ -42,7 +42,7 @@ from devctl.model import (
     SourceError,
 )
 from devctl.node.checkpoint import fnv1a32
-from devctl.node.files import FileReadError, read_file
+from devctl.node.files import FileReadError, excerpt, read_file
 from devctl.units import parse_cpulist
 
 # Larger than any real state file by far; a bigger one is not the kubelet's.
@@ -73,6 +73,8 @@ def _read_json(path: str) -> Any:
         return json.loads(raw.decode("utf-8", "replace"))
     except ValueError as e:
         raise StateError(f"{path}: not JSON: {e}".splitlines()[0], ErrorKind.MALFORMED) from None
+    except RecursionError:
+        raise StateError(f"{path}: not JSON: nested too deeply", ErrorKind.MALFORMED) from None
 
 
 def _mapping(value: Any, path: str, what: str) -> Mapping[str, Any]:
@@ -89,7 +91,7 @@ def _cpus(text: Any, path: str, where: str) -> tuple[int, ...]:
     try:
         return tuple(parse_cpulist(text))
     except ValueError:
-        raise StateError(f"{path}: {where}: {text!r} is not a CPU list", ErrorKind.MALFORMED) from None
+        raise StateError(f"{path}: {where}: {excerpt(text)} is not a CPU list", ErrorKind.MALFORMED) from None
 
 
 def cpu_checksum(policy: str, default_set: str, entries: Mapping[str, Mapping[str, str]]) -> int:
@@ -275,7 +277,7 @@ def read_kubelet_config(path: str) -> KubeletConfig:
     raw = _read(path)
     try:
         data = yaml.safe_load(raw)
-    except yaml.YAMLError:
+    except (yaml.YAMLError, RecursionError):
         raise StateError(f"{path}: not YAML", ErrorKind.MALFORMED) from None
     data = _mapping(data, path, "the file")
 
