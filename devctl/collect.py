@@ -677,6 +677,8 @@ def load_snapshot(path: str) -> NodeSnapshot:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise SnapshotError(f"{path}: not JSON: {e.msg} at line {e.lineno}") from None
+    except RecursionError:  # json's C scanner gives up past ~1,000 levels: one line, not a traceback
+        raise SnapshotError(f"{path}: not JSON: nested too deeply") from None
     if not isinstance(data, dict) or data.get("kind") != SNAPSHOT_KIND:
         raise SnapshotError(f"{path}: not a devctl snapshot (written by `devctl snapshot`)")
     try:
