@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from importlib import resources
+from pathlib import Path
 
 import pytest
 import yaml
@@ -80,3 +81,45 @@ def test_a_cdi_host_path_out_of_the_root_accuses_no_process(short_root):
     assert {(h["pid"], h["container"], h["allocated"]) for h in who.json["holders"]} == {(1000, "trainer", True)}
     codes = {f["code"] for f in doctor.json["findings"]}
     assert not codes & {"device-used-not-allocated", "device-used-outside-pods"}
+
+
+# --- a holder devctl cannot place (issue 28, item 9) --------------------------------------------------
+
+CID = "c" * 64
+
+
+def _pod_process(proc: Path) -> None:
+    """One process of a pod's container (its cgroup names the container, not the pod) holding foo-0's node."""
+    d = proc / "4242"
+    (d / "fd").mkdir(parents=True)
+    (d / "cmdline").write_bytes(b"python\0train.py\0")
+    (d / "cgroup").write_text(f"0::/kubepods/besteffort/{CID}\n")
+    os.symlink("/dev/foo-0", d / "fd" / "3")
+
+
+def test_without_the_runtime_a_holder_in_no_known_pod_is_unknown_never_told_to_stop(sim_node, tmp_path):
+    # GIVEN a pod's process devctl cannot place: the CRI runtime cannot be read, its cgroup names no pod
+    _pod_process(tmp_path / "proc")
+    args = ("--proc", str(tmp_path / "proc"), "--runtime-endpoint", str(tmp_path / "no.sock"))
+    # WHEN who and doctor look at who holds foo-0
+    who = devctl(sim_node.root, *args, "who", "foo-0", "-o", "json")
+    table = devctl(sim_node.root, *args, "who", "foo-0")
+    doctor = devctl(sim_node.root, *args, "doctor", "-o", "json")
+    # THEN its ALLOCATED is unknown (never "no"), who says why in one line, and doctor tells no one to stop it
+    assert who.exit_code == 0, who.stderr
+    assert [(h["pid"], h["pod"], h["allocated"]) for h in who.json["holders"]] == [(4242, None, None)]
+    assert table.stdout.splitlines()[1].split()[-1] == "?"
+    assert "devctl: pid 4242: in which pod, if any, is unknown (the CRI runtime could not be read)" in table.stderr
+    findings = {f["code"]: f for f in doctor.json["findings"]}
+    assert "device-used-outside-pods" not in findings and "device-used-not-allocated" not in findings
+    assert "stop" not in findings["device-holder-unknown"]["hint"].replace("asks no one to stop it", "")
+    assert findings["device-holder-unknown"]["subject"] == "pid 4242"
+
+
+def test_with_the_runtime_a_holder_in_no_running_container_is_still_reported(sim_node, tmp_path):
+    # GIVEN the same process, and the runtime readable: it lists every running container, and not this one
+    _pod_process(tmp_path / "proc")
+    # WHEN doctor runs, THEN the process is one left behind, outside any running pod (evidence: the runtime)
+    doctor = devctl(sim_node.root, "--proc", str(tmp_path / "proc"), "doctor", "-o", "json")
+    [finding] = [f for f in doctor.json["findings"] if f["subject"] == "pid 4242"]
+    assert finding["code"] == "device-used-outside-pods"

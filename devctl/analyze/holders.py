@@ -143,6 +143,9 @@ class _Join:
             for device_id, named in _cdi_nodes_of(e.allocation.cdi_devices, _ids(e), cdi):
                 _add(paths_of, named, [(DEVICE_PLUGIN, e.resource, device_id)])
         self._given_claims(cdi)
+        # Whether "in no running pod" can be said of a process: only the CRI runtime lists every running
+        # container; without it a process devctl cannot place is an unknown holder (the runtime's error says why).
+        self.runtime_known = runtime is not None and not any(e.source == RUNTIME for e in snapshot.errors)
         self.containers: dict[str, _Where] = {}
         for c in runtime.containers if runtime is not None else ():
             s = sandboxes.get(c.sandbox_id)
@@ -193,9 +196,10 @@ class _Join:
         return merged
 
     def _unknown(self, at: _Where) -> bool | None:
-        """False (not given), or None when one of the container's Allocate replies could not be decoded."""
+        """False (not given), or None when one of the container's Allocate replies could not be decoded, or
+        when the process is in no pod devctl knows and the runtime, which knows every running one, was not read."""
         if at.pod is None:
-            return False
+            return False if self.runtime_known else None
         uid = at.pod.uid
         if any(u == uid and (at.container is None or c == at.container) for u, c in self.undecoded):
             return None
@@ -322,7 +326,9 @@ def _who(r: HolderRow) -> str:
 
 
 def holder_findings(snapshot: NodeSnapshot) -> list[Finding]:
-    """``device-used-not-allocated``, ``device-used-outside-pods`` and ``allocated-device-idle``."""
+    """``device-used-not-allocated``, ``device-used-outside-pods``, ``device-holder-unknown`` (a holder in no pod
+    devctl knows, when the runtime could not say whether it runs in one: never told to stop) and
+    ``allocated-device-idle``."""
     if snapshot.procs is None:
         return []
     join = _Join(snapshot)
@@ -345,6 +351,18 @@ def holder_findings(snapshot: NodeSnapshot) -> list[Finding]:
                     "which the kubelet did not give this container",
                     "a privileged container or a hostPath /dev mount bypasses the device plugin: "
                     "the device may be handed to another pod as well; give it through a resource request",
+                )
+            )
+        elif r.allocated is None and r.pod is None:
+            out.append(
+                Finding(
+                    "info",
+                    "device-holder-unknown",
+                    f"pid {r.pid}",
+                    f"{_who(r)} holds {r.path} open ({r.resource} {', '.join(devices)}); "
+                    "in which pod, if any, is unknown: the CRI runtime could not be read",
+                    "nothing says whether it may use the device, so devctl asks no one to stop it: "
+                    "make the runtime readable (--runtime-endpoint) and run doctor again",
                 )
             )
         elif r.allocated is False and r.pod is None:

@@ -24,6 +24,15 @@ def _not_found(target: str, known: set[str]) -> list[str]:
     ]
 
 
+def _unplaced_line(pids: list[int]) -> str:
+    """Why ALLOCATED is ``?`` for processes in no known pod: never "outside any pod" without the runtime's word."""
+    shown = ", ".join(map(str, pids[:10])) + (f" and {len(pids) - 10} more" if len(pids) > 10 else "")
+    return (
+        f"pid {shown}: in which pod, if any, is unknown (the CRI runtime could not be read), "
+        "so whether it may hold the device is unknown"
+    )
+
+
 def who(
     ctx: typer.Context,
     target: Annotated[
@@ -45,7 +54,9 @@ def who(
     devices in dra_manager_state); the processes from a scan of <proc>/*/fd
     (root sees every process); container and pod names from the CRI runtime
     (--runtime-endpoint). ALLOCATED `no` is a process using a device its
-    container was not given (a privileged pod, a leak). A device of which no
+    container was not given (a privileged pod, a leak); `?` where that is
+    unknown (an Allocate reply not decoded; no runtime to say which pod, if
+    any, runs the process). A device of which no
     node is known says so on stderr. Exit 1 when TARGET names nothing on this
     node.
     """
@@ -66,6 +77,9 @@ def who(
     if output not in (Output.json, Output.yaml) and not quiet:
         for line in without_nodes_lines(bare):
             say(line)
+        unplaced = sorted({r.pid for r in rows if r.pod is None and r.allocated is None})
+        if unplaced:
+            say(_unplaced_line(unplaced))
     emit(
         snap,
         HOLDER_SOURCES,
