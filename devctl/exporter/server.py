@@ -22,7 +22,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from prometheus_client import disable_created_metrics
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -36,7 +36,9 @@ from devctl.model import NodePaths
 
 log = logging.getLogger(__name__)
 
-DEFAULT_LISTEN = ":9477"
+# Loopback unless the admin says otherwise: any client that reaches the port can use the HTTP process' bounded share
+# of the node (docs/exporter.md); the DaemonSet listens on the pod's addresses, with deploy/networkpolicy.yaml.
+DEFAULT_LISTEN = "127.0.0.1:9477"
 DEFAULT_INTERVAL = 15.0
 
 
@@ -61,16 +63,17 @@ class HttpProcess:
     """The HTTP side (``httpd``) as a child process, serving the listening socket bound here.
 
     Binding here makes an address in use this process' usage error; the child
-    gets the socket and the pages, and ends when its stdin closes.
+    gets the socket and the pages, and ends when its stdin closes. ``limits`` are
+    ``httpd.Limits`` as ``NAME=VALUE`` (tests shorten the clocks); none: the defaults.
     """
 
-    def __init__(self, listen: tuple[str, int]):
+    def __init__(self, listen: tuple[str, int], limits: Sequence[str] = ()):
         family = socket.AF_INET6 if ":" in listen[0] else socket.AF_INET
         self.socket = socket.create_server(listen, family=family, backlog=128)
         self.address = self.socket.getsockname()[:2]
         script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "httpd.py")
         self.proc = subprocess.Popen(
-            [sys.executable, "-I", script, str(self.socket.fileno()), CONTENT_TYPE_LATEST],
+            [sys.executable, "-I", script, str(self.socket.fileno()), CONTENT_TYPE_LATEST, *limits],
             stdin=subprocess.PIPE,
             pass_fds=(self.socket.fileno(),),
         )
