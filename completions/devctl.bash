@@ -1,9 +1,8 @@
 _devctl_completion() {
-    local IFS=$'
-'
-    COMPREPLY=( $( env COMP_WORDS="${COMP_WORDS[*]}" \
-                   COMP_CWORD=$COMP_CWORD \
-                   _DEVCTL_COMPLETE=complete_bash $1 ) )
+    local IFS=$'\n'
+    mapfile -t COMPREPLY < <(env COMP_WORDS="${COMP_WORDS[*]}" \
+                                 COMP_CWORD="$COMP_CWORD" \
+                                 _DEVCTL_COMPLETE=complete_bash "$1")
     return 0
 }
 
