@@ -20,8 +20,13 @@ MIN_INTERVAL = 0.1
 def exporter(
     ctx: typer.Context,
     listen: Annotated[
-        str, typer.Option("--listen", metavar="HOST:PORT", help="Address of /metrics and /healthz.")
-    ] = ":9477",
+        str,
+        typer.Option(
+            "--listen",
+            metavar="HOST:PORT",
+            help="Address of /metrics and /healthz: this host only by default; :9477 is every address.",
+        ),
+    ] = "127.0.0.1:9477",
     interval: Annotated[
         float,
         typer.Option(
