@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 from devctl.analyze.cdi import Resolver, numa_of_nodes, resolver
 from devctl.analyze.claim_state import claim_state, claim_users, device_health, live_drivers
-from devctl.model import ClaimDevice, DraDeviceHealth, NodeSnapshot, PodResources
+from devctl.model import DRA_CHECKPOINT, ClaimDevice, DraDeviceHealth, NodeSnapshot, PodResources
 
 
 @dataclass(frozen=True)
@@ -157,13 +157,15 @@ class DraCheckpointSection:
     checksum: int | None
     computed_checksum: int | None
     claims: tuple[ClaimRow, ...] = ()
+    error: str | None = None  # why a file that is there could not be read: never shown as "absent"
 
 
 def dra_checkpoint_section(snapshot: NodeSnapshot) -> DraCheckpointSection:
     """dra_manager_state's verdict and its claims (those the file holds), each with its state."""
     cp = snapshot.dra_checkpoint
     if cp is None:
-        return DraCheckpointSection(snapshot.paths.dra_checkpoint, None, None, None, None)
+        error = next((e.message for e in snapshot.errors if e.source == DRA_CHECKPOINT), None)
+        return DraCheckpointSection(snapshot.paths.dra_checkpoint, None, None, None, None, error=error)
     claims = tuple(r for r in claims_view(snapshot) if r.uid is not None)
     return DraCheckpointSection(cp.path, cp.format, cp.checksum_ok, cp.checksum, cp.computed_checksum, claims)
 

@@ -99,7 +99,11 @@ def dra_checkpoint_lines(section: DraCheckpointSection | None, style: TableStyle
         return ""
     path, fmt, ok = section.path, section.format, section.checksum_ok
     if fmt is None:
-        return f"dra_manager_state: absent ({escape(path)})\n" if style.headers else ""
+        if not style.headers:
+            return ""
+        if section.error is not None:  # the warning line says why; here only that it was not read
+            return f"dra_manager_state: {paint('unreadable', 'red', style.color)} ({escape(path)})\n"
+        return f"dra_manager_state: absent ({escape(path)})\n"
     checksum = {
         True: "checksum ok",
         False: paint("checksum MISMATCH", "red", style.color),
