@@ -88,7 +88,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "devctl completion bash > /etc/bash_completion.d/devctl",
         'devctl completion zsh > "${fpath[1]}/_devctl"',
     ),
-    "exporter": ("devctl exporter --listen :9477  # /metrics and /healthz on every address (default: this host only)",),
+    "exporter": ("devctl exporter --listen :9477  # on every address (default: 127.0.0.1 only)",),
     "fleet": (
         "devctl fleet --prometheus http://prom:9090 ls      # every node's resources",
         "devctl fleet --prometheus http://prom:9090 doctor  # every node's findings",
