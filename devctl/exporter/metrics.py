@@ -124,9 +124,16 @@ def source_up(snapshot: NodeSnapshot) -> dict[str, bool]:
     def clean(source: str) -> bool:
         return not only_sources(snapshot, {source}).errors
 
+    # A socket's own failure is its devctl_plugin_up 0; the source is down when it was not read as a whole:
+    # its reader failed, or a sockets directory could not be listed (an error no socket's probe holds).
+    told = {p.error for p in snapshot.plugins if p.error}
+    plugins_whole = not any(
+        e.source in (PLUGINS, PLUGINS_DIR_SOURCE) or (e.source == "registry" and e.message not in told)
+        for e in snapshot.errors
+    )
     return {
         POD_RESOURCES: snapshot.pods is not None and snapshot.allocatable is not None and clean(POD_RESOURCES),
-        PLUGINS: not any(e.source == PLUGINS_DIR_SOURCE for e in snapshot.errors),
+        PLUGINS: plugins_whole,
         CHECKPOINT: snapshot.checkpoint is not None,
         TOPOLOGY: snapshot.topology is not None,
         IDENTITIES: clean(IDENTITIES),

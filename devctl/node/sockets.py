@@ -49,8 +49,52 @@ DEVICE_PLUGIN_TYPE = "DevicePlugin"
 _MAX_LINKS = 40
 
 
+# The longest path the kernel takes (bytes, its NUL included): a longer one names no file.
+PATH_MAX = 4096
+# How much of a hostile string a message shows (it is escaped where it is shown).
+_SHOWN = 120
+
+
 class OutsideRoot(ValueError):
     """A path that leads outside ``--root``: refused, never dialled. The message is one line."""
+
+
+class NotAPath(OutsideRoot):
+    """A string that names no file the node could have (a NUL, too long, not UTF-8, a URL): refused, never dialled.
+
+    An OutsideRoot, so every caller that refuses a path outside the root
+    refuses this one the same way: one failure of the socket that gave it,
+    never of the whole source (a NUL reaching ``os.lstat`` was a ValueError
+    that failed every plugin at once).
+    """
+
+
+def shown(text: str) -> str:
+    """``text`` cut to a length a message line can carry, saying how long it was."""
+    return text if len(text) <= _SHOWN else f"{text[:_SHOWN]}… ({len(text)} characters)"
+
+
+def _why_not_a_path(path: str, *, wire: bool = False) -> str | None:
+    """Why ``path`` can name no file, or None. ``wire``: a string from a socket, where no undecodable byte can be.
+
+    A name read from a directory may hold undecodable bytes (as surrogate
+    escapes, which ``os.fsencode`` takes back); a string from a plugin cannot.
+    """
+    if "\0" in path:
+        return "holds a NUL byte"
+    try:
+        size = len(path.encode("utf-8") if wire else os.fsencode(path))
+    except UnicodeEncodeError:
+        return "is not UTF-8"
+    if size >= PATH_MAX:
+        return f"is {size} bytes long, longer than any path ({PATH_MAX - 1})"
+    return None
+
+
+def _check_path(path: str) -> None:
+    why = _why_not_a_path(path)
+    if why is not None:
+        raise NotAPath(f"{shown(path)}: the path {why}")
 
 
 @dataclass(frozen=True)
@@ -82,6 +126,7 @@ def in_root(root: str, path: str) -> str:
     raises OutsideRoot. A missing component ends the walk: the rest is joined
     as it is, and dialling it later says "no such socket".
     """
+    _check_path(path)
     root = os.path.abspath(root)
     pending = [c for c in path.split(os.sep) if c and c != os.curdir]
     pending.reverse()
@@ -118,8 +163,9 @@ def real_path(root: str | None, path: str) -> str:
 
     Without a root, or for a path that is not under it (a directory given by
     its own flag, such as ``--plugins-dir``, names a file of this machine),
-    the OS follows the symlinks.
+    the OS follows the symlinks. Raises NotAPath for a string that is no path.
     """
+    _check_path(path)
     if root is None:
         return os.path.realpath(path)
     try:
@@ -205,16 +251,23 @@ def registry_sockets(registry_dir: str, root: str | None = None) -> list[SocketF
 
 
 def registry_endpoint(paths: NodePaths, socket: str, info: RegistryInfo) -> str:
-    """The file under the root that a registry socket's ``endpoint`` names; raises OutsideRoot.
+    """The file under the root that a registry socket's ``endpoint`` names; raises OutsideRoot (or NotAPath).
 
     Empty: the registration socket serves the plugin itself. Absolute: a node
     path, read under the root (``/var/lib/kubelet/plugins/x/dra.sock`` is
     ``<root>/var/lib/kubelet/plugins/x/dra.sock``). Relative: relative to the
-    device-plugins dir, as RegisterRequest's endpoint is.
+    device-plugins dir, as RegisterRequest's endpoint is. A string that is no
+    path (a NUL, longer than PATH_MAX, not UTF-8, a ``unix:`` target) is
+    NotAPath: the one registration fails, never the source.
     """
     endpoint = info.endpoint
     if not endpoint:
         return real_path(paths.root, socket)
+    why = _why_not_a_path(endpoint, wire=True)
+    if why is None and endpoint.startswith("unix:"):
+        why = "is a gRPC target (unix:), not the path the kubelet dials"
+    if why is not None:
+        raise NotAPath(f"{socket}: endpoint {shown(endpoint)} {why}; not dialled")
     if not endpoint.startswith(os.sep):
         try:
             endpoint = os.path.join(node_path(paths.root, paths.plugins_dir), endpoint)
@@ -222,8 +275,11 @@ def registry_endpoint(paths: NodePaths, socket: str, info: RegistryInfo) -> str:
             return os.path.realpath(os.path.join(paths.plugins_dir, endpoint))
     try:
         return in_root(paths.root, endpoint)
+    except NotAPath as e:  # joined to the plugins dir, longer than any path
+        raise NotAPath(f"{socket}: endpoint {e}; not dialled") from None
     except OutsideRoot:
-        raise OutsideRoot(f"{socket}: endpoint {endpoint} is outside the root {paths.root}; not dialled") from None
+        message = f"{socket}: endpoint {shown(endpoint)} is outside the root {paths.root}; not dialled"
+        raise OutsideRoot(message) from None
 
 
 def dial_path(paths: NodePaths, probe: PluginProbe) -> str | None:
