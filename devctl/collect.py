@@ -445,12 +445,13 @@ async def _kubelet_state(paths: NodePaths, out: _Result) -> None:
     out.errors.extend(errors)
 
 
-async def _procs(paths: NodePaths, out: _Result) -> None:
-    """Scan ``<proc>`` for the device nodes the checkpoint's Allocate replies and the CDI specs name (read first)."""
+async def _procs(paths: NodePaths, timeout: float, out: _Result) -> None:
+    """Scan ``<proc>`` for the device nodes the checkpoint's Allocate replies and the CDI specs name (read first),
+    within ``timeout`` (what was not read by then is said, and not claimed unheld)."""
     from devctl.node.procs import Watch, cdi_nodes, device_nodes, scan
 
     nodes = {p for group in device_nodes(out.checkpoint).values() for p in group} | cdi_nodes(out.cdi)
-    out.procs, errors = await asyncio.to_thread(scan, paths.proc, Watch.of(nodes, paths.root))
+    out.procs, errors = await asyncio.to_thread(scan, paths.proc, Watch.of(nodes, paths.root), None, timeout)
     out.errors.extend(errors)
 
 
@@ -575,7 +576,7 @@ async def collect(
     async def procs() -> None:
         # As soon as the files naming the device nodes are read: the scan's CPU time overlaps the RPCs' waits.
         await asyncio.wait([started[CHECKPOINT], started[CDI]])
-        await _guard(PROCS, lambda: _procs(paths, out), out, pending)
+        await _guard(PROCS, lambda: _procs(paths, timeout, out), out, pending)
 
     await asyncio.gather(
         *started.values(),

@@ -667,8 +667,13 @@ def _shared_pool(c: _Checkup) -> None:
 
 def _device_holders(c: _Checkup) -> None:
     from devctl.analyze.holders import holder_findings
+    from devctl.model import PROCS
 
     c.findings.extend(holder_findings(c.snapshot))
+    for e in c.explain(lambda e: e.source == PROCS and e.kind == ErrorKind.TIMEOUT):
+        # The deadline stopped the <proc> scan: its line says how far it got; no container is called idle.
+        hint = "no container is called idle and no count of holders is given: run again with a longer --timeout"
+        c.add(WARNING, "source-unreadable", e.source, e.message, hint)
 
 
 # --- the kubelet's CPU and memory state (devctl.analyze.kubeletstate) -----------------------------------

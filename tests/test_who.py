@@ -119,13 +119,13 @@ class _SlowCaller(procs.Matcher):
     slices = 0
     waits_for: Path | None = None  # a file the worker makes once it claimed its slices
 
-    def read(self, pids):
+    def read(self, pids, until=None):
         type(self).slices += 1
         deadline = time.monotonic() + 20
         while self.waits_for is not None and not self.waits_for.exists() and time.monotonic() < deadline:
             time.sleep(0.01)
         time.sleep(0.02)
-        return super().read(pids)
+        return super().read(pids, until)
 
 
 def _slices(count: int) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from importlib import resources
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import pytest
 import yaml
 from helpers import devctl
 
+from devctl.model import ErrorKind
 from devctl.node.procs import Watch, scan
 from devctl.sim.scenario import parse_scenario
 from devctl.sim.thread import running_sim
@@ -123,3 +125,57 @@ def test_with_the_runtime_a_holder_in_no_running_container_is_still_reported(sim
     doctor = devctl(sim_node.root, "--proc", str(tmp_path / "proc"), "doctor", "-o", "json")
     [finding] = [f for f in doctor.json["findings"] if f["subject"] == "pid 4242"]
     assert finding["code"] == "device-used-outside-pods"
+
+
+# --- the <proc> scan under the command's deadline (issue 28, item 11) ---------------------------------
+
+
+def _slow_proc(proc: Path, count: int, fds: int) -> None:
+    """``count`` processes whose ``fd/`` is one shared directory of ``fds`` links (cheap to make, as slow to read
+    as ``count * fds`` links): without a deadline their scan takes minutes."""
+    shared = proc.parent / "fds"
+    shared.mkdir(parents=True)
+    for fd in range(fds):
+        os.symlink(f"pipe:[{fd}]", shared / str(fd))
+    for pid in range(1, count + 1):
+        (proc / str(pid)).mkdir(parents=True)
+        os.symlink(shared, proc / str(pid) / "fd")
+
+
+@pytest.mark.parametrize("count", [2000, 9000], ids=["caller-alone", "with-a-worker"])
+def test_the_scan_stops_at_its_deadline_and_says_how_far_it_got(tmp_path, count):
+    # GIVEN a <proc> whose full scan takes minutes (2,000 or 9,000 processes of 20,000 fds each)
+    _slow_proc(tmp_path / "proc", count, 20_000)
+    # WHEN it is scanned within 1 s
+    started = time.monotonic()
+    result, errors = scan(str(tmp_path / "proc"), Watch.of(["/dev/nvidia0"], str(tmp_path)), timeout=1.0)
+    elapsed = time.monotonic() - started
+    # THEN it ends soon after (a generous bound: it does not run on), says how many of how many it read,
+    # and counts only those
+    assert elapsed < 15
+    assert result is not None and 0 < result.scanned < count
+    [error] = errors
+    assert error.kind == ErrorKind.TIMEOUT
+    assert f"scanned {result.scanned} of {count} processes before the deadline" in error.message
+
+
+def test_an_incomplete_scan_claims_no_one_holds_a_device(sim_node, tmp_path):
+    # GIVEN the default node, whose containers' processes are among 2,000 that take minutes to scan
+    _slow_proc(tmp_path / "proc", 2000, 20_000)
+    args = ("--proc", str(tmp_path / "proc"))
+    # WHEN who, devices and doctor run with a 1 s deadline
+    started = time.monotonic()
+    who = devctl(sim_node.root, *args, "who", timeout=1.0)
+    wide = devctl(sim_node.root, *args, "devices", GPU, "-o", "wide", timeout=1.0)
+    doctor = devctl(sim_node.root, *args, "doctor", "-o", "json", timeout=1.0)
+    # THEN each finishes (a generous bound), who says how far the scan got, no device has 0 holders (unknown: ?)
+    # and doctor calls no container idle
+    assert time.monotonic() - started < 60
+    assert who.exit_code == 0, who.stderr
+    assert "processes before the deadline" in who.stderr and " of 2000 processes" in who.stderr
+    procs = [line.split()[-1] for line in wide.stdout.splitlines()[1:]]
+    assert procs and set(procs) == {"?"}
+    codes = {f["code"] for f in doctor.json["findings"]}
+    assert "allocated-device-idle" not in codes
+    [scan_finding] = [f for f in doctor.json["findings"] if f["subject"] == "procs"]
+    assert "longer --timeout" in scan_finding["hint"]

@@ -244,10 +244,17 @@ def container_holders(snapshot: NodeSnapshot, namespace: str, pod: str, containe
     )
 
 
+def scan_incomplete(snapshot: NodeSnapshot) -> bool:
+    """Whether the deadline stopped the ``<proc>`` scan before every process was read: then nothing may be said
+    of a device that no process read holds (not "0 holders", not "idle")."""
+    return any(e.source == PROCS and e.kind == ErrorKind.TIMEOUT for e in snapshot.errors)
+
+
 def holder_counts(snapshot: NodeSnapshot) -> dict[tuple[str, str], int] | None:
     """Processes holding each device open (``PROCS`` of ``devices -o wide``, by resource or driver and device ID);
-    None when /proc was not read. A device of which no node is known is absent: how many hold it is unknown."""
-    if snapshot.procs is None:
+    None when /proc was not read, or not all of it (the deadline). A device of which no node is known is absent:
+    how many hold it is unknown."""
+    if snapshot.procs is None or scan_incomplete(snapshot):
         return None
     counts: dict[tuple[str, str], set[int]] = {
         (resource, device): set() for (_, resource, device), paths in device_paths(snapshot).items() if paths
@@ -381,9 +388,12 @@ def holder_findings(snapshot: NodeSnapshot) -> list[Finding]:
 
 
 def _idle(snapshot: NodeSnapshot, join: _Join, rows: list[HolderRow]) -> list[Finding]:
-    """Containers given device nodes none of whose processes opens any: only when every fd and container is known."""
-    if snapshot.runtime is None or any(
-        e.source == PROCS and e.kind == ErrorKind.PERMISSION_DENIED for e in snapshot.errors
+    """Containers given device nodes none of whose processes opens any: only when every fd and container is known
+    (not when some processes' fds were closed to devctl, nor when the deadline stopped the scan)."""
+    if (
+        snapshot.runtime is None
+        or scan_incomplete(snapshot)
+        or any(e.source == PROCS and e.kind == ErrorKind.PERMISSION_DENIED for e in snapshot.errors)
     ):
         return []
     used = {(r.pod.uid, r.container) for r in rows if r.allocated and r.pod is not None}
@@ -424,5 +434,6 @@ __all__ = [
     "known_targets",
     "match_target",
     "plugin_devices",
+    "scan_incomplete",
     "without_nodes",
 ]

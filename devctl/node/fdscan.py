@@ -18,6 +18,7 @@ import json
 import os
 import stat
 import sys
+import time
 from collections.abc import Iterator, Mapping, Sequence
 
 DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
@@ -111,12 +112,18 @@ class Matcher:
             os.close(dir_fd)
         return sorted(held)
 
-    def read(self, pids: Sequence[str]) -> tuple[list[Row], int]:
-        """The holders among ``pids``, and how many of them closed their fds to us."""
+    def read(self, pids: Sequence[str], until: float | None = None) -> tuple[list[Row], int, int]:
+        """The holders among ``pids``, how many of them closed their fds to us, and how many were read: all of
+        them, unless the clock (``time.monotonic``, one clock for every process of the machine) passed ``until``
+        first. The clock is read before each process, so a scan overruns its deadline by one process at most."""
         found: list[Row] = []
         denied = 0
         held = self.held
+        done = 0
         for pid in pids:
+            if until is not None and time.monotonic() >= until:
+                break
+            done += 1
             try:
                 nodes = held(pid)
             except Closed:
@@ -124,7 +131,7 @@ class Matcher:
                 continue
             if nodes:
                 found.append((pid, nodes))
-        return found, denied
+        return found, denied, done
 
 
 def claims(tokens: int) -> Iterator[int]:
@@ -135,18 +142,26 @@ def claims(tokens: int) -> Iterator[int]:
 
 def worker_main() -> None:
     """A worker process' part: the job from the file of fd ``argv[2]``, slices claimed from the pipe of fd
-    ``argv[3]``; prints the slices it read, their holders and how many processes closed their fds, as JSON."""
+    ``argv[3]``; prints the slices it read, their holders and how many processes closed their fds, as JSON.
+
+    At the job's deadline (``until``, on time.monotonic's clock) it stops and claims no more: ``partial`` is
+    then the slice it was reading and how many of its processes it read, ``[index, count]``."""
     job_fd, tokens = int(sys.argv[2]), int(sys.argv[3])
     job = json.loads(os.pread(job_fd, os.fstat(job_fd).st_size, 0))
     os.close(job_fd)
-    pids, size = job["pids"], job["slice"]
+    pids, size, until = job["pids"], job["slice"], job.get("until")
     matcher = Matcher(job["proc"], frozenset(job["paths"]), {rdev: path for rdev, path in job["rdevs"]})
     done: list[int] = []
+    partial: list[int] | None = None
     found: list[Row] = []
     denied = 0
     for index in claims(tokens):
-        done.append(index)
-        rows, closed = matcher.read(pids[index * size : (index + 1) * size])
+        share = pids[index * size : (index + 1) * size]
+        rows, closed, count = matcher.read(share, until)
         found += rows
         denied += closed
-    json.dump({"done": done, "found": found, "denied": denied}, sys.stdout)
+        if count < len(share):
+            partial = [index, count]
+            break
+        done.append(index)
+    json.dump({"done": done, "partial": partial, "found": found, "denied": denied}, sys.stdout)

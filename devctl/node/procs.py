@@ -57,6 +57,9 @@ SLICE = 256
 # for (at least WORKER_GRACE seconds); then it stops the worker and reads the worker's slices itself.
 WORKER_PATIENCE = 4
 WORKER_GRACE = 5.0
+# Under a deadline, how long past it the caller waits for a worker's answer (a worker checks the clock before each
+# process, so it stops within one process' fds of the deadline); then it is stopped and its slices count as unread.
+DEADLINE_GRACE = 1.0
 # The worker's program (devctl.node.helper: fdscan, imported from where the caller's devctl was).
 _WORKER = "from devctl.node.fdscan import worker_main; worker_main()"
 
@@ -210,9 +213,10 @@ class _Worker:
         except OSError:
             self.child = None
 
-    def result(self, patience: float, slices: Mapping[int, list[str]]) -> tuple[set[int], list[Row], int] | None:
-        """The slices the worker read (of ``slices``, those the caller did not), their holders and how many
-        processes closed their fds to it; None (see the class) also when it names a slice or a PID not its own."""
+    def result(self, patience: float, slices: Mapping[int, list[str]]) -> _Reply | None:
+        """The slices the worker read whole (of ``slices``, those the caller did not), the one it was reading at
+        the deadline and how many of its processes it read, their holders and how many processes closed their fds
+        to it; None (see the class) also when it names a slice or a PID not its own."""
         if self.child is None:
             return None
         try:
@@ -225,13 +229,22 @@ class _Worker:
         try:
             reply = json.loads(out)
             done = {int(i) for i in reply["done"]}
+            partial = None if reply.get("partial") is None else (int(reply["partial"][0]), int(reply["partial"][1]))
             found: list[Row] = [(str(pid), [str(p) for p in held]) for pid, held in reply["found"]]
             denied = int(reply["denied"])
-        except (ValueError, TypeError, KeyError):
+        except (ValueError, TypeError, KeyError, IndexError):
             return None
-        if not done <= slices.keys() or not {pid for pid, _ in found} <= {p for i in done for p in slices[i]}:
+        if not done <= slices.keys():
             return None
-        return done, found, denied
+        read = {p for i in done for p in slices[i]}
+        if partial is not None:
+            index, count = partial
+            if index in done or index not in slices or not 0 <= count <= len(slices[index]):
+                return None
+            read.update(slices[index][:count])
+        if not {pid for pid, _ in found} <= read:
+            return None
+        return done, partial, found, denied
 
     def stop(self) -> None:
         """Ends a worker still running (it claimed nothing, or its caller failed) and reaps it."""
@@ -240,10 +253,22 @@ class _Worker:
             self.child.communicate()
 
 
-def _job(proc: str, watch: Watch, pids: list[str], size: int) -> int:
+# A worker's answer: the slices it read whole, the one it stopped in at the deadline with how many of its
+# processes it read, the holders it found and how many processes closed their fds to it.
+_Reply = tuple[set[int], tuple[int, int] | None, list[Row], int]
+
+
+def _job(proc: str, watch: Watch, pids: list[str], size: int, until: float | None) -> int:
     """The workers' job in a memory file (closed on exec but for the workers, which are passed it)."""
     data = json.dumps(
-        {"proc": proc, "paths": sorted(watch.paths), "rdevs": list(watch.rdevs.items()), "pids": pids, "slice": size}
+        {
+            "proc": proc,
+            "paths": sorted(watch.paths),
+            "rdevs": list(watch.rdevs.items()),
+            "pids": pids,
+            "slice": size,
+            "until": until,
+        }
     ).encode()
     fd = os.memfd_create("devctl-procs-job", os.MFD_CLOEXEC)
     view = memoryview(data)
@@ -263,54 +288,72 @@ def _tokens(count: int) -> int:
     return read_end
 
 
-def _read_all(matcher: Matcher, watch: Watch, pids: list[str], readers: int) -> tuple[list[Row], int]:
-    """The holders among ``pids`` and how many closed their fds, read by the caller and ``readers - 1`` workers."""
+def _read_all(
+    matcher: Matcher, watch: Watch, pids: list[str], readers: int, until: float | None = None
+) -> tuple[list[Row], int, int]:
+    """The holders among ``pids``, how many closed their fds and how many were read (all of them unless the
+    deadline ``until`` came first), read by the caller and ``readers - 1`` workers."""
     if readers <= 1:
-        return matcher.read(pids)
+        return matcher.read(pids, until)
     size = max(SLICE, -(-len(pids) // MAX_SLICES))
     slices = {i: pids[start : start + size] for i, start in enumerate(range(0, len(pids), size))}
     try:
-        job = _job(matcher.proc, watch, pids, size)
+        job = _job(matcher.proc, watch, pids, size, until)
     except OSError:  # no memory file (a seccomp profile may refuse memfd_create): read here alone
-        return matcher.read(pids)
+        return matcher.read(pids, until)
     try:
         tokens = _tokens(len(slices))
         started = [_Worker(job, tokens) for _ in range(readers - 1)]
     except OSError:
-        return matcher.read(pids)
+        return matcher.read(pids, until)
     finally:
         os.close(job)  # each worker has its own copy of it now
     found: list[Row] = []
-    denied = 0
+    denied = read = 0
+
+    def take(share: list[str]) -> bool:
+        """Read ``share`` here; False when the deadline came first."""
+        nonlocal denied, read
+        rows, closed, count = matcher.read(share, until)
+        found.extend(rows)
+        denied += closed
+        read += count
+        return count == len(share)
+
     try:
         began = time.monotonic()
         left = dict(slices)
         for index in claims(tokens):
-            rows, closed = matcher.read(left.pop(index))
-            found += rows
-            denied += closed
+            if not take(left.pop(index)):
+                break
         patience = max(WORKER_GRACE, WORKER_PATIENCE * (time.monotonic() - began))
+        if until is not None:  # a worker stops at the deadline too: waited for a moment past it, no longer
+            patience = min(patience, max(0.0, until - time.monotonic()) + DEADLINE_GRACE)
         for worker in started:
             # Nothing left when this process claimed every slice (a worker slow to start): none is waited for.
             reply = worker.result(patience, left) if left else None
             if reply is not None:
-                done, rows, closed = reply
+                done, partial, rows, closed = reply
                 for index in done:
-                    del left[index]
+                    read += len(left.pop(index))
+                if partial is not None:
+                    read += partial[1]
+                    del left[partial[0]]
                 found += rows
                 denied += closed
-        for share in left.values():  # a failed worker's slices
-            rows, closed = matcher.read(share)
-            found += rows
-            denied += closed
+        for share in left.values():  # a failed worker's slices, or those nobody claimed before the deadline
+            if not take(share):
+                break
     finally:
         os.close(tokens)
         for worker in started:
             worker.stop()
-    return found, denied
+    return found, denied, read
 
 
-def scan(proc: str, watch: Watch, workers: int | None = None) -> tuple[ProcScan | None, list[SourceError]]:
+def scan(
+    proc: str, watch: Watch, workers: int | None = None, timeout: float | None = None
+) -> tuple[ProcScan | None, list[SourceError]]:
     """Every process under ``proc`` that holds a watched node open; one error when some fds were closed to us.
 
     None, with the error, when ``proc`` itself cannot be listed. The processes
@@ -318,7 +361,13 @@ def scan(proc: str, watch: Watch, workers: int | None = None) -> tuple[ProcScan 
     per CPU, each with CHUNK processes at least): the caller and worker
     processes (see _Worker), a slice at a time. Only the matches are kept, so
     memory grows with the holders, not with the processes.
+
+    Within ``timeout`` seconds (the command's ``--timeout``; None: no deadline):
+    what was not read by then is not read, ``scanned`` counts the processes
+    read, and one TIMEOUT error says how many of how many (the views then make
+    no "no process holds it" claim).
     """
+    until = None if timeout is None else time.monotonic() + timeout
     errors: list[SourceError] = []
     try:
         with os.scandir(proc) as entries:
@@ -328,10 +377,20 @@ def scan(proc: str, watch: Watch, workers: int | None = None) -> tuple[ProcScan 
         return None, [SourceError(PROCS_SOURCE, message, ErrorKind.of_oserror(e))]
     found: list[Process] = []
     denied = 0
+    read = len(pids)
     if watch.paths and pids:
         readers = max(1, min(SCAN_WORKERS if workers is None else workers, os.cpu_count() or 1, len(pids) // CHUNK))
-        rows, denied = _read_all(Matcher(proc, watch.paths, watch.rdevs), watch, pids, readers)
+        rows, denied, read = _read_all(Matcher(proc, watch.paths, watch.rdevs), watch, pids, readers, until)
         found = sorted((_holder(proc, pid, held) for pid, held in rows), key=lambda p: p.pid)
+    if read < len(pids):
+        errors.append(
+            SourceError(
+                PROCS_SOURCE,
+                f"{proc}: scanned {read} of {len(pids)} processes before the deadline (--timeout {timeout or 0:g} s); "
+                "who holds a device among the others is unknown",
+                ErrorKind.TIMEOUT,
+            )
+        )
     if denied:
         errors.append(
             SourceError(
@@ -341,4 +400,4 @@ def scan(proc: str, watch: Watch, workers: int | None = None) -> tuple[ProcScan 
                 ErrorKind.PERMISSION_DENIED,
             )
         )
-    return ProcScan(proc=proc, scanned=len(pids), processes=tuple(found), watched=tuple(sorted(watch.paths))), errors
+    return ProcScan(proc=proc, scanned=read, processes=tuple(found), watched=tuple(sorted(watch.paths))), errors
