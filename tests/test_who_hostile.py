@@ -179,3 +179,40 @@ def test_an_incomplete_scan_claims_no_one_holds_a_device(sim_node, tmp_path):
     assert "allocated-device-idle" not in codes
     [scan_finding] = [f for f in doctor.json["findings"] if f["subject"] == "procs"]
     assert "longer --timeout" in scan_finding["hint"]
+
+
+# --- DRA health messages (issue 28, two items of 10) ---------------------------------------------------
+
+
+def test_a_health_message_naming_a_device_three_times_counts_it_once(sim_node):
+    import asyncio
+    from dataclasses import replace
+
+    from devctl.analyze.inventory import devices_view, resources_view
+    from devctl.collect import collect
+
+    # GIVEN the DRA driver's health message, with its first device listed twice more
+    snap = asyncio.run(collect(sim_node.paths, 2.0))
+    [probe] = [p for p in snap.plugins if p.dra is not None and p.dra.health]
+    driver = probe.registry.name
+    health = probe.dra.health
+    tripled = replace(probe, dra=replace(probe.dra, health=(*health, health[0], health[0])))
+    snap = replace(snap, plugins=tuple(tripled if p is probe else p for p in snap.plugins))
+    # WHEN ls and devices count its devices, THEN they agree: each device once
+    [row] = [r for r in resources_view(snap) if r.name == driver]
+    devices = [d for d in devices_view(snap) if d.resource == driver]
+    assert row.capacity == len(devices) == len({(h.pool, h.device) for h in health})
+    assert row.allocatable == sum(d.health == "Healthy" for d in devices)
+
+
+def test_call_dra_health_shows_a_timestamp_beyond_any_date_as_sent():
+    from devctl.cli.call_dra import DraCallResult, dra_table
+    from devctl.model import DraDeviceHealth
+    from devctl.render.table import TableStyle
+
+    # GIVEN a driver's health reply whose last update is 2^63-1 seconds
+    reply = {"devices": [DraDeviceHealth("pool", "gpu-0", "Healthy", last_updated=2**63 - 1)]}
+    result = DraCallResult("gpu.example.com", "/x.sock", {}, reply, 1.0, "NodeWatchResources")
+    # WHEN it is shown, THEN the row shows the number (no crash)
+    table = dra_table(result, TableStyle())
+    assert str(2**63 - 1) in table and "pool/gpu-0" in table

@@ -212,7 +212,9 @@ def dra_inventory(
     resources, device_rows = [], []
     for driver, probe in drivers.items():
         stream = probe.dra.health if probe is not None and probe.dra is not None else None
-        listed = [(h.pool, h.device) for h in stream] if stream is not None else []
+        # One entry per device: a message that names a device three times counts it once, as `devices` shows it.
+        last = {(h.pool, h.device): h for h in stream} if stream is not None else {}
+        listed = list(last)
         in_stream = set(listed)
         held = [key for key in claimed_of.get(driver, ()) if key not in in_stream]
         keys = list(dict.fromkeys([*listed, *sorted(held)]))
@@ -246,7 +248,7 @@ def dra_inventory(
                     )
                 )
         capacity = len(listed) if stream is not None else None
-        healthy = sum(1 for h in stream if health.get((driver, h.pool, h.device), h).health == HEALTHY) if stream else 0
+        healthy = sum(1 for (pool, dev), h in last.items() if health.get((driver, pool, dev), h).health == HEALTHY)
         allocated = sum(1 for pool, dev in keys if (driver, pool, dev) in prepared)
         resources.append(
             ResourceRow(

@@ -322,7 +322,12 @@ def dra_table(result: DraCallResult, style: TableStyle) -> str:
     if result.rpc == "NodeWatchResources":
 
         def when(t: int | None) -> str:
-            return datetime.fromtimestamp(t, timezone.utc).strftime("%H:%M:%S") if t else "<none>"
+            if not t:
+                return "<none>"
+            try:
+                return datetime.fromtimestamp(t, timezone.utc).strftime("%H:%M:%S")
+            except (OverflowError, OSError, ValueError):  # beyond what a date can be (2^63-1): the number as sent
+                return str(t)
 
         rows = [
             [
