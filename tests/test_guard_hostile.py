@@ -11,18 +11,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import socket
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
 
 import grpc
 import pytest
+from badservers import hung_server
 from registry import plugin_info, registry_server
 from test_plugin_fakes import devctl
 
 from devctl.api.pluginregistration.v1 import api_pb2 as reg
 from devctl.model import Device, NodePaths, SourceError
+from devctl.node.checkpoint import write_checkpoint
 from devctl.node.paths import resolve_paths
+from devctl.plugin.guard import live_server_for
 from devctl.plugin.server import DevicePluginServer
 from devctl.plugin.spec import PluginSpec
 
@@ -159,3 +164,72 @@ async def test_the_exporter_tells_a_sockets_failure_from_the_sources(paths: Node
     # and when the plugins source itself failed (its reader raised, as the NUL once made it), it is 0, not 1
     failed = replace(snapshot, plugins=(), errors=(SourceError("plugins", "ValueError: embedded null byte"),))
     assert source_up(failed)["plugins"] is False
+
+
+# --- the takeover guard fails closed ---------------------------------------------------------------------------
+
+
+SERVE = ("plugin", "serve", "--resource", REAL.resource, "--count", "1", "--socket", "debug.sock")
+
+
+async def _refused(paths: NodePaths, *argv: str) -> str:
+    """`plugin serve` of REAL's resource: exit 2, one `devctl:` line that says --force, nothing served."""
+    code, _, err = await devctl(Path(paths.root), *argv, *SERVE)
+    assert code == 2, err
+    (line,) = err.strip().splitlines()
+    assert line.startswith(f"devctl: {REAL.resource} ") and "--force" in line, line
+    assert "debug.sock" not in os.listdir(paths.plugins_dir)
+    return line
+
+
+async def test_serve_refuses_beside_a_healthy_plugin_and_a_nul_registration(paths: NodePaths) -> None:
+    async with healthy_plugin(paths) as live, _hostile(paths, "nul"):
+        line = await _refused(paths)
+    assert f"is already served by the live plugin at {live}" in line
+
+
+async def test_serve_refuses_when_the_resources_registration_cannot_be_resolved(paths: NodePaths) -> None:
+    # GIVEN the only registration of the resource names an endpoint with a NUL: devctl cannot tell what it dials
+    sock = f"{paths.plugins_registry}/vendor-reg.sock"
+    async with registry_server(sock, plugin_info(REAL.resource, "vendor\0.sock")):
+        line = await _refused(paths)
+    assert f"may already be served by the live plugin at {sock}" in line
+    assert "endpoint cannot be resolved" in line and "\\x00" in line
+
+
+async def test_serve_refuses_beside_a_plugin_that_answers_after_the_timeout(paths: NodePaths) -> None:
+    # GIVEN a plugin the kubelet knows (its devices in the checkpoint) that accepts and answers nothing in time
+    write_checkpoint(paths.checkpoint, [], {REAL.resource: ["GPU-a1", "GPU-b2"]})
+    async with hung_server(f"{paths.plugins_dir}/{REAL.socket}"):
+        line = await _refused(paths, "--timeout", "0.5")
+    assert f"may already be served by the live plugin at {paths.plugins_dir}/{REAL.socket}" in line
+    assert "did not answer within the timeout" in line
+
+
+async def test_serve_with_a_tiny_timeout_refuses_over_a_healthy_plugin(paths: NodePaths) -> None:
+    # --timeout 0.01: the healthy plugin answers in time (served) or not (may serve); either way, refused
+    write_checkpoint(paths.checkpoint, [], {REAL.resource: ["GPU-a1", "GPU-b2"]})
+    async with DevicePluginServer(REAL, paths.plugins_dir, register=False):
+        await _refused(paths, "--timeout", "0.01")
+
+
+async def test_serve_refuses_when_the_kubelets_devices_cannot_be_read(paths: NodePaths) -> None:
+    # GIVEN a healthy plugin no registration names, and a kubelet whose pod-resources never answers (no
+    # checkpoint): devctl cannot tie the plugin to its resource, so it may serve this one
+    Path(paths.pod_resources).parent.mkdir(parents=True)
+    async with hung_server(paths.pod_resources), DevicePluginServer(REAL, paths.plugins_dir, register=False) as live:
+        line = await _refused(paths, "--timeout", "0.5")
+    assert f"may already be served by the live plugin at {live.socket_path}" in line
+    assert "the kubelet's devices could not be read" in line
+
+
+async def test_serve_still_registers_when_nothing_can_serve(paths: NodePaths) -> None:
+    # A stale socket, a registration of another resource and a DRA driver's bad endpoint prove nobody serves R.
+    stale = socket.socket(socket.AF_UNIX)
+    stale.bind(f"{paths.plugins_dir}/{REAL.socket}")
+    stale.close()
+    async with (
+        _hostile(paths, "nul"),
+        registry_server(f"{paths.plugins_registry}/dra.sock", plugin_info("gpu.example.com", "\0", "DRAPlugin")),
+    ):
+        assert await asyncio.wait_for(live_server_for(REAL.resource, paths, 1), 10) is None
