@@ -2,8 +2,10 @@
 
 Each command asks Prometheus (``devctl.fleet``) and prints as the node
 commands do (``-o table|wide|json|yaml``, ``--no-headers``). Prometheus
-unreachable, or answering something that is not its query API, is one line and
-exit 3. Only typer and the standard library at module level.
+unreachable, not answering within ``--timeout`` (all queries together), or
+answering something that is not its query API, is one line and exit 3; a URL
+that is not http(s) is one line and exit 2; Ctrl-C exits 130 at once. Only typer
+and the standard library at module level.
 """
 
 from __future__ import annotations
@@ -48,12 +50,15 @@ def fleet(
 
 
 def _server(ctx: typer.Context) -> Prometheus:
-    from devctl.fleet.prometheus import Prometheus
+    from devctl.fleet.prometheus import BadURL, Prometheus
 
     url = ctx.parent.obj if ctx.parent is not None else None
     if not url:
         fail("fleet needs --prometheus URL (or DEVCTL_PROMETHEUS)")
-    return Prometheus(url, options(ctx).timeout)
+    try:
+        return Prometheus(url, options(ctx).timeout)
+    except BadURL as e:
+        fail(f"--prometheus {e}")
 
 
 def _show(
@@ -74,6 +79,9 @@ def _show(
         rows = fetch(server)
     except PrometheusError as e:
         fail(str(e), ExitCode.NO_SOURCE)
+    except KeyboardInterrupt:
+        # Ctrl-C: the queries' sockets are shut and their (daemon) threads abandoned; nothing waits for them.
+        raise typer.Exit(130) from None
     if output in (Output.json, Output.yaml):
         from devctl.render import structured
 

@@ -55,6 +55,7 @@ _SEVERITY_COLORS = {"error": "red", "warning": "yellow"}
 
 def findings_table(rows: Sequence[FleetFindingRow], style: TableStyle) -> str:
     out = [
-        [r.node, paint(r.severity, _SEVERITY_COLORS.get(r.severity, ""), style.color), r.code, r.count] for r in rows
+        [r.node, paint(r.severity, _SEVERITY_COLORS.get(r.severity, ""), style.color), r.code, _number(r.count)]
+        for r in rows
     ]
     return grid(["node", "severity", "code", "count"], out, style)

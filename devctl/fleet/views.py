@@ -13,6 +13,7 @@ was down, so it sent no allocation series) is ``None`` here: ``?`` in tables,
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -76,20 +77,21 @@ class FleetFindingRow:
     node: str
     severity: str
     code: str
-    count: int
+    count: int | None
 
 
 def node_of(labels: dict[str, str]) -> str:
     return labels.get("node") or labels.get("instance") or "?"
 
 
-def _count(value: float) -> int:
-    return round(value)
+def _count(value: float) -> int | None:
+    """A count as a node sent it; NaN or ±Inf (any scrape target may send them) is unknown, never 0 nor a crash."""
+    return round(value) if math.isfinite(value) else None
 
 
 def fleet_resources(query_all: QueryAll) -> tuple[FleetResourceRow, ...]:
     """Per node and resource: capacity, allocatable, allocated, free, unhealthy; every reporting node at least once."""
-    numbers: dict[tuple[str, str, str], dict[str, int]] = {}
+    numbers: dict[tuple[str, str, str], dict[str, int | None]] = {}
     *vectors, reporting = query_all([*RESOURCE_SERIES, NODES])
     for number, vector in zip(RESOURCE_NUMBERS, vectors, strict=True):
         for s in vector:
