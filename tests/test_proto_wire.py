@@ -153,6 +153,7 @@ MESSAGES: dict[str, dict[str, tuple]] = {
         "driver_name": (2, S),
         "pool_name": (3, S),
         "device_name": (4, S),
+        "share_id": (5, S, OPT),
     },
     "v1.CDIDevice": {"name": (1, S)},
     "v1.GetPodResourcesRequest": {"pod_name": (1, S), "pod_namespace": (2, S)},
