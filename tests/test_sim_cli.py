@@ -7,6 +7,7 @@ import json
 import os
 import selectors
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -435,3 +436,26 @@ def test_a_root_that_cannot_be_resolved_is_one_usage_line() -> None:
     result = run_devctl("sim", "--root", "/proc/1/root", "--", "true")
     assert result.exit_code == 2
     assert result.stderr.splitlines() == ["devctl: sim: cannot use /proc/1/root as a root: Permission denied"]
+
+
+def test_every_socket_the_sim_serves_is_the_owners_whatever_the_umask(short_root: Path) -> None:
+    """The simulated kubelet's, runtime's, plugins' and drivers' sockets: 0600 from the first, under umask 000."""
+    proc = subprocess.Popen(
+        ["sh", "-c", 'umask 000 && exec "$@"', "sh", *DEVCTL, "sim", "--root", str(short_root)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=devctl_env(),
+    )
+    try:
+        assert read_line(proc, TIMEOUT).strip() == f"export DEVCTL_ROOT={short_root}"
+        sockets = {
+            str(p.relative_to(short_root)): stat.S_IMODE(p.stat().st_mode)
+            for p in short_root.rglob("*")
+            if p.is_socket()
+        }
+        assert {"run/containerd/containerd.sock", "var/lib/kubelet/pod-resources/kubelet.sock"} <= set(sockets)
+        assert {name: mode for name, mode in sockets.items() if mode != 0o600} == {}
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=TIMEOUT)

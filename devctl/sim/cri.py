@@ -119,16 +119,15 @@ class RuntimeServer:
 
     async def start(self) -> None:
         os.makedirs(os.path.dirname(self.socket_path), exist_ok=True)
-        made.clear_for_bind(self.socket_path)  # a stale socket of a killed run goes; nothing else is taken
         server = grpc.aio.server()
         cri_grpc.add_RuntimeServiceServicer_to_server(_Runtime(self._pods), server)
         try:
-            server.add_insecure_port(f"unix:{self.socket_path}")
+            made.add_private_port(server, self.socket_path)  # 0600 whatever the umask; a stale socket goes
         except RuntimeError:
             raise OSError(f"{self.socket_path}: cannot listen on this socket") from None
         await grpcserver.start(server)
         self._server = server
-        self._identity = made.socket_identity(self.socket_path)  # bound by add_insecure_port
+        self._identity = made.socket_identity(self.socket_path)  # bound by add_private_port
         log.info("CRI runtime serving on %s", self.socket_path)
 
     async def stop(self) -> None:

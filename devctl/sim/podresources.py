@@ -261,11 +261,11 @@ class PodResourcesServer:
             v1_grpc.add_PodResourcesListerServicer_to_server(_V1Lister(self), server)
         v1alpha1_grpc.add_PodResourcesListerServicer_to_server(_V1alpha1Lister(self), server)
         try:
-            server.add_insecure_port(f"unix:{self.socket_path}")
+            made.add_private_port(server, self.socket_path)  # 0600 whatever the umask; a stale socket goes
         except RuntimeError:
             # gRPC's own message gives no reason; say what is in the way.
             raise OSError(f"cannot bind {self.socket_path}: {made.bind_failure(self.socket_path)}") from None
-        self._identity = made.socket_identity(self.socket_path)  # bound by add_insecure_port
+        self._identity = made.socket_identity(self.socket_path)  # bound by add_private_port
         self._server = server  # before it starts: a cancelled start still leaves it for stop() to shut down
         await grpcserver.start(server)
         log.info("pod-resources (%s) serving on %s", self.api, self.socket_path)

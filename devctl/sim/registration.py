@@ -74,14 +74,13 @@ class RegistrationServer:
 
     async def start(self) -> None:
         os.makedirs(self.plugins_dir, exist_ok=True)
-        made.clear_for_bind(self.socket_path)
         server = grpc.aio.server()
         dp_grpc.add_RegistrationServicer_to_server(_Registration(self), server)
         try:
-            server.add_insecure_port(f"unix:{self.socket_path}")
+            made.add_private_port(server, self.socket_path)  # 0600 whatever the umask; a stale socket goes
         except RuntimeError:
             raise OSError(f"cannot bind {self.socket_path}: {made.bind_failure(self.socket_path)}") from None
-        self._identity = made.socket_identity(self.socket_path)  # bound by add_insecure_port
+        self._identity = made.socket_identity(self.socket_path)  # bound by add_private_port
         self._server = server  # before it starts: a cancelled start still leaves it for stop() to shut down
         await grpcserver.start(server)
         log.info("kubelet: registration server listening on %s", self.socket_path)
