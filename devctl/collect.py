@@ -22,6 +22,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
+from functools import partial
 from typing import IO, TypeVar
 
 from devctl.model import (
@@ -327,8 +328,11 @@ async def _plugins(
     claimed, probes = await asyncio.gather(
         _no_claims() if dra_only else claimed_sockets(paths, timeout),
         asyncio.gather(
-            *(_answered(pending, out, s.path, _plugin_socket(s, timeout)) for s in sockets),
-            *(_answered(pending, out, s.path, _registry_socket(s, paths, timeout, dra_only)) for s in registry),
+            *(_answered(pending, out, s.path, partial(_plugin_socket, s, timeout)) for s in sockets),
+            *(
+                _answered(pending, out, s.path, partial(_registry_socket, s, paths, timeout, dra_only))
+                for s in registry
+            ),
         ),
     )
     if dra_only:  # a device plugin's or CSI driver's registration is not a DRA driver's: left out
@@ -507,9 +511,12 @@ async def _tracked(pending: _Pending | None, item: str, coro: Awaitable[T]) -> T
         pending.done(item)
 
 
-async def _answered(pending: _Pending | None, out: _Result, socket: str, coro: Awaitable[PluginProbe]) -> PluginProbe:
+async def _answered(
+    pending: _Pending | None, out: _Result, socket: str, probe_it: Callable[[], Awaitable[PluginProbe]]
+) -> PluginProbe:
+    # The probe's coroutine is made here, inside the task gather made: see _guard.
     async def probed() -> PluginProbe:
-        probe = await coro
+        probe = await probe_it()
         out.answered.append(probe)  # before the socket leaves ``pending``: a partial snapshot then has it
         return probe
 
