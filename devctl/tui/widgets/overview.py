@@ -24,11 +24,13 @@ from devctl.tui.widgets.events import COLUMNS as EVENT_COLUMNS
 from devctl.tui.widgets.events import FLUSH_EVERY, log_row
 from devctl.tui.widgets.table import Column, Row, RowSet, RowTable
 
+# The subject tells one finding from the next (two bad GPUs, two containers of one pod): the message gives way
+# first, then the code; the subject is cut in its middle, so its end (the device, the container) stays.
 FINDING_COLUMNS = (
     Column("SEVERITY", 8),
-    Column("CODE", 28, min_width=24),
-    Column("SUBJECT", 30, min_width=10, give=2),
-    Column("MESSAGE", 200, min_width=20, give=1),
+    Column("CODE", 28, min_width=24, give=1),
+    Column("SUBJECT", 40, min_width=16, middle=True),
+    Column("MESSAGE", 200, min_width=20, give=2),
 )
 
 _TONES = {"error": "bad", "warning": "warn", "info": "dim"}

@@ -45,13 +45,15 @@ class Column:
     Text wider than its column is cut with an ellipsis. On a narrow terminal
     columns narrow down to ``min_width`` (the title's width at least): those with
     the highest ``give`` first, then from the right, where the least important
-    columns are.
+    columns are. ``middle`` cuts in the middle instead (``nvidia.c…/GPU-3``):
+    for names whose end tells one row from the next.
     """
 
     title: str
     max_width: int = 40
     min_width: int = 0
     give: int = 0
+    middle: bool = False
 
 
 @dataclass(frozen=True)
@@ -93,9 +95,12 @@ def row_set(columns: Sequence[Column], rows: Sequence[Row]) -> RowSet:
     return RowSet(tuple(rows), tuple(min(w, c.max_width) for w, c in zip(widths, columns, strict=True)))
 
 
-def _fit(text: str, width: int) -> str:
+def _fit(text: str, width: int, middle: bool = False) -> str:
     if len(text) <= width:
         return text.ljust(width)
+    if middle and width >= 5:
+        head = (width - 1) // 2
+        return text[:head] + "…" + text[len(text) - (width - 1 - head) :]
     return text[: max(width - 1, 0)] + "…"
 
 
@@ -244,6 +249,8 @@ class RowTable(ScrollView, can_focus=True):
             # Only more or fewer rows (a log that grows): the vertical scroll bar is always there and has no
             # width, so nothing else moves and the screen needs no new layout, only the lines that changed.
             self.set_reactive(RowTable.virtual_size, size)
+            if self.styles.height is not None and self.styles.height.is_auto:
+                self.refresh(layout=True)  # a table as high as its rows (the findings) takes the room they need
             if self.scroll_y > self.max_scroll_y:  # fewer rows than the screen scrolled past
                 self.scroll_to(y=self.max_scroll_y, animate=False, force=True, immediate=True)
         old_key = self._cursor_key
@@ -369,7 +376,8 @@ class RowTable(ScrollView, can_focus=True):
     # --- drawing ---------------------------------------------------------------
 
     def _cells(self, cells: Sequence[str]) -> str:
-        parts = [_fit(cells[i] if i < len(cells) else "", w) for i, w in enumerate(self._widths)]
+        columns = self.columns
+        parts = [_fit(cells[i] if i < len(cells) else "", w, columns[i].middle) for i, w in enumerate(self._widths)]
         return " " + "  ".join(parts)
 
     def watch_has_focus(self, has_focus: bool) -> None:

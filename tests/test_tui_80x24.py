@@ -1,0 +1,60 @@
+"""The TUI reads true at 80x24 (and at 120x40) on the default simulated node: Pilot, real sockets.
+
+Each test asserts what a person at the terminal reads: the lines of the screen,
+the counts, not the widgets' state.
+"""
+
+from __future__ import annotations
+
+from test_tui_support import demo_app, screen_text, sim, until, until_view  # noqa: F401  (sim: a fixture)
+
+from devctl.sim.node import SimNode
+from devctl.tui.app import DevctlApp
+from devctl.tui.widgets.table import RowTable
+
+GPU = "nvidia.com/gpu"
+
+
+def lines(app: DevctlApp) -> list[str]:
+    return screen_text(app).splitlines()
+
+
+def table(app: DevctlApp, name: str) -> RowTable:
+    return app.screen.query_one(f"#{name}-table", RowTable)
+
+
+async def test_two_bad_gpus_make_two_different_finding_rows_at_every_width(sim: SimNode) -> None:  # noqa: F811
+    # GIVEN two held GPUs that go unhealthy (doctor: unhealthy-allocated, subject nvidia.com/gpu/GPU-2 and /GPU-3)
+    sim.plugins[GPU].set_health("GPU-2", "Unhealthy")
+    sim.plugins[GPU].set_health("GPU-3", "Unhealthy")
+    for size in ((80, 24), (120, 40)):
+        app = demo_app(sim)
+        async with app.run_test(size=size) as pilot:
+            await until_view(pilot)
+
+            def rows(app: DevctlApp = app) -> list[str]:
+                return [line for line in lines(app) if "unhealthy-allocated" in line]
+
+            await until(pilot, lambda: len(rows()) == 2, f"two unhealthy-allocated rows at {size}")
+            # THEN each row names its own GPU: the rows differ, the subject's end is on screen
+            shown = rows()
+            assert any("GPU-2" in r for r in shown) and any("GPU-3" in r for r in shown), (size, shown)
+            assert shown[0] != shown[1]
+
+
+async def test_the_findings_box_shows_every_finding_it_has_room_for(sim: SimNode) -> None:  # noqa: F811
+    app = demo_app(sim)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until_view(pilot)
+        # GIVEN the first screen with doctor's findings (4 on the default node)
+        await until(pilot, lambda: "Findings (devctl doctor): 4" in screen_text(app), "four findings")
+        # WHEN a held GPU goes unhealthy, a fifth finding comes
+        sim.plugins[GPU].set_health("GPU-3", "Unhealthy")
+        await until(pilot, lambda: "Findings (devctl doctor): 5" in screen_text(app), "five findings")
+        # THEN the box grows to show all five (the last events give way), not four and a "1/5"
+        await until(
+            pilot,
+            lambda: sum(1 for line in lines(app) if line.startswith((" error ", " warning "))) == 5,
+            "five finding rows on screen",
+        )
+        assert not any(line.rstrip().endswith("1/5") for line in lines(app)), screen_text(app)
