@@ -58,3 +58,26 @@ async def test_the_findings_box_shows_every_finding_it_has_room_for(sim: SimNode
             "five finding rows on screen",
         )
         assert not any(line.rstrip().endswith("1/5") for line in lines(app)), screen_text(app)
+
+
+async def test_the_numa_map_counts_a_held_unhealthy_gpu_and_scrolls_from_the_keyboard(sim: SimNode) -> None:  # noqa: F811
+    # GIVEN GPU-3 (NUMA 0, held by ml/train-0) unhealthy
+    sim.plugins[GPU].set_health("GPU-3", "Unhealthy")
+    app = demo_app(sim)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until_view(pilot)
+        await until(pilot, lambda: "3 unhealthy" in lines(app)[0], "the flip in the counts")
+        # WHEN the NUMA view is shown
+        await pilot.press("4")
+        # THEN NUMA 0's GPU line counts it unhealthy, and says it is held, beside a ✗ among the held marks
+        await until(pilot, lambda: "NUMA 0" in screen_text(app), "the NUMA map")
+        gpu = next(line for line in lines(app) if "nvidia.com/gpu" in line)
+        assert "■■■✗  4 held, 0 free, 1 unhealthy (held)" in gpu, gpu
+        # AND the keyboard scrolls the map: End shows its last line, the legend, Home its first again
+        assert "devices: ■ held" not in screen_text(app)
+        await pilot.press("end")
+        await until(pilot, lambda: "devices: ■ held" in screen_text(app), "the legend after End")
+        await pilot.press("home")
+        await until(pilot, lambda: "no NUMA node" in screen_text(app), "the top after Home")
+        await pilot.press("pagedown")
+        await until(pilot, lambda: "no NUMA node" not in screen_text(app), "a page down")

@@ -313,10 +313,13 @@ class NodeScreen(Screen[None]):
         self.query_one(EventsPane).shown(name == "events")
         self.query_one(OverviewPane).shown(name == "resources")
         table = self.active_table()
+        typing = self.query_one("#command", Input).has_class("-shown")  # a `:` typed since keeps its line
         if table is not None:
-            if not self.query_one("#command", Input).has_class("-shown"):  # a `:` typed since keeps its line
+            if not typing:
                 table.focus()
             self.query_one("#filter", Input).value = table.filter_text
+        elif not typing:
+            self.query_one(f"#{name}").focus()  # the NUMA map: arrows, PgUp, PgDn, Home, End scroll it
         self._show_keys()
 
     def action_show_view(self, name: str) -> None:

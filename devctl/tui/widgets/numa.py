@@ -51,19 +51,35 @@ def cpu_bar(node: NumaRow) -> Text:
     return _bar(marks)
 
 
-def device_bar(count: DeviceCount) -> Text:
+def device_bar(count: DeviceCount, held_unhealthy: int = 0) -> Text:
+    """Held, free, unhealthy marks; a held device that went unhealthy is an unhealthy mark among the held."""
     if count.total is None or count.allocated is None or count.free is None:
         return Text("?", "dim")  # a count that depends on a source that failed
     unhealthy = max(count.total - count.allocated - count.free, 0)
-    return _bar([HELD] * count.allocated + [FREE] * count.free + [UNHEALTHY] * unhealthy)
+    sick = min(held_unhealthy, count.allocated)
+    return _bar([HELD] * (count.allocated - sick) + [UNHEALTHY] * sick + [FREE] * count.free + [UNHEALTHY] * unhealthy)
 
 
-def _counts(count: DeviceCount) -> str:
+def _counts(count: DeviceCount, held_unhealthy: int = 0) -> str:
+    """``4 held, 0 free, 1 unhealthy (held)``: every unhealthy device counts, held or not (as ls's BAD)."""
     if count.total is None or count.allocated is None or count.free is None:
         total = format_count(count.total, count.total_min)
         return f"{total} devices, {format_count(count.allocated)} held, {format_count(count.free)} free"
-    unhealthy = max(count.total - count.allocated - count.free, 0)
-    return f"{count.allocated} held, {count.free} free, {unhealthy} unhealthy"
+    sick = min(held_unhealthy, count.allocated)
+    unhealthy = max(count.total - count.allocated - count.free, 0) + sick
+    held = "" if not sick else " (held)" if sick == unhealthy else f" ({sick} held)"
+    return f"{count.allocated} held, {count.free} free, {unhealthy} unhealthy{held}"
+
+
+def held_unhealthy(view: NodeView) -> dict[tuple[int | None, str], int]:
+    """How many held devices are unhealthy, by NUMA node (None: no topology) and resource."""
+    found: dict[tuple[int | None, str], int] = {}
+    for resource, rows in view.devices.items():
+        for d in rows:
+            if d.state == "unhealthy-allocated":
+                for node in d.numa_nodes or (None,):
+                    found[(node, resource)] = found.get((node, resource), 0) + 1
+    return found
 
 
 def _nodes_text(a: AlignmentRow) -> str:
@@ -85,6 +101,7 @@ def numa_text(view: NodeView) -> Text:
         for n in sorted(set(a.device_numa) | set(a.cpu_numa) | set(a.memory_numa)):
             holders_by_node.setdefault(n, []).append(escape(f"{a.namespace}/{a.pod}/{a.container}"))
     width = min(max((len(escape(name)) for n in topo.numa_nodes for name in n.devices), default=10), LABEL_MAX)
+    sick = held_unhealthy(view)
     for node in topo.numa_nodes:
         if node.id is None:
             out.append("no NUMA node", "bold")
@@ -100,12 +117,13 @@ def numa_text(view: NodeView) -> Text:
                 f"  {len(node.exclusive_cpus)} exclusive, {len(node.shared_cpus)} shared,"
                 f" {len(node.cpus) - len(node.allocatable_cpus)} reserved\n"
             )
-        for name, count in node.devices.items():
-            name = escape(name)
+        for resource, count in node.devices.items():
+            name = escape(resource)
             label = name if len(name) <= width else name[: width - 1] + "…"
             out.append(f"  {label}".ljust(width + 4))
-            out.append_text(device_bar(count))
-            out.append(f"  {_counts(count)}\n")
+            bad = sick.get((node.id, resource), 0)
+            out.append_text(device_bar(count, bad))
+            out.append(f"  {_counts(count, bad)}\n")
         held = holders_by_node.get(node.id)
         if held:
             out.append("  used by " + ", ".join(held) + "\n", "dim")
