@@ -81,3 +81,31 @@ async def test_the_numa_map_counts_a_held_unhealthy_gpu_and_scrolls_from_the_key
         await until(pilot, lambda: "no NUMA node" in screen_text(app), "the top after Home")
         await pilot.press("pagedown")
         await until(pilot, lambda: "no NUMA node" not in screen_text(app), "a page down")
+
+
+async def test_claims_and_events_show_health_and_device_ids_at_80x24(sim: SimNode) -> None:  # noqa: F811
+    app = demo_app(sim)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until_view(pilot)
+        # GIVEN the claim ml/train-1-gpus (gpu-2 Healthy, gpu-3 Unhealthy) WHEN the Claims view is shown
+        await pilot.press("6")
+        await until(pilot, lambda: "ml/train-1-gpus" in screen_text(app), "the claims")
+        # THEN its row names both devices and both healths, whole; the driver's name is what gives way
+        row = next(line for line in lines(app) if "ml/train-1-gpus" in line)
+        assert "gpu-2,gpu-3" in row and "Healthy,Unhealthy" in row, row
+        embed = next(line for line in lines(app) if "inference/emb" in line)
+        assert " gpu-0 " in embed and " Healthy " in embed, embed
+        # GIVEN a DRA device and a GPU that change health WHEN the event log is shown
+        sim.dra_drivers["gpu.example.com"].set_health("gpu-0", "Unhealthy", "XID 79")
+        sim.plugins[GPU].set_health("GPU-3", "Unhealthy")
+        await pilot.press("5")
+
+        def health_lines() -> list[str]:
+            return [line for line in lines(app) if " health " in line]
+
+        await until(pilot, lambda: len(health_lines()) == 2, "two health events")
+        # THEN each line shows the whole device ID and the change of health
+        dra = next(line for line in health_lines() if "gpu.example" in line)
+        assert "sim-node/gpu-0" in dra and "Healthy → Unhealthy" in dra, dra
+        gpu = next(line for line in health_lines() if "nvidia.com/gpu" in line)
+        assert " GPU-3 " in gpu and "Healthy → Unhealthy" in gpu, gpu

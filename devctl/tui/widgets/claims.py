@@ -20,14 +20,16 @@ from devctl.escape import escape
 from devctl.tui.widgets.table import Column, Row, RowSet, RowTable
 from devctl.units import UNKNOWN_COUNT, format_numa
 
+# At 80 columns the health and the device names stay whole: the driver gives way first, then the pods and
+# the claim's name; HEALTH is never cut (its floor is its cap).
 COLUMNS = (
-    Column("CLAIM", 36, min_width=16, give=1),
+    Column("CLAIM", 36, min_width=12, give=1),
     Column("STATE", 14),
-    Column("DRIVER", 24, min_width=8, give=3),
-    Column("DEVICES", 36, min_width=12, give=2),
-    Column("HEALTH", 20, min_width=9, give=2),
+    Column("DRIVER", 24, min_width=6, give=3),
+    Column("DEVICES", 48, min_width=12),
+    Column("HEALTH", 40, min_width=40),
     Column("NUMA", 6),
-    Column("PODS", 40, min_width=8, give=2),
+    Column("PODS", 40, min_width=4, give=2),
 )
 
 _TONES = {PREPARED: "", CHECKPOINTED: "dim", STALE: "warn", DRIVER_MISSING: "bad"}
@@ -41,6 +43,14 @@ def pods_text(row: ClaimRow) -> str:
     return ",".join(f"{p.namespace}/{p.name}" if p.name else (p.uid or UNKNOWN_COUNT) for p in row.pods) or "-"
 
 
+def devices_text(row: ClaimRow) -> str:
+    """``pool/device`` each; when every device of the claim is in one pool, its devices' names alone (``gpu-2,gpu-3``):
+    the pool is in the claim's detail (Enter) and the Devices view, and the names fit 80 columns beside their health."""
+    if len({d.pool for d in row.devices}) == 1:
+        return ",".join(d.device for d in row.devices)
+    return ",".join(f"{d.pool}/{d.device}" for d in row.devices) or "-"
+
+
 def claim_row(r: ClaimRow) -> Row:
     """The cells of ``devctl claims`` (namespace and name as one ``ns/name``, as holders are written)."""
     health = [d.health or UNKNOWN_COUNT for d in r.devices]
@@ -51,7 +61,7 @@ def claim_row(r: ClaimRow) -> Row:
         claim_key(r),
         r.state or UNKNOWN_COUNT,  # pod-resources unread: the state is not guessed
         ",".join(r.drivers) or ",".join(sorted({d.driver for d in r.devices})) or "-",
-        ",".join(f"{d.pool}/{d.device}" for d in r.devices) or "-",
+        devices_text(r),
         ",".join(health) or "-",
         format_numa(sorted({n for d in r.devices for n in d.numa_nodes})),
         pods_text(r),

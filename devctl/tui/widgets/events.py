@@ -12,12 +12,14 @@ from textual.timer import Timer
 from devctl.tui.state import LogLine
 from devctl.tui.widgets.table import Column, Row, RowTable
 
+# At 80 columns the device ID stays whole (up to 24 characters) and the detail keeps a health change
+# (``Healthy → Unhealthy``): the detail's tail gives way first, then the resource's name.
 COLUMNS = (
     Column("TIME (UTC)", 12),
     Column("EVENT", 12),
     Column("RESOURCE", 30, min_width=14, give=1),
-    Column("DEVICE", 24, min_width=8, give=1),
-    Column("DETAIL", 80, min_width=20),
+    Column("DEVICE", 24, min_width=24),
+    Column("DETAIL", 80, min_width=20, give=2),
 )
 
 MAX_LINES = 5000  # older lines drop off; `devctl watch --record` keeps everything
