@@ -109,3 +109,22 @@ async def test_claims_and_events_show_health_and_device_ids_at_80x24(sim: SimNod
         assert "sim-node/gpu-0" in dra and "Healthy → Unhealthy" in dra, dra
         gpu = next(line for line in health_lines() if "nvidia.com/gpu" in line)
         assert " GPU-3 " in gpu and "Healthy → Unhealthy" in gpu, gpu
+
+
+async def test_the_container_detail_shows_each_device_plugin_devices_health(sim: SimNode) -> None:  # noqa: F811
+    from devctl.tui.screens.detail import ContainerScreen
+
+    # GIVEN GPU-3, held by ml/train-0's trainer with GPU-0..2, unhealthy
+    sim.plugins[GPU].set_health("GPU-3", "Unhealthy")
+    app = demo_app(sim)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until_view(pilot)
+        await until(pilot, lambda: "3 unhealthy" in lines(app)[0], "the flip in the counts")
+        # WHEN the container is opened from the pods view
+        await pilot.press("3")
+        await until(pilot, lambda: table(app, "pods").move_to_key("ml/train-0/trainer"), "the trainer row")
+        await pilot.press("enter")
+        assert isinstance(app.screen, ContainerScreen)
+        # THEN under what it holds, each GPU's health, GPU-3's as the plugin says it
+        want = "health: GPU-0 Healthy, GPU-1 Healthy, GPU-2 Healthy, GPU-3 Unhealthy"
+        await until(pilot, lambda: want in screen_text(app), "each GPU's health")

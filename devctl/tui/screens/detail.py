@@ -8,7 +8,7 @@ which is what the runtime actually put in the container
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
 from rich.text import Text
@@ -22,11 +22,11 @@ from devctl.analyze.cdi import Resolver, resolver
 from devctl.analyze.claims import ClaimRow, claims_view
 from devctl.analyze.holders import HolderRow, container_holders
 from devctl.escape import escape
-from devctl.model import Allocation
+from devctl.model import HEALTHY, Allocation
 from devctl.tui.state import ContainerDetail, NodeView
 from devctl.tui.widgets.claims import device_lines
 from devctl.tui.widgets.pods import alignment_text
-from devctl.units import format_bytes, format_cpulist, format_numa
+from devctl.units import UNKNOWN_COUNT, format_bytes, format_cpulist, format_numa
 
 
 def _line(out: Text, text: str, style: str = "") -> None:
@@ -71,11 +71,13 @@ def detail_text(
     d: ContainerDetail,
     holders: tuple[HolderRow, ...] | None = None,
     claims: Sequence[tuple[ClaimRow, Resolver]] = (),
+    health: Mapping[str, Mapping[str, str]] | None = None,
 ) -> Text:
     """The container as a person reads it: identity, holdings, its claims' devices, alignment, the decoded allocation.
 
     ``claims`` are the container's DRA claims as ``devctl claims`` shows them,
-    each with the CDI resolver that reads their names.
+    each with the CDI resolver that reads their names; ``health`` each
+    device plugin device's health by resource and ID (``devctl devices``).
     """
     c = d.container
     out = Text()
@@ -87,6 +89,13 @@ def detail_text(
     for dev in c.devices:
         numa = format_numa(dev.numa_nodes)
         _line(out, f"  {dev.resource}: {', '.join(dev.ids)}  (NUMA {numa})")
+        known = (health or {}).get(dev.resource, {})
+        words = [known.get(i) or UNKNOWN_COUNT for i in dev.ids]  # a device no plugin lists: unknown, not healthy
+        _line(
+            out,
+            "    health: " + ", ".join(f"{i} {w}" for i, w in zip(dev.ids, words, strict=True)),
+            "" if all(w == HEALTHY for w in words) else "bold red",
+        )
     if not c.devices:
         _line(out, "  no devices", "dim")
     _line(out, f"  exclusive CPUs: {format_cpulist(c.cpu_ids) or 'none (shared pool)'}")
@@ -176,8 +185,9 @@ class ContainerScreen(ModalScreen[None]):
             if names:
                 cdi = resolver(view.snapshot)
                 claims = [(row, cdi) for row in claims_view(view.snapshot, names=names)]
+        health = {name: {d.id: d.health for d in rows} for name, rows in view.devices.items()}
         text = (
-            detail_text(detail, holders, claims)
+            detail_text(detail, holders, claims, health)
             if detail
             else Text(escape(f"{self.key}: the container is gone from pod-resources"))
         )
