@@ -128,3 +128,41 @@ async def test_the_container_detail_shows_each_device_plugin_devices_health(sim:
         # THEN under what it holds, each GPU's health, GPU-3's as the plugin says it
         want = "health: GPU-0 Healthy, GPU-1 Healthy, GPU-2 Healthy, GPU-3 Unhealthy"
         await until(pilot, lambda: want in screen_text(app), "each GPU's health")
+
+
+async def test_a_health_flip_the_kubelet_already_has_is_no_disagreement(sim: SimNode) -> None:  # noqa: F811
+    import asyncio
+    from collections.abc import AsyncIterator
+    from datetime import datetime, timezone
+
+    from devctl.collect import collect
+    from devctl.events import WatchEvent
+    from devctl.model import ALL_SOURCES, HOLDER_SOURCES
+    from devctl.tui.app import make_app
+    from devctl.tui.feeds import NodeFeed
+
+    # GIVEN a poll taken before GPU-3 went unhealthy (the kubelet then still offered it) ...
+    before = await collect(sim.paths, 2.0, want=ALL_SOURCES | HOLDER_SOURCES)
+    gpu_socket = next(p.socket for p in before.plugins if p.resource == GPU)
+    # ... and GPU-3 unhealthy now, on the plugin and at the kubelet alike (devctl doctor finds no disagreement)
+    sim.plugins[GPU].set_health("GPU-3", "Unhealthy")
+    await asyncio.sleep(0.5)
+
+    class PolledBefore(NodeFeed):
+        """The TUI between the live health event and its next poll: the event is laid over the older poll."""
+
+        async def snapshot(self, progress: object = None) -> object:  # type: ignore[override]
+            return before
+
+        async def events(self, resolve: object) -> AsyncIterator[object]:  # type: ignore[override]
+            now = datetime.now(timezone.utc)
+            yield WatchEvent(now, GPU, gpu_socket, "health", "GPU-3", "Healthy", "Unhealthy")
+            await asyncio.Event().wait()
+
+    app = make_app(PolledBefore(sim.paths, 2.0), label="demo")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_view(pilot)
+        # WHEN the findings of the view with the flip are made
+        await until(pilot, lambda: "nvidia.com/gpu/GPU-3" in screen_text(app), "GPU-3's finding", timeout=15)
+        # THEN they are devctl doctor's: the kubelet and the plugin read again agree, no kubelet-plugin-disagree
+        assert "kubelet-plugin-disagree" not in screen_text(app), screen_text(app)

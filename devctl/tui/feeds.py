@@ -184,6 +184,14 @@ class NodeFeed:
     def change_token(self) -> object:
         return file_token(self.paths.checkpoint)
 
+    async def reread(self, snapshot: NodeSnapshot, sockets: tuple[str, ...]) -> NodeSnapshot:
+        """The kubelet's allocatable devices and these plugin sockets read again a moment later, as
+        ``devctl doctor`` reads them before it calls a plugin and the kubelet in disagreement."""
+        from devctl.collect import reread
+        from devctl.doctor import RECHECK_AFTER
+
+        return await reread(snapshot, self.timeout, sockets, after=min(RECHECK_AFTER, self.timeout))
+
 
 class WatchStopped(Exception):
     """The ``devctl watch`` child ended; the message says how, on one line."""

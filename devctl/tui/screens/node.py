@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,9 +21,9 @@ from textual.widgets import ContentSwitcher, Input
 from devctl.analyze import DeviceRow
 from devctl.analyze.cdi import Resolver, resolver
 from devctl.analyze.claims import ClaimRow, claims_view
-from devctl.doctor import diagnose
+from devctl.doctor import diagnose, recheck_sockets
 from devctl.escape import escape
-from devctl.model import Finding
+from devctl.model import Finding, NodeSnapshot
 from devctl.tui.feeds import ControlError, Feed, LogCapture, PluginControls
 from devctl.tui.interpreter import settle
 from devctl.tui.screens.detail import ContainerScreen
@@ -286,13 +287,27 @@ class NodeScreen(Screen[None]):
 
     @work(thread=True, group="findings", exit_on_error=False, description="diagnose the node (devctl doctor)")
     def _diagnose(self, view: NodeView) -> None:
+        again = self._reread(view)
         started = time.monotonic()
         try:
-            found = diagnose(view.snapshot)
+            found = diagnose(view.snapshot, again)
         except Exception as e:  # a bug in a check must not stop the screen: say it where the findings go
             found = (Finding("error", "diagnose-failed", "", f"{type(e).__name__}: {e}", "a bug in devctl doctor"),)
         rows = row_set(overview.FINDING_COLUMNS, overview.finding_rows(found))
         self.post_message(Diagnosed(view, found, rows, time.monotonic() - started))
+
+    def _reread(self, view: NodeView) -> NodeSnapshot | None:
+        """As ``devctl doctor``: where a plugin and the kubelet disagree, read both again a moment later (in this
+        thread, on a loop of its own), so that a health flip the kubelet has not yet been polled for is no finding."""
+        reread = getattr(self.feed, "reread", None)
+        sockets = recheck_sockets(view.snapshot) if reread is not None else ()
+        if not sockets or reread is None:
+            return None
+        try:
+            again: NodeSnapshot = asyncio.run(reread(view.snapshot, sockets))
+        except Exception:  # the second reading failed: one reading, as doctor on a snapshot file says
+            return None
+        return again
 
     def on_diagnosed(self, message: Diagnosed) -> None:
         self._diagnosing = False
