@@ -166,3 +166,30 @@ async def test_a_health_flip_the_kubelet_already_has_is_no_disagreement(sim: Sim
         await until(pilot, lambda: "nvidia.com/gpu/GPU-3" in screen_text(app), "GPU-3's finding", timeout=15)
         # THEN they are devctl doctor's: the kubelet and the plugin read again agree, no kubelet-plugin-disagree
         assert "kubelet-plugin-disagree" not in screen_text(app), screen_text(app)
+
+
+async def test_the_top_line_keeps_the_clock_on_a_sick_node(sim: SimNode) -> None:  # noqa: F811
+    import dataclasses
+
+    from test_tui_support import ScriptedFeed, pinned_clock
+
+    from devctl.collect import collect
+    from devctl.model import PluginStatus, SourceError
+    from devctl.tui.app import make_app
+
+    # GIVEN a sick node: two plugins that do not answer, one that stopped, three sources failing
+    snapshot = await collect(sim.paths, 2.0)
+    words = {GPU: PluginStatus.TIMEOUT, "intel.com/sriov_netdevice": PluginStatus.PERMISSION_DENIED}
+    plugins = tuple(
+        dataclasses.replace(p, status=words[p.resource], devices=()) if p.resource in words else p
+        for p in snapshot.plugins
+    )
+    errors = tuple(SourceError(f"source-{i}", "failed") for i in range(3))
+    sick = dataclasses.replace(snapshot, plugins=plugins, errors=(*snapshot.errors, *errors))
+    app = make_app(ScriptedFeed(sick), label="node /var/lib/a-long-kubelet-root", clock=pinned_clock)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until_view(pilot)
+        # THEN the top line, too long for 80 columns, still ends with the clock; its counts give way
+        await until(pilot, lambda: "err" in lines(app)[0] or "…" in lines(app)[0], "the sick counts")
+        top = lines(app)[0].rstrip()
+        assert top.endswith(" · 03:04:05") and " 4 res · 6 pods · 1 permission-denied" in top, top

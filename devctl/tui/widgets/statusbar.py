@@ -63,6 +63,17 @@ def status_text(view: NodeView | None, source: str, live: bool = True, width: in
     return " " + _cut(source, max(width - len(tail) - 1, 8)) + tail
 
 
+def keep_clock(head: str, width: int) -> str:
+    """A top line wider than the terminal (a sick node's many counts): the label goes, then the last counts are
+    cut; the clock stays."""
+    body, sep, clock = head.rpartition(" · ")
+    if len(head) <= width or not sep or len(clock) != 8 or clock.count(":") != 2:
+        return head
+    _label, dot, counts = body.partition(" · ")
+    body = f" {counts}" if dot else body
+    return _cut(body, max(width - len(sep) - len(clock), 1)) + sep + clock
+
+
 def fit_waiting(text: str, width: int) -> str:
     """``waiting for a.sock, b.sock… 3 s`` cut in its names to ``width``, so the seconds stay on screen."""
     names, sep, tail = text.rpartition("… ")
@@ -92,6 +103,8 @@ class StatusBar(TextLine):
             marks.append(f"{self.failed} task(s) failed, see events")
         room = self.size.width - sum(len(m) + 3 for m in marks) if self.size.width else None
         head = status_text(view, self.source, self.live, room)
+        if self.live and self.size.width:
+            head = keep_clock(head, self.size.width)
         if self.waiting and room is not None and len(head) > room:  # the counts and clock kept: the names give way
             marks[0] = fit_waiting(self.waiting, len(self.waiting) - (len(head) - room))
         self.update(" · ".join([head, *marks]))
