@@ -50,6 +50,7 @@ from devctl.watch.follow import Follower, Reconnecting, Scouts, WatchItem, _inod
 from devctl.watch.sockets import (
     FromKnownIds,
     Namer,
+    Registered,
     Resolver,
     _CachedResolver,
     by_resolver,
@@ -90,18 +91,24 @@ def _absolute(path: str) -> str:
     return os.path.abspath(path)
 
 
+def _device_sockets(paths: NodePaths, registered: Registered) -> list[str]:
+    """Every device-plugin socket to dial: the plugins dir's, and those registered in ``plugins_registry/``."""
+    return list(dict.fromkeys([*plugin_sockets(paths.plugins_dir, paths.root), *registered.sockets()]))
+
+
 async def _discover(
-    plugins_dir: str,
+    paths: NodePaths,
+    registered: Registered,
     start: Callable[[str], None],
     known: set[str],
     out: asyncio.Queue[WatchItem],
-    root: str | None = None,
 ) -> None:
-    """Follow every new socket that appears in the plugins dir (whole-node watch)."""
+    """Follow every new device-plugin socket, in the plugins dir or registered in the registry (whole-node watch)."""
+    plugins_dir = paths.plugins_dir
     said_empty = False
     while True:
-        found = plugin_sockets(plugins_dir, root)
-        if not found and not known and not said_empty:
+        found = _device_sockets(paths, registered)
+        if not found and not known and not said_empty and registered.settled():
             out.put_nowait(Notice(now(), f"no device plugin sockets in {plugins_dir} yet; waiting for one"))
             said_empty = True
         for socket in found:
@@ -233,8 +240,14 @@ async def watch(
     snapshot (or its first failure, without ``wait``). Close it with
     ``contextlib.aclosing`` so its streams are cancelled at once.
     """
-    name: Namer = by_resolver(_CachedResolver(resolve)) if resolve is not None else FromKnownIds(paths, timeout)
     out: asyncio.Queue[WatchItem] = asyncio.Queue()
+    # Plugins registered through plugins_registry/ are found as `devctl plugins` finds them (devctl.node.sockets).
+    registered = Registered(paths, timeout, lambda m: out.put_nowait(Notice(now(), m)))
+    name: Namer = (
+        by_resolver(_CachedResolver(resolve))
+        if resolve is not None
+        else FromKnownIds(paths, timeout, registered=registered)
+    )
     followers: list[Reconnecting] = []
     tasks: list[asyncio.Future[None]] = []
     wanted = list(dict.fromkeys(resources))
@@ -248,7 +261,7 @@ async def watch(
     else:
         drivers = await find_drivers(paths, timeout, maybe_drivers) if maybe_drivers else {}
     wanted = [r for r in wanted if r not in drivers]
-    scouts = Scouts(paths.plugins_dir, set(wanted), name, timeout, paths.root) if wanted else None
+    scouts = Scouts(paths.plugins_dir, set(wanted), name, timeout, paths.root, registered) if wanted else None
 
     def start(resource: str | None, socket: str | None) -> None:
         f = Follower(
@@ -276,6 +289,10 @@ async def watch(
     try:
         if isinstance(name, FromKnownIds):
             tasks.append(asyncio.ensure_future(name.prime()))
+        if (scouts is not None or whole_node) and not once:
+            tasks.append(asyncio.ensure_future(registered.run()))
+        elif scouts is not None or whole_node:
+            await registered.settle()
         if scouts is not None:
             tasks.append(asyncio.ensure_future(scouts.run()))
             if not wait:
@@ -291,10 +308,10 @@ async def watch(
         if whole_node:
             known: set[str] = set()
             if once:
-                for s in plugin_sockets(paths.plugins_dir, paths.root):
+                for s in _device_sockets(paths, registered):
                     start(None, s)
             else:
-                discover = _discover(paths.plugins_dir, lambda s: start(None, s), known, out, paths.root)
+                discover = _discover(paths, registered, lambda s: start(None, s), known, out)
                 tasks.append(asyncio.ensure_future(discover))
                 tasks.append(asyncio.ensure_future(_discover_drivers(paths, timeout, start_driver)))
         if udev and not once:

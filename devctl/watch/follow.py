@@ -26,7 +26,7 @@ from devctl.node.udev import KernelEvent
 from devctl.waits import within
 from devctl.watch.backoff import Backoff
 from devctl.watch.diff import counts, diff
-from devctl.watch.sockets import Namer, plugin_sockets
+from devctl.watch.sockets import Namer, Registered, plugin_sockets
 
 log = logging.getLogger(__name__)
 
@@ -126,9 +126,18 @@ class Scouts:
     answers later still, it is named then and joins the watch.
     """
 
-    def __init__(self, plugins_dir: str, wanted: set[str], name: Namer, timeout: float, root: str | None = None):
+    def __init__(
+        self,
+        plugins_dir: str,
+        wanted: set[str],
+        name: Namer,
+        timeout: float,
+        root: str | None = None,
+        registered: Registered | None = None,
+    ):
         self.plugins_dir = plugins_dir
         self.root = root
+        self.registered = registered  # device plugins registered in plugins_registry/: their sockets are dialled too
         self.wanted = wanted
         self.name = name
         self.timeout = timeout
@@ -155,7 +164,11 @@ class Scouts:
         return {seen.resource for seen in self._seen.values() if seen.named}
 
     def settled(self) -> bool:
-        """Every socket listed so far has answered, failed, or passed its deadline."""
+        """Every socket listed so far (and every registration's) has answered, failed, or passed its deadline."""
+        if self.registered is not None and not (
+            self.registered.settled() and all(s in self._seen for s in self.registered.sockets())
+        ):
+            return False
         return self.scanned and all(seen.settled for seen in self._seen.values())
 
     def take(self, resource: str, prefer: str | None) -> _Open | None:
@@ -183,8 +196,14 @@ class Scouts:
                 await opened.close()
             self._handoff.clear()
 
-    def _scan(self) -> None:
+    def _listed(self) -> list[str]:
         listed = plugin_sockets(self.plugins_dir, self.root)
+        if self.registered is None:
+            return listed
+        return list(dict.fromkeys([*listed, *self.registered.sockets()]))
+
+    def _scan(self) -> None:
+        listed = self._listed()
         for socket in set(self._seen) - set(listed):
             self._forget(socket)
         for socket in listed:

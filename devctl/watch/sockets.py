@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
-from devctl.model import Device, NodePaths, NodeSnapshot, PluginProbe, PluginStatus
+from devctl.model import Device, NodePaths, NodeSnapshot, PluginProbe, PluginStatus, RegistryInfo
 from devctl.node import sockets as node_sockets
+from devctl.node.rpc import RpcFailure
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +32,133 @@ def plugin_sockets(plugins_dir: str, root: str | None = None) -> list[str]:
         return [s.real for s in node_sockets.plugin_sockets(plugins_dir, root)]
     except OSError:
         return []
+
+
+# How often ``plugins_registry/`` is listed, and when a registration that did not answer is asked again.
+REGISTRY_POLL = 0.5
+REGISTRY_RETRY = 2.0
+
+
+class _Asked:
+    def __init__(self, inode: int | None):
+        self.inode = inode
+        self.info: RegistryInfo | None = None  # a device plugin's registration, once it answered
+        self.dial: str | None = None  # the socket its endpoint names (under the root)
+        self.retry_at: float | None = None  # for one that did not answer: when to ask again
+        self.task: asyncio.Future[None] | None = None
+
+
+def _inode(path: str) -> int | None:
+    try:
+        return os.stat(path).st_ino
+    except OSError:
+        return None
+
+
+class Registered:
+    """Device plugins registered through ``plugins_registry/``: the sockets their registrations name.
+
+    A plugin may register with the plugin watcher instead of the kubelet's
+    Registration socket (the upstream device-plugin stub does): a socket in
+    ``plugins_registry/`` whose GetInfo says type ``DevicePlugin``, its name
+    the resource and its endpoint the DevicePlugin socket, which need not be
+    in the plugins dir. ``devctl plugins`` finds it through
+    ``devctl.node.sockets``; so does the watch, with this. Each registry
+    socket is asked once per file (a new inode is asked again), each on its
+    own, so a hung one holds nobody up; one that does not answer is asked
+    again later. An endpoint that cannot be dialled (outside the root, no
+    path) is said once per registration, naming it once.
+    """
+
+    def __init__(self, paths: NodePaths, timeout: float, notice: Callable[[str], None] | None = None):
+        self.paths = paths
+        self.timeout = timeout
+        self.notice = notice
+        self.scanned = False
+        self._asked: dict[str, _Asked] = {}  # listed registry socket -> what it said
+        self._said: dict[str, str] = {}  # listed registry socket -> the last notice given about it
+
+    def sockets(self) -> list[str]:
+        """The DevicePlugin sockets that registrations name, each once."""
+        return list(dict.fromkeys(a.dial for a in self._asked.values() if a.dial is not None))
+
+    def probes(self) -> list[PluginProbe]:
+        """The registrations as ``devctl.node.sockets.name_sockets`` takes them (the one resolver)."""
+        return [
+            PluginProbe(socket=s, status=PluginStatus.SERVING, registry=a.info)
+            for s, a in self._asked.items()
+            if a.info is not None
+        ]
+
+    def settled(self) -> bool:
+        """Every registry socket listed so far has answered, failed, or passed its deadline."""
+        return self.scanned and all(a.task is None or a.task.done() for a in self._asked.values())
+
+    def scan(self) -> None:
+        try:
+            listed = node_sockets.registry_sockets(self.paths.plugins_registry, self.paths.root)
+        except OSError:
+            listed = []  # no registry (yet): most nodes register their plugins with the kubelet
+        now = time.monotonic()
+        by_path = {s.path: s for s in listed}
+        for gone in set(self._asked) - set(by_path):
+            self._forget(gone)
+        for path, s in by_path.items():
+            inode = _inode(s.real)
+            asked = self._asked.get(path)
+            if asked is not None and asked.inode == inode and (asked.retry_at is None or now < asked.retry_at):
+                continue
+            if asked is not None:
+                self._forget(path)
+            asked = self._asked[path] = _Asked(inode)
+            asked.task = asyncio.ensure_future(self._ask(s, asked))
+        self.scanned = True
+
+    def _forget(self, path: str) -> None:
+        asked = self._asked.pop(path)
+        if asked.task is not None:
+            asked.task.cancel()
+
+    def _say(self, path: str, message: str) -> None:
+        if self.notice is not None and self._said.get(path) != message:
+            self._said[path] = message
+            self.notice(message)
+
+    async def _ask(self, s: node_sockets.SocketFile, asked: _Asked) -> None:
+        from devctl.node.connect import check_socket
+        from devctl.node.deviceplugin import registry_info
+
+        try:
+            await check_socket(s.real, self.timeout)
+            info = await registry_info(s.real, self.timeout)
+        except (RpcFailure, AttributeError, TypeError) as e:  # not answering (yet), or not a PluginInfo
+            log.debug("registry socket %s: %s", s.path, e)
+            asked.retry_at = time.monotonic() + REGISTRY_RETRY
+            return
+        if info.type != node_sockets.DEVICE_PLUGIN_TYPE:
+            return  # a DRA or CSI driver: not a device plugin's socket
+        asked.info = info
+        try:
+            asked.dial = node_sockets.registry_endpoint(self.paths, s.path, info)
+        except node_sockets.OutsideRoot as e:  # the message names the registration once, and why
+            self._say(s.path, str(e))
+            return
+        self._said.pop(s.path, None)
+
+    async def settle(self) -> None:
+        """List the registry and wait until each registration answered or passed its deadline."""
+        self.scan()
+        await asyncio.gather(*(a.task for a in self._asked.values() if a.task is not None), return_exceptions=True)
+
+    async def run(self) -> None:
+        try:
+            while True:
+                self.scan()
+                await asyncio.sleep(REGISTRY_POLL)
+        finally:
+            for asked in self._asked.values():
+                if asked.task is not None:
+                    asked.task.cancel()
 
 
 def socket_resources(snapshot: NodeSnapshot) -> dict[str, str | None]:
@@ -103,7 +232,8 @@ def by_resolver(resolver: _CachedResolver) -> Namer:
 class FromKnownIds:
     """Names a socket from its first list by the one resolver every view uses (``devctl.node.sockets``).
 
-    A running devctl plugin's control socket names its socket; else the list is
+    A registration in ``plugins_registry/`` (``registered``) or a running devctl
+    plugin's control socket names its socket; else the list is
     matched with the device IDs the kubelet knows. Both come from the kubelet's
     sources and devctl's own control sockets only, never from probing the
     other plugin sockets, so one hung plugin delays nobody's name. They are
@@ -111,8 +241,9 @@ class FromKnownIds:
     shared by every client of the node (kubelet-contract.md).
     """
 
-    def __init__(self, paths: NodePaths, timeout: float, ttl: float = 1.0):
+    def __init__(self, paths: NodePaths, timeout: float, ttl: float = 1.0, registered: Registered | None = None):
         self._paths = paths
+        self._registered = registered
         self._timeout = timeout
         self._ttl = ttl
         self._lock = asyncio.Lock()
@@ -145,4 +276,5 @@ class FromKnownIds:
     async def __call__(self, socket: str, devices: Sequence[Device]) -> str | None:
         known, claimed = await self._ids()
         probe = PluginProbe(socket=socket, status=PluginStatus.SERVING, devices=tuple(devices))
-        return node_sockets.name_sockets(self._paths, [probe], known, claimed)[0].resource
+        registrations = self._registered.probes() if self._registered is not None else []
+        return node_sockets.name_sockets(self._paths, [probe, *registrations], known, claimed)[0].resource
