@@ -90,3 +90,15 @@ async def test_a_registration_whose_endpoint_leaves_the_root_is_said_once_naming
         await asyncio.sleep(1.5)  # several looks at the registry later
     assert said.count(registration(paths)) == 1, said
     assert len([n for n in t.notices if "not dialled" in n]) == 1, t.notices
+
+
+async def test_a_followed_socket_that_goes_away_is_named_once_in_its_notice(paths: NodePaths) -> None:
+    """An unnamed socket (no kubelet here) is its own name: the notice of its end says its path once."""
+    socket = f"{paths.plugins_dir}/lone.sock"
+    async with timeline(paths) as t:
+        async with registry_server(socket, plugin_info("x", ""), (Device("l0"),)):
+            snap = await t.next(timeout=10)
+            assert (snap.event, snap.socket, snap.resource) == ("snapshot", socket, None)
+        await t.until("disconnected", timeout=10)
+        said = await t.said("reconnecting", timeout=10)
+    assert said.count(socket) == 1, said

@@ -268,6 +268,18 @@ class Scouts:
         self._notify()
 
 
+def _named_once(name: str, reason: str) -> str:
+    """``reason`` prefixed with the target's name, unless it starts with it already ("sock: …", "sock ListAndWatch: …").
+
+    A socket followed before its resource is known is named by its path, and
+    most reasons (a failed RPC, the socket deleted) start with that path: the
+    notice names its subject once.
+    """
+    if reason.startswith(name) and reason[len(name) : len(name) + 1] in (":", " "):
+        return reason
+    return f"{name}: {reason}"
+
+
 class Reconnecting:
     """What every followed stream shares: connect, follow, and after each end say why and try again with backoff.
 
@@ -329,8 +341,7 @@ class Reconnecting:
                 log.debug("watching %s failed", self.name, exc_info=True)
                 reason = f"{type(e).__name__}: {e}"
             await self._ended()
-            # Most reasons start with the target's name already: name it once.
-            why = reason if reason.startswith(f"{self.name}:") else f"{self.name}: {reason}"
+            why = _named_once(self.name, reason)
             if self.connected:
                 self.connected = False
                 self._disconnected()
