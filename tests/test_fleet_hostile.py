@@ -177,6 +177,8 @@ def test_a_nan_or_infinite_sample_is_unknown_for_that_node_only(value: str, show
             body = _vector((good, "4"), (bad, "3"))
         elif "devctl_resource_allocated" in h.path:
             body = _vector((good, "1"), (bad, "1"))
+        elif "devctl_resource_free" in h.path:  # each node's own FREE (analyze.free_count)
+            body = _vector((good, "3"), (bad, "2"))
         elif "devctl_doctor_findings" in h.path:
             body = _vector(({"node": "node-b", "severity": "warning", "code": "x"}, value))
         else:

@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from operator import itemgetter
 from typing import TYPE_CHECKING, NamedTuple
 
-from devctl.analyze.inventory import UNKNOWN, WAITING, ClaimHolder, DeviceRow, ResourceRow
+from devctl.analyze.inventory import UNKNOWN, WAITING, ClaimHolder, DeviceRow, ResourceRow, free_count
 from devctl.model import HEALTHY, NodeSnapshot, PluginProbe, PluginStatus
 
 if TYPE_CHECKING:
@@ -218,7 +218,7 @@ def dra_inventory(
         in_stream = set(listed)
         held = [key for key in claimed_of.get(driver, ()) if key not in in_stream]
         keys = list(dict.fromkeys([*listed, *sorted(held)]))
-        free = 0
+        healthy_keys: list[DeviceKey] = []
         numa_nodes: set[int] = set()
         for pool, dev in keys:
             key = (driver, pool, dev)
@@ -233,7 +233,8 @@ def dra_inventory(
                 state = "allocated" if taken else "free"
             else:
                 state = "unhealthy-allocated" if taken else "unhealthy"
-            free += state == "free"
+            if h is not None and word == HEALTHY:
+                healthy_keys.append(key)
             numa_nodes.update(numa.get(key, ()))
             if devices:
                 device_rows.append(
@@ -250,6 +251,7 @@ def dra_inventory(
         capacity = len(listed) if stream is not None else None
         healthy = sum(1 for (pool, dev), h in last.items() if health.get((driver, pool, dev), h).health == HEALTHY)
         allocated = sum(1 for pool, dev in keys if (driver, pool, dev) in prepared)
+        free = free_count(len(healthy_keys), occupied, set(healthy_keys).__contains__)
         resources.append(
             ResourceRow(
                 name=driver,

@@ -7,9 +7,9 @@ the kubelet's when no plugin answers.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from devctl.model import (
     HEALTHY,
@@ -157,6 +157,24 @@ class Inventory:
         return "unhealthy-allocated" if held else "unhealthy"
 
 
+# What FREE means, once, for `ls`, the TUI, the exporter's devctl_resource_free and `fleet ls` (docs/commands.md).
+FREE_MEANING = "healthy devices that no container holds: an unhealthy device is never free, held or not"
+
+
+_Id = TypeVar("_Id")  # a device's ID, or a DRA device's (driver, pool, device)
+
+
+def free_count(healthy: int, held: Iterable[_Id], is_healthy: Callable[[_Id], bool | None]) -> int:
+    """FREE, the one definition: of the ``healthy`` devices, those no container holds.
+
+    ``held`` are the IDs containers hold (each counted once); a held device takes one
+    from FREE only when it is healthy, so a held device that went unhealthy is
+    neither free nor taken twice. Callers pass None instead of calling this when
+    who holds what, or the health of some device, is unknown.
+    """
+    return healthy - sum(1 for dev_id in set(held) if is_healthy(dev_id))
+
+
 def _pick_probe(probes: list[PluginProbe]) -> PluginProbe | None:
     """The socket that speaks for a resource: a serving one if any (first by path), else the first."""
     if not probes:
@@ -296,7 +314,6 @@ def resources_view(snapshot: NodeSnapshot, resources: Iterable[str] | None = Non
         allocatable = healthy if health_known else None
         capacity = listed if r.complete else None
         numa = sorted(r.numa_nodes())
-        held_healthy = sum(1 for i in r.holders if i not in r.unlisted and r.healthy(i))
         probe = r.probe
         rows.append(
             ResourceRow(
@@ -306,7 +323,9 @@ def resources_view(snapshot: NodeSnapshot, resources: Iterable[str] | None = Non
                 capacity=capacity,
                 allocatable=allocatable,
                 allocated=len(r.holders) if r.holders_known else None,
-                free=healthy - held_healthy if r.holders_known and health_known else None,
+                free=free_count(healthy, (i for i in r.holders if i not in r.unlisted), r.healthy)
+                if r.holders_known and health_known
+                else None,
                 unhealthy=capacity - allocatable if capacity is not None and allocatable is not None else None,
                 numa_nodes=tuple(numa),
                 options=probe.options if probe else None,

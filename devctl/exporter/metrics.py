@@ -50,6 +50,7 @@ from devctl.analyze import (
 from devctl.analyze.claim_state import DRA_TYPE
 from devctl.analyze.claims import claims_view
 from devctl.analyze.dra_inventory import dra_inventory
+from devctl.analyze.inventory import FREE_MEANING, free_count
 from devctl.doctor import diagnose
 from devctl.exporter.dra import DriverLive, live_probes
 from devctl.exporter.live import LiveSocket
@@ -160,7 +161,10 @@ def prepare(snapshot: NodeSnapshot, live: Mapping[str, LiveSocket], resources: M
         if c.state is not None
         for driver in c.drivers
     )
-    counts = Counter((f.severity, f.code) for f in diagnose(merged))
+    # doctor's own reading of the node: the refresh as read, never with the live streams laid over it (a socket
+    # followed after it was deleted, or up again since its probe failed, would be a finding doctor never makes:
+    # plugin-unreachable for its no-plugin, or source-unreadable for a probe error no row explains).
+    counts = Counter((f.severity, f.code) for f in diagnose(snapshot))
     return Refresh(
         at=at,
         snapshot=snapshot,
@@ -203,6 +207,12 @@ def _live_lists(plugins: tuple[PluginProbe, ...], live: Mapping[str, LiveSocket]
         if p.resource and p.status == PluginStatus.SERVING and p.socket in live and p.resource not in lists:
             lists[p.resource] = p.devices
     return lists
+
+
+def _live_free(listed: tuple[Device, ...], rows: Mapping[str, DeviceRow]) -> int:
+    """FREE of a live plugin's list: its healthy devices that no container held at the refresh (analyze.free_count)."""
+    healthy = {d.id for d in listed if d.healthy}
+    return free_count(len(healthy), (dev_id for dev_id, row in rows.items() if row.allocated_to), healthy.__contains__)
 
 
 @dataclass(frozen=True)
@@ -286,12 +296,19 @@ def families(lay: Layout | None) -> Iterator[Metric]:
         "Devices of an extended resource that containers hold (pod-resources).",
         labels=["kind", "resource"],
     )
+    free = GaugeMetricFamily(
+        "devctl_resource_free",
+        f"FREE of devctl ls: {FREE_MEANING}.",
+        labels=["kind", "resource"],
+    )
     for r in (*(r for r in refresh.resources if r.kind != DRA), *dra_resources):
         listed = lists.get(r.name) if r.kind == DEVICE_PLUGIN else None
         if listed is not None:
             # The live list counts as `devctl ls` counts a serving plugin's: listed, and healthy among them.
             capacity.add_metric([DEVICE_PLUGIN, r.name], float(len(listed)))
             allocatable.add_metric([DEVICE_PLUGIN, r.name], float(sum(d.healthy for d in listed)))
+            if pods_known and r.free is not None:
+                free.add_metric([DEVICE_PLUGIN, r.name], float(_live_free(listed, refresh.devices.get(r.name, {}))))
         else:
             # A number a failed source would have given is None in the views: no sample then, never a zero.
             # A DRA driver's counts are its health stream's as read at the refresh.
@@ -299,6 +316,8 @@ def families(lay: Layout | None) -> Iterator[Metric]:
                 capacity.add_metric([r.kind, r.name], float(r.capacity))
             if r.allocatable is not None:
                 allocatable.add_metric([r.kind, r.name], float(r.allocatable))
+            if pods_known and r.free is not None:
+                free.add_metric([r.kind, r.name], float(r.free))
         if pods_known and r.allocated is not None:
             allocated.add_metric([r.kind, r.name], float(r.allocated))
     known = {r.name for r in refresh.resources if r.kind == DEVICE_PLUGIN}
@@ -309,6 +328,7 @@ def families(lay: Layout | None) -> Iterator[Metric]:
     yield capacity
     yield allocatable
     yield allocated
+    yield free
 
     held = GaugeMetricFamily(
         "devctl_device_allocated",

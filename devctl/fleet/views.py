@@ -25,7 +25,9 @@ QueryAll = Callable[[Sequence[str]], list[list[Sample]]]
 HEALTH = {1.0: "Healthy", 0.0: "Unhealthy", -1.0: "Unknown"}
 SEVERITIES = ("error", "warning", "info")
 
-RESOURCE_NUMBERS = ("capacity", "allocatable", "allocated")
+# free is the node's own FREE (devctl_resource_free, analyze.free_count), never worked out here from the others:
+# allocatable - allocated would count a held unhealthy device twice. A node that sends none: unknown.
+RESOURCE_NUMBERS = ("capacity", "allocatable", "allocated", "free")
 RESOURCE_SERIES = tuple(f"max by (node, instance, kind, resource) (devctl_resource_{n})" for n in RESOURCE_NUMBERS)
 NODES = "max by (node, instance) (devctl_last_refresh_timestamp_seconds)"
 
@@ -105,7 +107,7 @@ def fleet_resources(query_all: QueryAll) -> tuple[FleetResourceRow, ...]:
     nodes = {node_of(s.labels) for s in reporting}
     rows = []
     for (node, kind, resource), n in numbers.items():
-        capacity, allocatable, allocated = n.get("capacity"), n.get("allocatable"), n.get("allocated")
+        capacity, allocatable, allocated, free = (n.get(k) for k in RESOURCE_NUMBERS)
         rows.append(
             FleetResourceRow(
                 node=node,
@@ -114,8 +116,7 @@ def fleet_resources(query_all: QueryAll) -> tuple[FleetResourceRow, ...]:
                 capacity=capacity,
                 allocatable=allocatable,
                 allocated=allocated,
-                # Free is healthy and not held: unknown when either side is.
-                free=max(allocatable - allocated, 0) if allocatable is not None and allocated is not None else None,
+                free=free,
                 unhealthy=capacity - allocatable if capacity is not None and allocatable is not None else None,
             )
         )

@@ -1,0 +1,77 @@
+"""One meaning per number and word: the same node reads the same through every face (issue 29, item 5).
+
+Each test runs the real commands against a real simulated node: ``devctl ls``
+and ``devctl fleet ls`` through a real exporter scraped by a real Prometheus,
+``devctl doctor`` and the exporter's findings, and so on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from helpers import run_devctl
+from test_exporter import exporter
+from test_fleet import PROMETHEUS, _fleet, _wait, prometheus
+
+DRIVER = "gpu.example.com"  # the default node's DRA driver: gpu-3 unhealthy and held, gpu-1 healthy and free
+GPU = "nvidia.com/gpu"
+
+
+def _ls_free(root: Path) -> dict[str, int | None]:
+    result = run_devctl("ls", "-o", "json", root=root)
+    assert result.exit_code == 0, result.stderr
+    return {r["name"]: r["free"] for r in result.json["resources"]}
+
+
+@pytest.mark.skipif(PROMETHEUS is None, reason="the prometheus binary is not installed (apt-get install prometheus)")
+def test_free_is_the_same_in_ls_and_fleet_ls(sim_node, tmp_path: Path) -> None:
+    """GIVEN the default node, whose DRA driver has an unhealthy device a claim holds
+    WHEN `devctl ls` and `devctl fleet ls` (through its exporter and a real Prometheus) are read
+    THEN FREE is the same number for every resource: 1 for the driver (not allocatable - allocated = 0)."""
+    ls_free = _ls_free(sim_node.root)
+    assert ls_free[DRIVER] == 1
+    with contextlib.ExitStack() as stack:
+        ex = stack.enter_context(exporter(sim_node.root, "--interval", "1"))
+        url = stack.enter_context(prometheus(tmp_path, {"sim-node": ex.url.removeprefix("http://")}))
+
+        def fleet_free() -> dict[str, int | None]:
+            return {r["resource"]: r["free"] for r in _fleet(url, "ls")["resources"] if r["resource"]}
+
+        _wait("fleet ls lists every resource", lambda: set(fleet_free()) == set(ls_free))
+        assert fleet_free() == ls_free
+        table = run_devctl("fleet", "--prometheus", url, "ls")
+        row = next(line.split() for line in table.stdout.splitlines() if line.split()[1:2] == [DRIVER])
+        assert row[5] == "1"  # node resource capacity allocatable allocated FREE unhealthy
+
+
+def _doctor_codes(root: Path) -> Counter[tuple[str, str]]:
+    result = run_devctl("doctor", "-o", "json", root=root)
+    return Counter((f["severity"], f["code"]) for f in result.json["findings"])
+
+
+def _exporter_codes(ex) -> Counter[tuple[str, str]]:
+    return Counter({(ls["severity"], ls["code"]): int(v) for ls, v in ex.samples("devctl_doctor_findings") if v})
+
+
+def test_the_exporters_findings_are_doctors_when_a_plugin_stops(sim_node) -> None:
+    """GIVEN a live exporter WHEN the GPU plugin stops (its socket goes)
+    THEN devctl_doctor_findings counts what `devctl doctor` finds: no-plugin, not a plugin-unreachable
+    of the socket the exporter still followed."""
+    with exporter(sim_node.root, "--interval", "0.5") as ex:
+        ex.wait_for("the first findings", lambda: bool(_exporter_codes(ex)))
+        assert _exporter_codes(ex) == _doctor_codes(sim_node.root)
+
+        async def stop(node) -> None:
+            await node.plugins[GPU].stop()
+
+        sim_node.call(stop)
+        doctor = _doctor_codes(sim_node.root)
+        assert doctor[("error", "no-plugin")] == 1
+        deadline = time.monotonic() + 15
+        while _exporter_codes(ex) != doctor and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _exporter_codes(ex) == doctor
