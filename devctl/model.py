@@ -338,7 +338,8 @@ class ClaimDevice:
     driver: str
     pool: str
     device: str
-    cdi_devices: tuple[str, ...] = ()
+    cdi_devices: tuple[str, ...] = ()  # each name once, of this device only (node.convert undoes v1.32's repeats)
+    share_id: str | None = None  # ClaimResource.share_id (1.35+): None when the kubelet sent none
     # Filled by the views (analyze.claims.with_claim_health), never by pod-resources: the driver's
     # health stream, and NUMA nodes through the CDI device nodes; None/() when unknown.
     health: str | None = None

@@ -19,6 +19,8 @@ from devctl.analyze.cdi import Resolver, numa_of_nodes, resolver
 from devctl.analyze.claim_state import claim_state, claim_users, device_health, live_drivers
 from devctl.model import DRA_CHECKPOINT, ClaimDevice, DraDeviceHealth, NodeSnapshot, PodResources
 
+_DeviceKey = tuple[str, str, str, str | None]  # driver, pool, device, share id
+
 
 @dataclass(frozen=True)
 class ClaimPod:
@@ -88,7 +90,7 @@ def claims_view(
         state = claim_state(snapshot, c.drivers, live, bool(used), [p.running for p in pods])
         rows.append(ClaimRow(c.namespace, c.name, c.uid, state, tuple(pods), devices, c.drivers, c.duplicate_devices))
     # Claims pod-resources reports that the checkpoint does not hold (it could not be read, or lags).
-    extra: dict[tuple[str, str], tuple[set[tuple[str, str]], dict[tuple[str, str, str], tuple[str, ...]]]] = {}
+    extra: dict[tuple[str, str], tuple[set[tuple[str, str]], dict[_DeviceKey, tuple[str, ...]]]] = {}
     for p in snapshot.pods or ():
         for ctr in p.containers:
             for dr in ctr.dynamic_resources:
@@ -98,9 +100,9 @@ def claims_view(
                 entry = extra.setdefault(key, (set(), {}))
                 entry[0].add((p.namespace, p.name))
                 for d in dr.devices:
-                    entry[1].setdefault((d.driver, d.pool, d.device), d.cdi_devices)
+                    entry[1].setdefault((d.driver, d.pool, d.device, d.share_id), d.cdi_devices)
     for (ns, name), (pods_of, devs) in sorted(extra.items()):
-        devices = tuple(_device(dv, pl, de, (), None, cdis, health, cdi) for (dv, pl, de), cdis in devs.items())
+        devices = tuple(_device(dv, pl, de, (), sh, cdis, health, cdi) for (dv, pl, de, sh), cdis in devs.items())
         drivers = tuple(sorted({d.driver for d in devices}))
         state = claim_state(snapshot, drivers, live, True, ())  # a container uses it: prepared, unless a driver is gone
         claim_pods = tuple(ClaimPod(None, pns, pname, True) for pns, pname in sorted(pods_of))

@@ -219,15 +219,42 @@ def container_memory(msg: Any) -> ContainerMemory:
 def dynamic_resource(msg: Any) -> DynamicResource:
     """A container's claim, made with lists and positional arguments (not generators and keywords): a DRA
     node's List can hold a claim per container, 1,000 in bench/bench_dra.py."""
-    return DynamicResource(
-        msg.claim_name,
-        msg.claim_namespace,
-        tuple(
-            [
-                ClaimDevice(c.driver_name, c.pool_name, c.device_name, tuple([d.name for d in c.cdi_devices]))
-                for c in msg.claim_resources
-            ]
-        ),
+    return DynamicResource(msg.claim_name, msg.claim_namespace, claim_devices(msg.claim_resources))
+
+
+def _share_id(c: Any) -> str | None:
+    return c.share_id if c.HasField("share_id") else None
+
+
+def claim_devices(resources: Sequence[Any]) -> tuple[ClaimDevice, ...]:
+    """A claim's ClaimResources as devices, each with its own CDI names, each name once.
+
+    The v1.32 kubelet (its pod-resources server, observed) keeps one list of CDI
+    names per driver of a claim and appends each device's names to it, so a
+    ClaimResource carries the names of its driver's earlier devices first, then
+    its own: ``gpu-0 [c0]``, ``gpu-1 [c0 c1]``. A ClaimResource whose names begin
+    with all the names its driver's previous ClaimResource sent is read without
+    them; any other list is kept as sent (a kubelet without that bug). The same
+    device sent twice (driver, pool, device and share id: a claim prepared again
+    after a kubelet restart has its devices appended) is one device.
+    """
+    if len(resources) == 1:  # most claims: one device, nothing to undo
+        (c,) = resources
+        names = tuple(dict.fromkeys([d.name for d in c.cdi_devices]))
+        return (ClaimDevice(c.driver_name, c.pool_name, c.device_name, names, _share_id(c)),)
+    devices: dict[tuple[str, str, str, str | None], list[str]] = {}
+    previous: dict[str, list[str]] = {}  # driver -> the names its last ClaimResource sent, as sent
+    for c in resources:
+        sent = [d.name for d in c.cdi_devices]
+        before = previous.get(c.driver_name)
+        previous[c.driver_name] = sent
+        own = sent[len(before) :] if before and sent[: len(before)] == before else sent
+        devices.setdefault((c.driver_name, c.pool_name, c.device_name, _share_id(c)), []).extend(own)
+    return tuple(
+        [
+            ClaimDevice(driver, pool, device, tuple(dict.fromkeys(names)), share)
+            for (driver, pool, device, share), names in devices.items()
+        ]
     )
 
 

@@ -368,7 +368,9 @@ class DraManager:
         for info in self.claims.values():
             if info.devices is None or not info.users:
                 continue
-            devices = tuple([ClaimDevice(info.driver, d.pool, d.device, d.cdi_ids or ()) for d in info.devices])
+            devices = tuple(
+                [ClaimDevice(info.driver, d.pool, d.device, d.cdi_ids or (), d.share_id) for d in info.devices]
+            )
             resource = DynamicResource(info.name, info.namespace, devices)
             for user in info.users:
                 out.setdefault(user, []).append(resource)

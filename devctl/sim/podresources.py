@@ -96,11 +96,20 @@ def _fill_memory(field: Any, memory: Iterable[ContainerMemory]) -> None:
 
 
 def _fill_dynamic_resources(field: Any, resources: Iterable[DynamicResource]) -> None:
+    """Claims as the v1.32 kubelet sends them (observed): one list of CDI names per driver of a claim, each
+    device's names appended to it, so a ClaimResource repeats its driver's earlier devices' names before its
+    own (``gpu-0 [c0]``, ``gpu-1 [c0 c1]``); ``devctl.node.convert.claim_devices`` undoes it. ``share_id``
+    only when the device has one (an optional field: absent is not "")."""
     for r in resources:
         entry = field.add(claim_name=r.claim_name, claim_namespace=r.claim_namespace)
+        sent: dict[str, list[str]] = {}  # driver -> the names sent so far in this claim
         for c in r.devices:
+            names = sent.setdefault(c.driver, [])
+            names.extend(c.cdi_devices)
             claimed = entry.claim_resources.add(driver_name=c.driver, pool_name=c.pool, device_name=c.device)
-            for name in c.cdi_devices:
+            if c.share_id is not None:
+                claimed.share_id = c.share_id
+            for name in names:
                 claimed.cdi_devices.add(name=name)
 
 
