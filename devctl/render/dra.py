@@ -21,6 +21,11 @@ def _pods(row: ClaimRow, namespace: str | None) -> str:
     )
 
 
+def share(share_id: str | None) -> str:
+    """`` (share ID)`` after a device shared between claims (its ``share_id``); nothing when it has none."""
+    return "" if share_id is None else f" (share {share_id})"
+
+
 def _healthy(row: ClaimRow) -> str:
     """``1/2``: healthy devices of all, as kubectl's READY; ``?`` for a device whose health is unknown."""
     if any(d.health is None for d in row.devices):
@@ -47,7 +52,7 @@ def claims_table(rows: tuple[ClaimRow, ...], style: TableStyle) -> str:
         ]
         if style.wide:
             row += [
-                ",".join(f"{d.pool}/{d.device}" for d in r.devices),
+                ",".join(f"{d.pool}/{d.device}" + share(d.share_id) for d in r.devices),
                 ",".join(d.health or "?" for d in r.devices),
                 r.uid or "",
                 ",".join(n for d in r.devices for n in d.cdi_devices),

@@ -271,7 +271,11 @@ def _devices(c: ContainerResources, wide: bool) -> str:
 
 def _claims(c: ContainerResources) -> str:
     return " ".join(
-        f"{r.claim_namespace}/{r.claim_name}=" + ",".join(f"{d.driver}/{d.pool}/{d.device}" for d in r.devices)
+        f"{r.claim_namespace}/{r.claim_name}="
+        + ",".join(
+            f"{d.driver}/{d.pool}/{d.device}" + ("" if d.share_id is None else f" (share {d.share_id})")
+            for d in r.devices
+        )
         for r in c.dynamic_resources
     )
 

@@ -106,7 +106,8 @@ def detail_text(
         _line(out, f"  DRA claim {claim.claim_namespace}/{claim.claim_name}")
         for cd in claim.devices:
             cdi = f"  CDI {', '.join(cd.cdi_devices)}" if cd.cdi_devices else ""
-            _line(out, f"    {cd.driver} pool {cd.pool} device {cd.device}{cdi}")
+            share = "" if cd.share_id is None else f" share {cd.share_id}"
+            _line(out, f"    {cd.driver} pool {cd.pool} device {cd.device}{share}{cdi}")
     if claims:
         _heading(out, "DRA claims: device health and CDI as the runtime resolves it")
         for row, specs in claims:

@@ -78,7 +78,8 @@ def device_lines(out: Text, d: ClaimDeviceRow, cdi: Resolver, indent: str = "  "
     numa = format_numa(d.numa_nodes)
     health = d.health or "no health stream"
     tone = "bold red" if d.health not in (None, "Healthy") else ""
-    out.append(escape(f"{indent}{d.driver} {d.pool}/{d.device}  {health}  (NUMA {numa})") + "\n", tone)
+    share = "" if d.share_id is None else f"  share {d.share_id}"
+    out.append(escape(f"{indent}{d.driver} {d.pool}/{d.device}{share}  {health}  (NUMA {numa})") + "\n", tone)
     if d.health_message:
         out.append(escape(f"{indent}  health: {d.health_message}") + "\n", tone)
     if d.requests:
