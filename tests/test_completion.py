@@ -183,3 +183,28 @@ def test_the_completion_budget_counts_from_the_process_start() -> None:
     # /proc's start time has the clock tick's resolution (10 ms); the process began before its script ran (by the
     # interpreter's start-up: well under 10 s, however loaded the machine).
     assert -10 < float(out.stdout) <= 0.011
+
+
+def test_who_and_sim_delete_pod_are_completed(sim_node) -> None:
+    root = sim_node.root
+    # who takes a device ID, a resource or a driver
+    assert _complete("devctl who nvidia", root) == ["nvidia.com/gpu"]
+    assert "GPU-7" in _complete("devctl who GPU-", root)
+    assert "sim-node/gpu-0" in _complete("devctl who sim-node/", root)
+    # sim delete-pod takes NS/NAME
+    assert _complete("devctl sim delete-pod ml/", root) == ["ml/train-0", "ml/train-1"]
+
+
+def test_a_held_device_that_went_unhealthy_is_still_offered(tmp_path: Path) -> None:
+    # The kubelet registers healthy devices only; GPU-9 went bad while ml/train-0 holds it: its entry still names it.
+    from devctl.node.checkpoint import RawEntry, write_checkpoint
+
+    plugins = tmp_path / "var/lib/kubelet/device-plugins"
+    plugins.mkdir(parents=True)
+    held = RawEntry(
+        pod_uid="0b1c", container="main", resource="nvidia.com/gpu", device_ids={"0": ["GPU-9"]}, alloc_resp=b""
+    )
+    write_checkpoint(str(plugins / "kubelet_internal_checkpoint"), [held], {"nvidia.com/gpu": ["GPU-0"]})
+    assert _complete("devctl plugin set-health nvidia.com/gpu GPU-", tmp_path) == ["GPU-0", "GPU-9"]
+    assert _complete("devctl devices nvidia.com/gpu GPU-", tmp_path) == ["GPU-0", "GPU-9"]
+    assert _complete("devctl who GPU-", tmp_path) == ["GPU-0", "GPU-9"]

@@ -89,22 +89,33 @@ def _key(obj: Any, name: str) -> Any:
 
 
 def _registered(ctx: typer.Context) -> dict[str, tuple[str, ...]]:
-    """Resource -> device IDs from the checkpoint's Data.RegisteredDevices (devctl.node.checkpoint reads it whole)."""
+    """Resource -> device IDs from the checkpoint: Data.RegisteredDevices, and the devices its entries hold.
+
+    The kubelet registers only healthy devices there; a device that went bad
+    while a container holds it is still in that container's PodDeviceEntries, so
+    it is offered too (devctl.node.checkpoint reads and verifies the whole file).
+    """
     import json
 
     from devctl.node.files import read_file
 
     try:
-        registered = _key(_key(json.loads(read_file(_paths(ctx).checkpoint)), "Data"), "RegisteredDevices")
+        data = _key(json.loads(read_file(_paths(ctx).checkpoint)), "Data")
     except Exception:
         return {}
-    if not isinstance(registered, dict):
-        return {}
-    return {
-        name: tuple(i for i in ids if isinstance(i, str))
-        for name, ids in registered.items()
-        if isinstance(name, str) and isinstance(ids, list)
-    }
+    registered, entries = _key(data, "RegisteredDevices"), _key(data, "PodDeviceEntries")
+    devices: dict[str, dict[str, None]] = {}
+    for name, ids in registered.items() if isinstance(registered, dict) else ():
+        if isinstance(name, str) and isinstance(ids, list):
+            devices.setdefault(name, {}).update(dict.fromkeys(i for i in ids if isinstance(i, str)))
+    for entry in entries if isinstance(entries, list) else ():
+        name, by_numa = _key(entry, "ResourceName"), _key(entry, "DeviceIDs")
+        if not (isinstance(name, str) and isinstance(by_numa, dict)):
+            continue
+        for ids in by_numa.values():
+            if isinstance(ids, list):
+                devices.setdefault(name, {}).update(dict.fromkeys(i for i in ids if isinstance(i, str)))
+    return {name: tuple(ids) for name, ids in devices.items()}
 
 
 def _dra_claims(ctx: typer.Context) -> list[tuple[str, str, dict[str, tuple[str, ...]]]]:
@@ -176,6 +187,12 @@ def resources_then_ids(ctx: typer.Context, incomplete: str) -> list[str]:
     return _matching([*devices, *ids], incomplete)
 
 
+def targets(ctx: typer.Context, incomplete: str) -> list[str]:
+    """``who [DEVICE | RESOURCE | DRIVER]``: the resource and driver names and every device ID."""
+    devices = _devices(ctx)
+    return _matching([*devices, *(i for ids in devices.values() for i in ids)], incomplete)
+
+
 def claim_names(ctx: typer.Context, incomplete: str) -> list[str]:
     """Checkpointed claims: names in the namespace given with -n, else NAMESPACE/NAME (claims takes both)."""
     namespace = ctx.params.get("namespace")
@@ -223,6 +240,11 @@ def _pods(ctx: typer.Context) -> list[tuple[str, str]]:
     except Exception:
         return []
     return [(p.namespace, p.name) for p in reply.pod_resources]
+
+
+def namespaced_pods(ctx: typer.Context, incomplete: str) -> list[str]:
+    """``NS/NAME`` of every pod (``sim delete-pod``)."""
+    return _matching((f"{ns}/{name}" for ns, name in _pods(ctx)), incomplete)
 
 
 def namespaces(ctx: typer.Context, incomplete: str) -> list[str]:

@@ -21,6 +21,7 @@ import typer
 from typer.core import TyperGroup
 
 from devctl.cli.common import ExitCode, GlobalOptions, fail, options, run, say
+from devctl.cli.complete import namespaced_pods
 from devctl.escape import escape
 
 if TYPE_CHECKING:
@@ -291,7 +292,9 @@ def _pod_request(ctx: typer.Context, message: dict[str, Any]) -> dict[str, Any]:
 @sim_app.command("delete-pod")
 def delete_pod(
     ctx: typer.Context,
-    pod: Annotated[str, typer.Argument(metavar="NS/NAME", help="The running pod to delete.")],
+    pod: Annotated[
+        str, typer.Argument(metavar="NS/NAME", help="The running pod to delete.", autocompletion=namespaced_pods)
+    ],
 ) -> None:
     """Delete a running pod: its DRA claims are unprepared and its devices freed, as the kubelet does.
 

@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from devctl.cli.common import Output, say
+from devctl.cli.complete import targets
 from devctl.cli.output import NoHeadersOpt, OutputOpt, QuietOpt, emit, node_snapshot
 
 
@@ -41,6 +42,7 @@ def who(
             metavar="[DEVICE | /dev/PATH | RESOURCE | DRIVER]",
             help="Only the holders of this device ID, device node, resource or driver.",
             show_default=False,
+            autocompletion=targets,
         ),
     ] = None,
     output: OutputOpt = Output.table,
