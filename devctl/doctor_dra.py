@@ -19,8 +19,8 @@ from devctl.analyze.cdi import CONFLICT, UNRESOLVABLE, cdi_view, unjudged_kinds
 from devctl.analyze.claim_state import DRIVER_MISSING, STALE
 from devctl.analyze.claims import ClaimRow, claims_view
 from devctl.analyze.dra_inventory import DRA_KIND
-from devctl.analyze.inventory import ClaimHolder
-from devctl.model import ErrorKind, NodeSnapshot, SourceError
+from devctl.analyze.inventory import UNKNOWN, ClaimHolder
+from devctl.model import HEALTHY, ErrorKind, NodeSnapshot, SourceError
 
 if TYPE_CHECKING:
     from devctl.doctor import _Checkup
@@ -43,6 +43,7 @@ def check_dra(c: _Checkup) -> None:
     _driver_missing(c, claims)
     _stale_claims(c, claims)
     _unhealthy_in_use(c)
+    _unhealthy_free(c)
     _health_stale(c)
     _cdi(c, snap)
     _dra_checkpoint(c)
@@ -97,6 +98,34 @@ def _unhealthy_in_use(c: _Checkup) -> None:
                 "the kubelet does not take a device from a running pod: read the driver's logs (and dmesg), "
                 "then recreate the pod so the scheduler allocates a healthy device",
             )
+
+
+def _unhealthy_free(c: _Checkup) -> None:
+    """``unhealthy-devices`` of a DRA driver, as of a device plugin: a device its health stream calls unhealthy
+    that no claim holds is allocated to no one; said once the driver has one (a held one alone is the error
+    dra-device-unhealthy-in-use's). Unknown health (a stale stream) is dra-health-stale's to tell."""
+    unhealthy: dict[str, list[str]] = {}
+    held: dict[str, int] = {}
+    for d in c.devices:
+        if d.kind != DRA_KIND or d.health in (HEALTHY, UNKNOWN) or d.state not in ("unhealthy", "unhealthy-allocated"):
+            continue
+        unhealthy.setdefault(d.resource, []).append(d.id)
+        held[d.resource] = held.get(d.resource, 0) + (d.state == "unhealthy-allocated")
+    capacity = {r.name: r.capacity for r in c.resources if r.kind == DRA_KIND}
+    for driver, ids in sorted(unhealthy.items()):
+        if len(ids) == held[driver]:
+            continue
+        of = capacity.get(driver)
+        c.add(
+            WARNING,
+            "unhealthy-devices",
+            driver,
+            f"{len(ids)} of {of if of is not None else '?'} device(s) unhealthy: {_some(ids)}"
+            + (f" ({held[driver]} of them still held: dra-device-unhealthy-in-use)" if held[driver] else ""),
+            "a DRA device's health reaches pod status only: unless its driver drops it from its ResourceSlice "
+            "(or taints it) the scheduler may give it to a new claim; the driver's logs (and dmesg) say why it "
+            "marked it: repair or replace the hardware",
+        )
 
 
 def _health_stale(c: _Checkup) -> None:

@@ -75,3 +75,25 @@ def test_the_exporters_findings_are_doctors_when_a_plugin_stops(sim_node) -> Non
         while _exporter_codes(ex) != doctor and time.monotonic() < deadline:
             time.sleep(0.1)
         assert _exporter_codes(ex) == doctor
+
+
+def test_an_unhealthy_dra_device_no_claim_holds_is_a_warning(sim_node) -> None:
+    """GIVEN the default node WHEN its DRA driver calls sim-node/gpu-1 (held by no claim) unhealthy
+    THEN doctor warns of it as of a device plugin's (unhealthy-devices, the driver its subject), exit 1 for the
+    error the held gpu-3 already is; before the flip the held gpu-3 alone makes no such warning."""
+    before = run_devctl("doctor", "-o", "json", root=sim_node.root).json["findings"]
+    assert not [f for f in before if f["code"] == "unhealthy-devices" and f["subject"] == DRIVER]
+    flip = run_devctl("plugin", "set-health", DRIVER, "sim-node/gpu-1", "unhealthy", root=sim_node.root)
+    assert flip.exit_code == 0, flip.stderr
+    deadline = time.monotonic() + 15
+    while True:
+        result = run_devctl("doctor", "-o", "json", root=sim_node.root)
+        found = [f for f in result.json["findings"] if f["code"] == "unhealthy-devices" and f["subject"] == DRIVER]
+        if found or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert [f["severity"] for f in found] == ["warning"]
+    assert found[0]["message"] == (
+        "2 of 4 device(s) unhealthy: sim-node/gpu-1, sim-node/gpu-3 (1 of them still held: dra-device-unhealthy-in-use)"
+    )
+    assert result.exit_code == 1
