@@ -13,6 +13,9 @@ from devctl.node.cdi import read_cdi
 HEAD = {"cdiVersion": "0.6.0", "kind": "v.example/c"}
 
 
+ENV = {"env": ["A=1"]}  # a device's edits may not be empty
+
+
 def _node(**fields: object) -> dict:
     return {"devices": [{"name": "d", "containerEdits": {"deviceNodes": [{"path": "/dev/x", **fields}]}}]}
 
@@ -21,34 +24,48 @@ def _node(**fields: object) -> dict:
 BAD = [
     ({"devices": [{"name": "d", "extra": 1}]}, "devices[0]: unknown field 'extra'"),
     ({"devices": ["d"]}, "devices[0]: not a mapping"),
-    ({"devices": [{"name": ""}]}, "devices[0]: no name"),
+    ({"devices": [{"name": "", "containerEdits": ENV}]}, "devices[0]: no name"),
     (
         {"devices": [{"name": "d", "containerEdits": {"hooks": [], "bad": 1}}]},
         "devices[0].containerEdits: unknown field 'bad'",
     ),
     ({"devices": [{"name": "d", "containerEdits": []}]}, "devices[0].containerEdits: not a mapping"),
-    ({"devices": [{"name": "d"}], "containerEdits": {"env": "A=1"}}, "containerEdits.env: not a list of strings"),
+    (
+        {"devices": [{"name": "d", "containerEdits": ENV}], "containerEdits": {"env": "A=1"}},
+        "containerEdits.env: not a list",
+    ),
+    (
+        {"devices": [{"name": "d", "containerEdits": {"env": [[1]]}}]},
+        "devices[0].containerEdits.env[0]: not a string",
+    ),
     (
         {"devices": [{"name": "d", "containerEdits": {"env": [1]}}]},
-        "devices[0].containerEdits.env: not a list of strings",
+        "devices[0].containerEdits.env[0]: env entry '1' is not KEY=VALUE",
     ),
     (
         {"devices": [{"name": "d", "containerEdits": {"deviceNodes": [{}]}}]},
         "devices[0].containerEdits.deviceNodes[0]: no path",
     ),
-    (_node(hostPath=5), "devices[0].containerEdits.deviceNodes[0].hostPath: not a string"),
+    (_node(hostPath=[5]), "devices[0].containerEdits.deviceNodes[0].hostPath: not a string"),
     (_node(major="1", minor=True), "devices[0].containerEdits.deviceNodes[0].major: not an integer"),
     (_node(major=1, minor=True), "devices[0].containerEdits.deviceNodes[0].minor: not an integer"),
-    (_node(hostPath=5, major="x"), "devices[0].containerEdits.deviceNodes[0].hostPath: not a string"),
+    (_node(hostPath={}, major="x"), "devices[0].containerEdits.deviceNodes[0].hostPath: not a string"),
     (
-        {"devices": [{"name": "d", "containerEdits": {"mounts": [{"hostPath": "/a"}], "env": [1]}}]},
+        {"devices": [{"name": "d", "containerEdits": {"mounts": [{"hostPath": "/a"}], "env": ["A"]}}]},
+        "devices[0].containerEdits.env[0]: env entry 'A' is not KEY=VALUE",
+    ),
+    (
+        {"devices": [{"name": "d", "containerEdits": {"mounts": [{"hostPath": "/a"}]}}]},
         "devices[0].containerEdits.mounts[0]: needs hostPath and containerPath",
     ),
     (
-        {"devices": [{"name": "d", "containerEdits": {"netDevices": [{}], "env": [1]}}]},
+        {"cdiVersion": "1.1.0", "devices": [{"name": "d", "containerEdits": {"netDevices": [{"name": "n"}]}}]},
         "devices[0].containerEdits.netDevices[0]: no hostInterfaceName",
     ),
-    ({"devices": [{"name": "d"}, {"name": "d"}]}, "device 'd' defined twice"),
+    (
+        {"devices": [{"name": "d", "containerEdits": ENV}, {"name": "d", "containerEdits": ENV}]},
+        "device 'd' defined twice",
+    ),
 ]
 
 
@@ -62,7 +79,7 @@ def test_a_bad_field_is_one_line_naming_it(tmp_path: Path, body: dict, reason: s
 
 
 def test_only_regular_files_and_links_to_them_are_specs(tmp_path: Path) -> None:
-    spec = "cdiVersion: 0.6.0\nkind: v.example/c\ndevices:\n- name: d\n"
+    spec = "cdiVersion: 0.6.0\nkind: v.example/c\ndevices:\n- name: d\n  containerEdits:\n    env: [A=1]\n"
     (tmp_path / "b.yaml").write_text(spec)
     (tmp_path / "a.yaml").symlink_to(tmp_path / "b.yaml")
     (tmp_path / "dangling.yaml").symlink_to(tmp_path / "gone.yaml")

@@ -53,7 +53,7 @@ def _node(tmp_path: Path) -> tuple[tuple[str, ...], str, str]:
     (run / "latin1.yaml").write_bytes(PLAIN.format(n=9).replace("/opt", "/\xe9").encode("latin-1"))
     (run / "broken.yaml").write_text("cdiVersion: 0.6.0\nkind: [\n")
     (run / "unknown.yaml").write_text(PLAIN.format(n=10) + "extra: 1\n")
-    (run / "twice.yaml").write_text(PLAIN.format(n=11) + "- name: d11\n")
+    (run / "twice.yaml").write_text(PLAIN.format(n=11) + "- name: d11\n  containerEdits:\n    env:\n    - A=1\n")
     with open(run / "huge.yaml", "wb") as f:
         f.truncate(MAX_SPEC_BYTES + 1)  # sparse: refused by its size
     os.mkfifo(run / "fifo.yaml")  # no regular file: listed by neither side, and neither may block on it

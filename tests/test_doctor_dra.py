@@ -56,7 +56,9 @@ def test_each_planted_dra_and_cdi_problem_is_found(sim_node) -> None:
     etc.mkdir(parents=True, exist_ok=True)
     (etc / "broken.yaml").write_text("cdiVersion: [\n")
     for n in (1, 2):
-        (etc / f"dup{n}.yaml").write_text("cdiVersion: 0.6.0\nkind: v.example/x\ndevices: [{name: a}]\n")
+        (etc / f"dup{n}.yaml").write_text(
+            "cdiVersion: 0.6.0\nkind: v.example/x\ndevices: [{name: a, containerEdits: {env: [A=1]}}]\n"
+        )
     # WHEN the doctor looks (at the names in use, and at the conflicting one through devctl cdi)
     r = devctl(root, "doctor", "-o", "json")
     found = {(f["severity"], f["code"], f["subject"]): f for f in r.json["findings"]}

@@ -218,7 +218,8 @@ async def test_bad_cdi_specs_are_one_line_each_and_good_ones_read(short_root: Pa
     (run / "unknown.json").write_text(
         json.dumps({"cdiVersion": "0.6.0", "kind": "v.example/c", "devices": [{"name": "x"}], "surprise": 1})
     )
-    (run / "dup.yaml").write_text("cdiVersion: 0.6.0\nkind: v.example/d\ndevices: [{name: a}, {name: a}]\n")
+    dev = "{name: a, containerEdits: {env: [A=1]}}"
+    (run / "dup.yaml").write_text(f"cdiVersion: 0.6.0\nkind: v.example/d\ndevices: [{dev}, {dev}]\n")
     (run / "ignored.txt").write_text("not a spec name")
     snap = await collect(paths(short_root), DEADLINE, want={CDI})
     assert snap.cdi is not None

@@ -32,7 +32,7 @@ from devctl.node.kubeletstate import StateError, read_cpu_state
 BOUND = 20  # seconds: generous; a refused read takes milliseconds
 IN_OPEN = 0x20
 SECRET = "root:$6$s4lt$Zm9vYmFyYmF6cXV4:19000:0:99999:7:::\nsvc: hunter2-very-secret-token\n"
-GOOD = "cdiVersion: 0.6.0\nkind: v.example/c\ndevices:\n- name: d\n"
+GOOD = "cdiVersion: 0.6.0\nkind: v.example/c\ndevices:\n- name: d\n  containerEdits:\n    env:\n    - A=1\n"
 
 
 class OpenWatch:
@@ -170,7 +170,7 @@ def test_a_spec_with_secret_text_in_the_dir_shows_none_of_it(tmp_path):
     (cdi / "good.yaml").write_text(GOOD)
     (cdi / "x.yaml").write_text(SECRET)
     (cdi / "y.yaml").write_text("[a, *hunter2]\n")  # PyYAML quotes an undefined alias
-    (cdi / "z.yaml").write_text(GOOD + "- name: hunter2-token-with:two:colons\n- name: hunter2-token-with:two:colons\n")
+    (cdi / "z.yaml").write_text(GOOD + "- name: hunter2-token-with:two:colons\n  containerEdits: {env: [A=1]}\n" * 2)
     args = ["--root", str(tmp_path), "--cdi-dirs", str(cdi), "--timeout", "1", "cdi"]
     table = run_devctl(*args, timeout=BOUND)
     shown = run_devctl(*args, "-o", "json", timeout=BOUND)

@@ -1,11 +1,12 @@
 """CDI spec files read as the container runtime reads them, and their device nodes traced to hardware.
 
 The runtime (containerd, CRI-O through cncf-tags/container-device-interface)
-reads ``*.json`` and ``*.yaml`` in each spec dir (not recursively); a later
-dir has the higher priority. A spec is strict: a file that does not parse,
-names an unknown field, lacks ``cdiVersion``/``kind``/``devices`` or defines
-a device twice is rejected whole — here one line in ``CdiSpec.error``, the
-other specs still read. A spec file that is a symlink is read only when the
+reads ``*.json`` and ``*.yaml`` in each spec dir (not recursively), each as
+YAML; a later dir has the higher priority. A spec is strict, and checked by
+the library's own rules (devctl.node.cdi_rules: versions and each feature's
+minimum, names, edits): a spec the runtime would refuse is rejected whole —
+here one line in ``CdiSpec.error`` naming the rule, the other specs still
+read. A spec file that is a symlink is read only when the
 file it leads to is in the same dir, and a reason never shows more of a
 file's text than one short plain word (devctl.node.files.excerpt): a link
 to ``/etc/shadow`` is refused, not quoted. A device node's major:minor (from the spec, else the
@@ -23,30 +24,16 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from devctl.model import CdiDevice, CdiDeviceNode, CdiEdits, CdiMount, CdiSpec, CdiState, ErrorKind
+from devctl.node.cdi_rules import SpecError, check, decode
 from devctl.node.cdi_scan import MIN_FILES, scan_in_child
-from devctl.node.files import FileReadError, FileRefused, excerpt, read_file, read_regular
+from devctl.node.files import FileReadError, FileRefused, read_file, read_regular
 from devctl.node.sockets import OutsideRoot, in_root
 
 if TYPE_CHECKING:
     from devctl.node.cdi_scan import Scanned
 
 MAX_SPEC_BYTES = 4 * 1024 * 1024  # a spec larger than this is not a CDI spec
-_TOP = {"cdiVersion", "kind", "annotations", "devices", "containerEdits"}
-_DEVICE = {"name", "annotations", "containerEdits"}
-_EDITS = {"env", "deviceNodes", "hooks", "mounts", "intelRdt", "additionalGIDs", "netDevices"}
 _PCI = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
-
-
-class SpecError(ValueError):
-    """Why a spec file is rejected, one line."""
-
-
-def _strict(obj: Any, allowed: set[str], where: str) -> dict[str, Any]:
-    if not isinstance(obj, dict):
-        raise SpecError(f"{where}: not a mapping")
-    if not obj.keys() <= allowed:
-        raise SpecError(f"{where}: unknown field {excerpt(min(str(k) for k in obj if k not in allowed))}")
-    return obj
 
 
 # Makes a spec's device node (path, host path, major, minor): as written, or traced to its PCI function.
@@ -58,58 +45,31 @@ def _as_written(path: str, host: str, major: int | None, minor: int | None) -> C
     return CdiDeviceNode(path=path, host_path=host, major=major, minor=minor)
 
 
-def _where(device: int | None) -> str:
-    return "containerEdits" if device is None else f"devices[{device}].containerEdits"
-
-
-def _edits(obj: Any, device: int | None, node: _NodeMaker) -> CdiEdits:
-    """The spec's containerEdits (``device`` None) or its device's; each error names the field, formatted then only."""
-    if obj is None:
+def _edits(edits: dict[str, Any] | None, node: _NodeMaker) -> CdiEdits:
+    """A checked spec's (or device's) containerEdits as the model's; device nodes made by ``node``."""
+    if not edits:
         return _NO_EDITS
-    if type(obj) is not dict or not obj.keys() <= _EDITS:
-        _strict(obj, _EDITS, _where(device))
-    nodes = []
-    for i, n in enumerate(obj.get("deviceNodes") or ()):
-        path = n.get("path") if type(n) is dict else None
-        if type(path) is not str or not path:
-            raise SpecError(f"{_where(device)}.deviceNodes[{i}]: no path")
-        host = n.get("hostPath") or path
-        major, minor = n.get("major"), n.get("minor")
-        if type(host) is not str:
-            raise SpecError(f"{_where(device)}.deviceNodes[{i}].hostPath: not a string")
-        # An integer or absent, never a bool (type(True) is bool, not int).
-        if major is not None and type(major) is not int:
-            raise SpecError(f"{_where(device)}.deviceNodes[{i}].major: not an integer")
-        if minor is not None and type(minor) is not int:
-            raise SpecError(f"{_where(device)}.deviceNodes[{i}].minor: not an integer")
-        nodes.append((path, host, major, minor))
-    mounts = []
-    for i, m in enumerate(obj.get("mounts") or ()):
-        if type(m) is not dict or type(m.get("hostPath")) is not str or type(m.get("containerPath")) is not str:
-            raise SpecError(f"{_where(device)}.mounts[{i}]: needs hostPath and containerPath")
-        mounts.append(CdiMount(host_path=m["hostPath"], container_path=m["containerPath"]))
-    nets = []
-    for i, d in enumerate(obj.get("netDevices") or ()):
-        if type(d) is not dict or type(d.get("hostInterfaceName")) is not str:
-            raise SpecError(f"{_where(device)}.netDevices[{i}]: no hostInterfaceName")
-        nets.append(d["hostInterfaceName"])
-    env = obj.get("env")
-    if env is None:
-        env = ()
-    elif type(env) is list and all(type(v) is str for v in env):
-        env = tuple(env)
-    else:
-        raise SpecError(f"{_where(device)}.env: not a list of strings")
-    # Positional, as CdiEdits declares them; the device nodes traced once the spec is known to be valid this far.
-    return CdiEdits(env, tuple([node(*n) for n in nodes]), tuple(mounts), tuple(nets))
+    nodes = [
+        node(n["path"], n.get("hostPath") or n["path"], n.get("major"), n.get("minor"))
+        for n in edits.get("deviceNodes", ())
+    ]
+    mounts = tuple(
+        CdiMount(host_path=m["hostPath"], container_path=m["containerPath"]) for m in edits.get("mounts", ())
+    )
+    nets = tuple(d["hostInterfaceName"] for d in edits.get("netDevices", ()))
+    # Positional, as CdiEdits declares them.
+    return CdiEdits(tuple(edits.get("env", ())), tuple(nodes), mounts, nets)
 
 
 def _yaml(text: str) -> Any:
-    """A YAML spec parsed; PyYAML is imported only for a spec outside yamlsubset's lines (~20 ms: most commands')."""
+    """A YAML spec parsed, a key twice in one mapping refused (the runtime's YAML is strict).
+
+    PyYAML is imported only for a spec outside yamlsubset's lines (~20 ms: most commands').
+    """
     from devctl.node import yamlsubset
 
     try:
-        return yamlsubset.load(text)
+        return yamlsubset.load(text, unique=True)
     except Exception as e:
         import yaml  # loaded already: only the safe loader raises
 
@@ -129,49 +89,50 @@ def _problem(problem: object) -> str:
     return problem.split("'", 1)[0].split('"', 1)[0].strip() or "syntax error"
 
 
+class _NotPlainJson(ValueError):
+    """JSON the YAML reader would read otherwise: a key twice (refused), NaN or Infinity (not numbers)."""
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise _NotPlainJson
+    return out
+
+
+def _no_constant(_: str) -> Any:
+    raise _NotPlainJson
+
+
 def parse_spec(text: str, path: str, priority: int, node: _NodeMaker = _as_written) -> CdiSpec:
-    """One spec's text (YAML, of which JSON is a part); raises SpecError. ``node`` makes each device node."""
-    if path.endswith(".json"):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise SpecError(f"not JSON: {e.msg} at line {e.lineno}") from None
-        except RecursionError:
-            raise SpecError("not JSON: nested too deeply") from None
-    else:
+    """One spec's text, read as YAML whatever the file's name (as the runtime does); raises SpecError.
+
+    JSON, a part of YAML, is tried first at C speed; a ``.json`` file that is
+    YAML, or JSON with a key twice, is the YAML reader's.
+    """
+    try:
+        data = json.loads(text, object_pairs_hook=_unique_pairs, parse_constant=_no_constant)
+    except ValueError:  # json.JSONDecodeError is one
         data = _yaml(text)
+    except RecursionError:
+        raise SpecError(f"not {'JSON' if path.endswith('.json') else 'YAML'}: nested too deeply") from None
     return _spec(data, path, priority, node)
 
 
 def _spec(loaded: Any, path: str, priority: int, node: _NodeMaker) -> CdiSpec:
-    """The spec of a loaded document (in process, or by devctl.node.cdi_scan's helper); raises SpecError."""
-    data = _strict(loaded, _TOP, "spec")
-    version, kind = data.get("cdiVersion"), data.get("kind")
-    if not isinstance(version, str) or not version:
-        raise SpecError("no cdiVersion")
-    if not isinstance(kind, str) or "/" not in kind:
-        raise SpecError("kind is not vendor/class")
-    raw_devices = data.get("devices")
-    if not isinstance(raw_devices, list) or not raw_devices:
-        raise SpecError("no devices")
-    devices, seen = [], set()
-    for i, d in enumerate(raw_devices):
-        if type(d) is not dict or not d.keys() <= _DEVICE:
-            _strict(d, _DEVICE, f"devices[{i}]")
-        name = d.get("name")
-        if type(name) is not str or not name:
-            raise SpecError(f"devices[{i}]: no name")
-        if name in seen:
-            raise SpecError(f"device {excerpt(name)} defined twice")
-        seen.add(name)
-        devices.append(CdiDevice(name, _edits(d.get("containerEdits"), i, node)))
+    """The spec of a loaded document (in process, or by devctl.node.cdi_scan's helper); raises SpecError.
+
+    Decoded and checked by the runtime's rules (devctl.node.cdi_rules) before any device node is traced.
+    """
+    data = decode(loaded)
+    check(data)
     return CdiSpec(
         path=path,
         priority=priority,
-        kind=kind,
-        cdi_version=version,
-        edits=_edits(data.get("containerEdits"), None, node),
-        devices=tuple(devices),
+        kind=data["kind"],
+        cdi_version=data["cdiVersion"],
+        edits=_edits(data.get("containerEdits"), node),
+        devices=tuple(CdiDevice(d["name"], _edits(d.get("containerEdits"), node)) for d in data["devices"]),
     )
 
 

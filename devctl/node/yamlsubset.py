@@ -81,12 +81,16 @@ class _Unsupported(Exception):
     """A line outside the subset: the text goes to the safe loader."""
 
 
-def load(text: str) -> Any:
-    """``text`` loaded as YAML's safe loader would; raises yaml.YAMLError as it does."""
+def load(text: str, *, unique: bool = False) -> Any:
+    """``text`` loaded as YAML's safe loader would; raises yaml.YAMLError as it does.
+
+    ``unique``: a key twice in one mapping is an error (a ConstructorError, "found duplicate key"), as
+    go-yaml's strict mode makes it, instead of the last one winning. The subset's pass never takes such a text.
+    """
     try:
         return _scan(text)
     except _Unsupported:
-        return _safe_load(text)
+        return _unique_load(text) if unique else _safe_load(text)
 
 
 def scan(text: str) -> Any:
@@ -102,6 +106,42 @@ def _safe_load(text: str) -> Any:
     import yaml
 
     return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
+_unique_loader: Any = None  # the safe loader refusing a key twice, made when first needed
+
+
+def _unique_load(text: str) -> Any:
+    """The safe loader (libyaml's when present), but a mapping's key twice raises, as in go-yaml's strict mode."""
+    global _unique_loader
+    import yaml
+
+    if _unique_loader is None:
+
+        class Unique(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+            def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+                if isinstance(node, yaml.MappingNode):
+                    seen = set()
+                    for key_node, _ in node.value:
+                        if key_node.tag == "tag:yaml.org,2002:merge":
+                            continue
+                        key = self.construct_object(key_node, deep=True)
+                        try:
+                            twice = key in seen
+                            seen.add(key)
+                        except TypeError:  # an unhashable key: the safe loader's own error follows
+                            continue
+                        if twice:
+                            raise yaml.constructor.ConstructorError(
+                                "while constructing a mapping",
+                                node.start_mark,
+                                "found duplicate key",
+                                key_node.start_mark,
+                            )
+                return super().construct_mapping(node, deep=deep)
+
+        _unique_loader = Unique
+    return yaml.load(text, Loader=_unique_loader)
 
 
 def _scalar(value: str) -> Any:
