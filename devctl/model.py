@@ -629,6 +629,10 @@ class CpuManagerState:
     checksum: int | None = None
     checksum_ok: bool | None = None
     known_policy: bool = True
+    # Which layout and which kubelet's rules the verdict follows (node.kubeletstate), and the kubelets that
+    # still read the file where the verdict is a mismatch (None: none does).
+    checksum_rule: str | None = None
+    accepted_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -648,6 +652,8 @@ class MemoryManagerState:
     checksum: int | None = None
     known_policy: bool = True
     checksum_ok: bool | None = None
+    checksum_rule: str | None = None  # as CpuManagerState's
+    accepted_by: str | None = None
 
 
 @dataclass(frozen=True)
