@@ -57,7 +57,7 @@ RECHECK_AFTER = 1.0
 
 _AS_ROOT = (
     "run devctl as root: the kubelet's sockets and files are root's only "
-    "(on a cluster: kubectl debug node/NAME -it --profile=sysadmin --image=IMAGE)"
+    "(on a cluster: kubectl debug node/<node> -it --profile=sysadmin --image=<an image with devctl>)"
 )
 _UNREADABLE_HINT = (
     "at its next start the kubelet forgets which container holds which device and may hand them out twice: "
@@ -162,6 +162,15 @@ def _ids(ids: Sequence[str]) -> str:
 
 def _holders(holders: Iterable[Holder] | None) -> str:
     return _ids([f"{h.namespace}/{h.pod}/{h.container}" for h in holders or ()])
+
+
+def _delete(holders: Iterable[Holder] | None) -> str:
+    """The kubectl commands that recreate the pods of ``holders`` (their controllers make them anew), by real name."""
+    pods = list(dict.fromkeys((h.namespace, h.pod) for h in holders or () if h.pod))
+    if not pods:
+        return "kubectl -n <namespace> delete pod <pod>"
+    shown = "; ".join(f"kubectl -n {ns} delete pod {pod}" for ns, pod in pods[:MAX_IDS])
+    return shown if len(pods) <= MAX_IDS else f"{shown} and {len(pods) - MAX_IDS} more"
 
 
 def _numa(nodes: Sequence[int]) -> str:
@@ -317,7 +326,7 @@ def _socket_failures(c: _Checkup) -> None:
                 row.socket,
                 f"{row.error}: it does not speak the v1beta1 DevicePlugin API",
                 "another program's socket in the plugins dir, or a plugin built for another API version: "
-                "find its owner (ss -xlp | grep SOCKET) and fix or move it",
+                f"find its owner (ss -xlp | grep {row.socket}) and fix or move it",
             )
         elif row.error_kind == ErrorKind.TOO_LARGE:
             # The kubelet reads plugins with grpc-go's default 4 MiB receive limit (node/rpc.KUBELET_RECEIVE_BYTES).
@@ -347,7 +356,7 @@ def _unknown_resources(c: _Checkup) -> None:
             row.socket,
             f"serves {row.devices} device(s) whose IDs the kubelet does not tie to any one resource",
             "if the plugin registered, the kubelet would list its devices: check the plugin's logs for Register "
-            "errors; `devctl call --socket SOCKET list` shows what it serves",
+            f"errors; `devctl call --socket {row.socket} list` shows what it serves",
         )
 
 
@@ -464,7 +473,7 @@ def _no_plugin(c: _Checkup) -> None:
         if row.status != PluginStatus.NO_PLUGIN.value or row.kind == "dra":
             continue
         hint = (
-            "find the plugin's pod on this node (kubectl get pods -A -o wide --field-selector spec.nodeName=NODE) "
+            "find the plugin's pod on this node (kubectl get pods -A -o wide --field-selector spec.nodeName=<node>) "
             f"and read its logs: a plugin serves a socket in {c.snapshot.paths.plugins_dir} and registers with "
             "kubelet.sock again after every kubelet restart"
         )
@@ -506,7 +515,8 @@ def _devices(c: _Checkup) -> None:
                 subject,
                 f"held by {_holders(d.allocated_to)}, but its plugin no longer lists it",
                 "the plugin lost the device (unplugged, driver reloaded, ID renamed) while a container holds it: "
-                "read the plugin's logs; recreate the pod to get a device the plugin lists",
+                "read the plugin's logs; recreate the pod to get a device the plugin lists "
+                f"({_delete(d.allocated_to)})",
             )
         elif d.state == "unhealthy-allocated":
             c.add(
@@ -515,7 +525,8 @@ def _devices(c: _Checkup) -> None:
                 subject,
                 f"held by {_holders(d.allocated_to)} while its plugin reports it {d.health}",
                 "the kubelet does not take a device away from a running container: find out why it failed "
-                "(the plugin's logs, dmesg), then recreate the pod so it gets a healthy one",
+                "(the plugin's logs, dmesg), then recreate the pod so it gets a healthy one "
+                f"({_delete(d.allocated_to)})",
             )
             unhealthy.setdefault(d.resource, []).append(d.id)
             held[d.resource] = held.get(d.resource, 0) + 1
@@ -643,7 +654,8 @@ def _numa_alignment(c: _Checkup) -> None:
             f"{a.namespace}/{a.pod}/{a.container}",
             "; ".join(where),
             "the Topology Manager let it start across NUMA nodes (policy none or best-effort): set "
-            "--topology-manager-policy=single-numa-node (or restricted) if it matters, then recreate the pod",
+            "--topology-manager-policy=single-numa-node (or restricted) if it matters, then recreate the pod "
+            f"({_delete([Holder(a.namespace, a.pod, a.container)])})",
         )
 
 

@@ -87,6 +87,8 @@ def _stale_claims(c: _Checkup, claims: Sequence[ClaimRow]) -> None:
 
 
 def _unhealthy_in_use(c: _Checkup) -> None:
+    from devctl.doctor import _delete  # devctl.doctor imports this module when it runs the checks
+
     for d in c.devices:
         if d.kind == DRA_KIND and d.state == "unhealthy-allocated":
             holders = sorted({h.claim for h in d.allocated_to or () if isinstance(h, ClaimHolder)})
@@ -96,7 +98,8 @@ def _unhealthy_in_use(c: _Checkup) -> None:
                 f"{d.resource}/{d.id}",
                 f"{d.health} per its driver's health stream, and held by claim(s) {_some(holders)}",
                 "the kubelet does not take a device from a running pod: read the driver's logs (and dmesg), "
-                "then recreate the pod so the scheduler allocates a healthy device",
+                "then recreate the pod so the scheduler allocates a healthy device "
+                f"({_delete(d.allocated_to)})",
             )
 
 

@@ -8,6 +8,7 @@ and ``devctl fleet ls`` through a real exporter scraped by a real Prometheus,
 from __future__ import annotations
 
 import contextlib
+import re
 import time
 from collections import Counter
 from pathlib import Path
@@ -43,7 +44,8 @@ def test_free_is_the_same_in_ls_and_fleet_ls(sim_node, tmp_path: Path) -> None:
 
         _wait("fleet ls lists every resource", lambda: set(fleet_free()) == set(ls_free))
         assert fleet_free() == ls_free
-        table = run_devctl("fleet", "--prometheus", url, "ls")
+        table = run_devctl("--timeout", "10", "fleet", "--prometheus", url, "ls")
+        assert table.exit_code == 0, table.stderr
         row = next(line.split() for line in table.stdout.splitlines() if line.split()[1:2] == [DRIVER])
         assert row[5] == "1"  # node resource capacity allocatable allocated FREE unhealthy
 
@@ -63,7 +65,8 @@ def test_the_exporters_findings_are_doctors_when_a_plugin_stops(sim_node) -> Non
     of the socket the exporter still followed."""
     with exporter(sim_node.root, "--interval", "0.5") as ex:
         ex.wait_for("the first findings", lambda: bool(_exporter_codes(ex)))
-        assert _exporter_codes(ex) == _doctor_codes(sim_node.root)
+        # Each reading is taken at its own moment: the two agree once both have read the same node.
+        ex.wait_for("the same findings", lambda: _exporter_codes(ex) == _doctor_codes(sim_node.root))
 
         async def stop(node) -> None:
             await node.plugins[GPU].stop()
@@ -71,9 +74,9 @@ def test_the_exporters_findings_are_doctors_when_a_plugin_stops(sim_node) -> Non
         sim_node.call(stop)
         doctor = _doctor_codes(sim_node.root)
         assert doctor[("error", "no-plugin")] == 1
-        deadline = time.monotonic() + 15
-        while _exporter_codes(ex) != doctor and time.monotonic() < deadline:
-            time.sleep(0.1)
+        ex.wait_for("doctor's findings", lambda: _exporter_codes(ex) == doctor)
+        # They stay so: the exporter's socket followed after it went is no finding of its own.
+        time.sleep(1.5)
         assert _exporter_codes(ex) == doctor
 
 
@@ -97,3 +100,38 @@ def test_an_unhealthy_dra_device_no_claim_holds_is_a_warning(sim_node) -> None:
         "2 of 4 device(s) unhealthy: sim-node/gpu-1, sim-node/gpu-3 (1 of them still held: dra-device-unhealthy-in-use)"
     )
     assert result.exit_code == 1
+
+
+def test_hints_carry_the_real_names(sim_node) -> None:
+    """GIVEN the default node WHEN a GPU that ml/train-0 holds goes unhealthy
+    THEN the hint says the very command (`kubectl -n ml delete pod train-0`), as the held DRA device's does for
+    ml/train-1, and no hint carries an upper-case placeholder (NODE, POD, NAME, IMAGE, SOCKET)."""
+    sim_node.set_health(GPU, "GPU-0", "Unhealthy")
+    deadline = time.monotonic() + 15
+    while True:
+        findings = run_devctl("doctor", "-o", "json", root=sim_node.root).json["findings"]
+        hints = {(f["code"], f["subject"]): f["hint"] for f in findings}
+        if ("unhealthy-allocated", f"{GPU}/GPU-0") in hints or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert hints[("unhealthy-allocated", f"{GPU}/GPU-0")].endswith("(kubectl -n ml delete pod train-0)")
+    assert hints[("dra-device-unhealthy-in-use", f"{DRIVER}/sim-node/gpu-3")].endswith(
+        "(kubectl -n ml delete pod train-1)"
+    )
+    assert hints[("numa-misaligned", "inference/serve-0/server")].endswith("(kubectl -n inference delete pod serve-0)")
+    for hint in hints.values():
+        assert not re.search(r"\b(NODE|POD|NS|NAME|IMAGE|SOCKET)\b", hint), hint
+
+
+def test_a_socket_hint_names_the_socket() -> None:
+    """A plugin serving devices no resource is tied to: the hint's `devctl call` names its socket, not SOCKET."""
+    from devctl.doctor import diagnose
+    from devctl.model import Device, NodeSnapshot, PluginProbe, PluginStatus
+    from devctl.node.paths import resolve_paths
+
+    paths = resolve_paths(root="/r", env={})
+    sock = f"{paths.plugins_dir}/mystery.sock"
+    probe = PluginProbe(sock, PluginStatus.SERVING, None, devices=(Device("d0", "Healthy"),))
+    snapshot = NodeSnapshot(taken_at="2026-01-01T00:00:00.000Z", paths=paths, pods=(), plugins=(probe,))
+    (finding,) = [f for f in diagnose(snapshot) if f.code == "unknown-resource"]
+    assert f"devctl call --socket {sock} list" in finding.hint
