@@ -135,3 +135,13 @@ def test_a_socket_hint_names_the_socket() -> None:
     snapshot = NodeSnapshot(taken_at="2026-01-01T00:00:00.000Z", paths=paths, pods=(), plugins=(probe,))
     (finding,) = [f for f in diagnose(snapshot) if f.code == "unknown-resource"]
     assert f"devctl call --socket {sock} list" in finding.hint
+
+
+@pytest.mark.parametrize("form", ["unix://{}", "unix:{}", "UNIX://{}", "{}"])
+def test_a_runtime_endpoint_as_crictl_takes_it(sim_node, form: str) -> None:
+    """GIVEN the simulated runtime's socket WHEN --runtime-endpoint is written unix:///path, unix:/path or a path
+    THEN who names the pod of each holder through the runtime (no runtime error)."""
+    sock = f"{sim_node.root}/run/containerd/containerd.sock"
+    result = run_devctl("--runtime-endpoint", form.format(sock), "who", "-o", "json", root=sim_node.root)
+    assert result.exit_code in (0, 1), result.stderr
+    assert [e for e in result.json["errors"] if e["source"] == "runtime"] == []

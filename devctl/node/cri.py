@@ -2,7 +2,7 @@
 
 Only reads: ListPodSandbox and ListContainers (``crictl pods``, ``crictl ps -a``),
 each under a deadline. The endpoint may be given as crictl takes it
-(``unix:///run/containerd/containerd.sock``) or as a plain path.
+(``unix:///run/containerd/containerd.sock`` or ``unix:/run/containerd/containerd.sock``) or as a plain path.
 """
 
 from __future__ import annotations
@@ -23,8 +23,12 @@ UNIX_SCHEME = "unix://"
 
 
 def socket_of(endpoint: str) -> str:
-    """The socket path of an endpoint written as crictl's ``unix:///path`` or as a plain path."""
-    return endpoint[len(UNIX_SCHEME) :] if endpoint.startswith(UNIX_SCHEME) else endpoint
+    """The socket path of an endpoint as crictl takes it: ``unix:///path``, ``unix:/path`` (a URL whose path
+    has no empty host before it), the scheme in any case, or a plain path."""
+    scheme, colon, rest = endpoint.partition(":")
+    if not colon or scheme.lower() != "unix":
+        return endpoint
+    return rest[2:] if rest.startswith("//") else rest
 
 
 def _sandbox_state(value: int) -> str:
