@@ -145,3 +145,25 @@ def test_a_runtime_endpoint_as_crictl_takes_it(sim_node, form: str) -> None:
     result = run_devctl("--runtime-endpoint", form.format(sock), "who", "-o", "json", root=sim_node.root)
     assert result.exit_code in (0, 1), result.stderr
     assert [e for e in result.json["errors"] if e["source"] == "runtime"] == []
+
+
+def test_two_thousand_host_processes_on_one_device_are_one_finding(short_root: Path) -> None:
+    """GIVEN 2,000 host processes (no pod) holding /dev/nvidia-uvm open on the simulated node
+    WHEN doctor runs THEN one device-used-outside-pods finding names the device node and counts them."""
+    from importlib import resources
+
+    import yaml
+
+    from devctl.sim.scenario import parse_scenario
+    from devctl.sim.thread import running_sim
+
+    data = yaml.safe_load(resources.files("devctl.sim").joinpath("scenarios/default.yaml").read_text())
+    data["processes"] = [{"command": f"worker-{i} --serve", "open": ["/dev/nvidia-uvm"]} for i in range(2000)]
+    with running_sim(short_root, parse_scenario(data)):
+        result = run_devctl("--timeout", "20", "doctor", "-o", "json", root=short_root, timeout=60)
+    found = [f for f in result.json["findings"] if f["code"] == "device-used-outside-pods"]
+    assert len(found) == 1, [f["subject"] for f in found][:5]
+    (f,) = found
+    assert f["subject"].endswith("/dev/nvidia-uvm")
+    assert f["message"].startswith("2000 processes (pid ")
+    assert "and 1992 more), outside any running pod, hold " in f["message"]

@@ -332,22 +332,37 @@ def _who(r: HolderRow) -> str:
     return f"pid {r.pid} ({r.command.split(' ')[0] or '?'})"
 
 
+# How many processes a finding names before it says "and N more".
+MAX_PIDS = 8
+
+
+def _pids(rows: list[HolderRow]) -> str:
+    shown = ", ".join(_who(r) for r in rows[:MAX_PIDS])
+    return shown if len(rows) <= MAX_PIDS else f"{shown} and {len(rows) - MAX_PIDS} more"
+
+
 def holder_findings(snapshot: NodeSnapshot) -> list[Finding]:
     """``device-used-not-allocated``, ``device-used-outside-pods``, ``device-holder-unknown`` (a holder in no pod
     devctl knows, when the runtime could not say whether it runs in one: never told to stop) and
-    ``allocated-device-idle``."""
+    ``allocated-device-idle``. Processes outside pods that hold one device node make one finding with their count
+    (2,000 workers of one host daemon are one thing to do, not 2,000)."""
     if snapshot.procs is None:
         return []
     join = _Join(snapshot)
     rows = join.rows()
     out: list[Finding] = []
+    devices_of: dict[tuple[int, str, str], set[str]] = {}
+    for r in rows:
+        devices_of.setdefault((r.pid, r.resource, r.path), set()).add(r.device)
+    # (code, resource, path) -> one row per process, in pid order: the processes outside pods holding one node.
+    outside: dict[tuple[str, str, str], list[HolderRow]] = {}
     seen: set[tuple[int, str, str]] = set()
     for r in rows:
         key = (r.pid, r.resource, r.path)
         if key in seen:
             continue
         seen.add(key)
-        devices = sorted({x.device for x in rows if (x.pid, x.resource, x.path) == key})
+        devices = sorted(devices_of[key])
         if r.allocated is False and r.pod is not None:
             out.append(
                 Finding(
@@ -361,26 +376,36 @@ def holder_findings(snapshot: NodeSnapshot) -> list[Finding]:
                 )
             )
         elif r.allocated is None and r.pod is None:
+            outside.setdefault(("device-holder-unknown", r.resource, r.path), []).append(r)
+        elif r.allocated is False and r.pod is None:
+            outside.setdefault(("device-used-outside-pods", r.resource, r.path), []).append(r)
+    for (code, resource, path), held in outside.items():
+        held.sort(key=lambda r: r.pid)
+        devices = ", ".join(sorted({d for r in held for d in devices_of[(r.pid, r.resource, r.path)]}))
+        one = len(held) == 1
+        subject = f"pid {held[0].pid}" if one else path
+        who = _who(held[0]) if one else f"{len(held)} processes ({_pids(held)})"
+        if code == "device-holder-unknown":
             out.append(
                 Finding(
                     "info",
-                    "device-holder-unknown",
-                    f"pid {r.pid}",
-                    f"{_who(r)} holds {r.path} open ({r.resource} {', '.join(devices)}); "
+                    code,
+                    subject,
+                    f"{who} {'holds' if one else 'hold'} {path} open ({resource} {devices}); "
                     "in which pod, if any, is unknown: the CRI runtime could not be read",
                     "nothing says whether it may use the device, so devctl asks no one to stop it: "
                     "make the runtime readable (--runtime-endpoint) and run doctor again",
                 )
             )
-        elif r.allocated is False and r.pod is None:
+        else:
             out.append(
                 Finding(
                     "warning",
-                    "device-used-outside-pods",
-                    f"pid {r.pid}",
-                    f"{_who(r)}, outside any running pod, holds {r.path} open ({r.resource} {', '.join(devices)})",
+                    code,
+                    subject,
+                    f"{who}, outside any running pod, {'holds' if one else 'hold'} {path} open ({resource} {devices})",
                     "a host process or one left behind by a pod that is gone: "
-                    "stop it before the kubelet hands the device to another pod",
+                    f"stop {'it' if one else 'them'} before the kubelet hands the device to another pod",
                 )
             )
     out.extend(_idle(snapshot, join, rows))
