@@ -33,6 +33,7 @@ Never anything from the file beyond devctl.node.files.excerpt's one short word.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from devctl.node.files import excerpt
@@ -129,11 +130,20 @@ def _decode(value: Any, typ: Any, where: str) -> Any:
             if item is None:
                 out.pop(field, None)  # null: the field's zero value (a later key of the same name may set it)
                 continue
-            out[field] = _decode(item, typ.fields[field], f"{where}.{field}" if where else field)
+            want = typ.fields[field]
+            # The usual cases, without a path made for an error.
+            if (want is _STR and type(item) is str) or (
+                want is _I64 and type(item) is int and -(2**63) <= item < 2**63
+            ):
+                out[field] = item
+            else:
+                out[field] = _decode(item, want, f"{where}.{field}" if where else field)
         return out
     if isinstance(typ, _List):
         if type(value) is not list:
             raise SpecError(f"{where}: not a list")
+        if typ.item is _STR and all(type(item) is str for item in value):
+            return value
         items = []
         for i, item in enumerate(value):
             if item is None and isinstance(typ.item, _Struct):
@@ -248,7 +258,14 @@ def _alnum(c: str) -> bool:
     return c.isascii() and c.isalnum()
 
 
+# The names the rules below allow, in one match each (the rules' loops only say why one is refused).
+_VENDOR_OR_CLASS = re.compile(r"[A-Za-z](?:[A-Za-z0-9_.-]*[A-Za-z0-9])?\Z")
+_DEVICE_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_.:-]*[A-Za-z0-9])?\Z")
+
+
 def _vendor_or_class(what: str, name: str) -> None:
+    if _VENDOR_OR_CLASS.match(name):
+        return
     if not name:
         raise SpecError(f"kind: empty {what}")
     if not (name[0].isascii() and name[0].isalpha()):
@@ -261,6 +278,8 @@ def _vendor_or_class(what: str, name: str) -> None:
 
 
 def _device_name(name: str, where: str) -> None:
+    if _DEVICE_NAME.match(name):
+        return
     if not name:
         raise SpecError(f"{where}: no name")
     if not _alnum(name[0]) or not _alnum(name[-1]):
