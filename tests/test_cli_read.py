@@ -24,6 +24,7 @@ import pytest
 import yaml
 from badservers import huge_pod_resources, hung_server, rate_limited_pod_resources, stale_socket
 from helpers import DEVCTL, devctl, invoke, run_devctl
+from shared_data import needs_shared, shared
 
 from devctl.cli.common import NO_RIGHTS
 from devctl.model import Device
@@ -664,9 +665,10 @@ def test_a_corrupt_checkpoint(default_node, tmp_path):
     }
 
 
-VECTORS = Path(__file__).resolve().parent / "testdata" / "checkpoints"
+VECTORS = shared("checkpoints")
 
 
+@needs_shared("checkpoints")
 @pytest.mark.parametrize(
     ("name", "entries", "envs"),
     [

@@ -1,21 +1,22 @@
 """dra_manager_state: the shared vectors verify, a changed byte fails, and the simulator's writer reproduces them.
 
-The vectors in tests/testdata/dra are real (a live kubelet, the kubelet's own
+The vectors in ../shared/testdata/dra are real (a live kubelet, the kubelet's own
 checkpointer tests, the real v1.32 DRA manager), copied byte for byte.
 """
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
+from shared_data import needs_shared, shared
 
 from devctl.node.dra_checkpoint import crc32, model_claim, read_dra_checkpoint, read_dra_raw
 from devctl.node.gojson import CheckpointError
 from devctl.sim.dra_state import dump_dra_checkpoint, write_dra_checkpoint
 
-DATA = Path(__file__).parent / "testdata" / "dra"
+DATA = shared("dra")
+pytestmark = needs_shared("dra")
 GOOD = sorted(p.name for p in DATA.glob("*.dra_manager_state") if "incorrect" not in p.name)
 CHECKSUMS = {  # from the vectors' README
     "kubelet-empty.dra_manager_state": 2361995144,
