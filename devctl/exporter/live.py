@@ -1,33 +1,37 @@
-"""The exporter's live ListAndWatch streams: one per plugin socket, for as long as the exporter runs.
+"""The exporter's live ListAndWatch streams: one per plugin socket, followed by devctl's one follower.
 
 Device health must reach Prometheus as the kubelet sees it — from the stream,
-not from a fresh RPC per scrape. Each socket in the plugins dir gets a follower
-that holds devctl's own stream client (``DevicePluginClient.list_and_watch``)
-open, reconnects with devctl's ``Backoff`` when the plugin restarts, and hands
-every full device list to ``on_change``. A follower whose stream broke reports
-the socket down (no devices: a device list that is not live is not reported).
+not from a fresh RPC per scrape. The sockets are found by the watch's one
+discovery (``devctl.watch.sockets.discover``: the plugins dir, and device
+plugins registered in ``plugins_registry/``), and each is followed by the
+watch's ``Follower``: its own stream client, reconnects with backoff when the
+plugin restarts or its socket is created again, the newest list taken when it
+falls behind. This module only turns what the follower hears into
+``LiveSocket`` values: every full list goes to ``on_change``, the first list of
+each stream's RPC time to ``on_rpc``, and a stream that broke reports the
+socket down (no devices: a device list that is not live is not reported).
+The timeline of events the follower also writes is kept by nobody here.
 
 Sockets come and go (a kubelet restart deletes them all; a plugin that stops
 removes its own): a socket that vanished is reported down, and forgotten after
 ``FORGET_AFTER`` — the kubelet's own grace period for a stopped plugin's devices.
+Each socket is reported under the name ``devctl plugins`` lists it by (a
+registration's path for a plugin registered in ``plugins_registry/``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import cast
 
-from devctl.model import Device, PluginStatus
-from devctl.node.deviceplugin import DevicePluginClient
-from devctl.node.rpc import RpcFailure, check_socket
-from devctl.waits import within
-from devctl.watch import DISCOVERY_POLL, Backoff, plugin_sockets
-from devctl.watch.follow import STABLE_AFTER
+from devctl.model import Device, NodePaths, PluginStatus
+from devctl.waits import cancel_and_wait
+from devctl.watch import DISCOVERY_POLL, Backoff, WatchItem
+from devctl.watch.follow import Follower, StreamEnd
+from devctl.watch.sockets import Registered, discover
 
 log = logging.getLogger(__name__)
 
@@ -53,11 +57,45 @@ OnChange = Callable[[str, "LiveSocket | None"], None]
 OnRpc = Callable[[str, float], None]
 
 
-def _inode(path: str) -> int | None:
-    try:
-        return os.stat(path).st_ino
-    except OSError:
-        return None
+class _NoTimeline:
+    """The follower's timeline, kept by nobody: the exporter wants the lists, not the events between them."""
+
+    def put_nowait(self, item: WatchItem, /) -> None:
+        pass
+
+
+async def _unnamed(socket: str, devices: Sequence[Device]) -> str | None:
+    return None  # the refresh names each socket (state.learn); the follower need not ask the kubelet
+
+
+class _Followed:
+    """One followed socket: its follower's task, and what the follower hears, said as ``LiveSocket`` values."""
+
+    def __init__(self, streams: PluginStreams, name: str, dial: str):
+        self.streams = streams
+        self.name = name
+        self.follower = Follower(
+            _NoTimeline(),
+            _unnamed,
+            resource=None,
+            socket=dial,
+            scouts=None,
+            wait=True,
+            once=False,
+            timeout=streams.timeout,
+            backoff=Backoff(),
+            listener=self,
+        )
+        self.task = asyncio.ensure_future(self.follower.run())
+
+    def listed(self, socket: str, devices: tuple[Device, ...], took: float | None) -> None:
+        if took is not None:
+            self.streams.on_rpc("ListAndWatch", took)
+        self.streams.on_change(self.name, LiveSocket(self.name, up=True, devices=devices))
+
+    def ended(self, socket: str, end: StreamEnd) -> None:
+        log.debug("%s", end.message)
+        self.streams.on_change(self.name, LiveSocket(self.name, up=False, status=end.status, error=end.message))
 
 
 class PluginStreams:
@@ -73,6 +111,7 @@ class PluginStreams:
         poll: float = DISCOVERY_POLL,
         forget_after: float = FORGET_AFTER,
         root: str | None = None,
+        paths: NodePaths | None = None,
     ):
         self.plugins_dir = plugins_dir
         self.root = root
@@ -81,96 +120,55 @@ class PluginStreams:
         self.on_rpc = on_rpc
         self.poll = poll
         self.forget_after = forget_after
-        self._tasks: dict[str, tuple[int | None, asyncio.Task[None]]] = {}
-        self._gone: dict[str, float] = {}
+        # With the node's paths, device plugins registered in plugins_registry/ are followed too.
+        self.registered = Registered(paths, timeout) if paths is not None else None
+        self._followed: dict[str, _Followed] = {}  # socket to dial -> its follower
+        self._gone: dict[str, float] = {}  # socket to dial -> when its file vanished
+        self._stopping: set[asyncio.Future[None]] = set()  # followers replaced, still ending
 
     async def run(self) -> None:
-        """Follow sockets until cancelled: start a stream on each new one, restart it when its file is replaced."""
+        """Follow sockets until cancelled: a follower on each new one, each vanished one reported and forgotten."""
+        tasks = [asyncio.ensure_future(discover(self.plugins_dir, self.root, self.registered, self._found, self.poll))]
+        if self.registered is not None:
+            tasks.append(asyncio.ensure_future(self.registered.run()))
         try:
-            while True:
-                self._discover()
-                await asyncio.sleep(self.poll)
+            await asyncio.gather(*tasks)
         finally:
-            tasks = [task for _, task in self._tasks.values()]
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await cancel_and_wait(*tasks, *self._stopping, *(f.task for f in self._followed.values()))
 
-    def _discover(self) -> None:
-        found = set(plugin_sockets(self.plugins_dir, self.root))
-        for socket in found:
-            inode = _inode(socket)
-            known = self._tasks.get(socket)
-            if known is not None and known[0] == inode and not known[1].done():
-                continue
-            if known is not None:
-                # Created again (a plugin or kubelet restart): the old stream may hang on a dead server.
-                known[1].cancel()
-            self._gone.pop(socket, None)
-            self._tasks[socket] = (inode, asyncio.ensure_future(self._follow(socket)))
+    def _stop(self, followed: _Followed) -> None:
+        followed.task.cancel()
+        self._stopping.add(followed.task)
+        followed.task.add_done_callback(self._stopping.discard)
+
+    def _found(self, found: dict[str, str]) -> None:
+        for dial, name in found.items():
+            followed = self._followed.get(dial)
+            if followed is not None and dial not in self._gone and followed.name == name:
+                continue  # its follower sees the file created again, and reconnects
+            if followed is not None:
+                self._stop(followed)
+            self._gone.pop(dial, None)
+            self._followed[dial] = _Followed(self, name, dial)
         now = time.monotonic()
-        for socket in list(self._tasks):
-            if socket in found:
+        for dial in list(self._followed):
+            if dial in found:
                 continue
-            _, task = self._tasks[socket]
-            if socket not in self._gone:
-                task.cancel()
-                self._gone[socket] = now
+            followed = self._followed[dial]
+            if dial not in self._gone:
+                # Stopped now: a follower would wait for the file to come back, but a new one starts when it does.
+                self._stop(followed)
+                self._gone[dial] = now
                 self.on_change(
-                    socket,
+                    followed.name,
                     LiveSocket(
-                        socket,
+                        followed.name,
                         up=False,
                         status=PluginStatus.UNREACHABLE,
-                        error=f"{socket}: the socket file is gone",
+                        error=f"{followed.name}: the socket file is gone",
                         gone_since=now,
                     ),
                 )
-            elif now - self._gone[socket] >= self.forget_after:
-                del self._tasks[socket], self._gone[socket]
-                self.on_change(socket, None)
-
-    async def _follow(self, socket: str) -> None:
-        """One socket's stream for ever: each list goes to ``on_change``; a break is reported and retried."""
-        backoff = Backoff()
-        while True:
-            started = time.monotonic()
-            try:
-                await check_socket(socket, self.timeout)
-                async with DevicePluginClient(socket, self.timeout) as client:
-                    # An async generator: closed below so the stream is cancelled at once.
-                    stream = cast(AsyncGenerator[tuple[Device, ...], None], client.list_and_watch())
-                    try:
-                        clock = time.perf_counter()
-                        try:
-                            devices = await within(stream.__anext__(), self.timeout)
-                        except asyncio.TimeoutError:
-                            raise RpcFailure(
-                                PluginStatus.TIMEOUT, f"{socket}: no device list within {self.timeout:g}s"
-                            ) from None
-                        self.on_rpc("ListAndWatch", time.perf_counter() - clock)
-                        self.on_change(socket, LiveSocket(socket, up=True, devices=devices))
-                        async for devices in stream:
-                            self.on_change(socket, LiveSocket(socket, up=True, devices=devices))
-                    except StopAsyncIteration:
-                        pass
-                    finally:
-                        await stream.aclose()
-                failure = LiveSocket(
-                    socket, up=False, status=PluginStatus.UNREACHABLE, error=f"{socket}: ListAndWatch stream ended"
-                )
-            except RpcFailure as e:
-                failure = LiveSocket(socket, up=False, status=e.status, error=e.message)
-            except (AttributeError, TypeError):
-                # grpc.aio hands back None for a reply it cannot decode: another API on this socket.
-                failure = LiveSocket(
-                    socket,
-                    up=False,
-                    status=PluginStatus.UNREACHABLE,
-                    error=f"{socket}: the reply could not be decoded (not a device plugin)",
-                )
-            log.debug("%s", failure.error)
-            self.on_change(socket, failure)
-            if time.monotonic() - started >= STABLE_AFTER:
-                backoff.reset()
-            await asyncio.sleep(backoff.next())
+            elif now - self._gone[dial] >= self.forget_after:
+                del self._followed[dial], self._gone[dial]
+                self.on_change(followed.name, None)

@@ -138,7 +138,9 @@ async def serve(
         stop = asyncio.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        streams = PluginStreams(paths.plugins_dir, timeout, state.set_live, state.observe_rpc, root=paths.root)
+        streams = PluginStreams(
+            paths.plugins_dir, timeout, state.set_live, state.observe_rpc, root=paths.root, paths=paths
+        )
         dra = DraStreams(paths, timeout, state.set_dra)
         tasks = [
             asyncio.ensure_future(_refresh(paths, timeout, interval, state, dra)),

@@ -48,19 +48,19 @@ from devctl.watch.diff import counts, diff
 from devctl.watch.dra import DraFollower
 from devctl.watch.follow import Follower, Reconnecting, Scouts, WatchItem, _inode, now
 from devctl.watch.sockets import (
+    DISCOVERY_POLL,
     FromKnownIds,
     Namer,
     Registered,
     Resolver,
     _CachedResolver,
     by_resolver,
+    device_sockets,
+    discover,
     plugin_sockets,
     resolve_plugins,
     socket_resources,
 )
-
-# How often the plugins dir is listed for new sockets when the whole node is watched.
-DISCOVERY_POLL = 0.5
 
 
 class WatchError(Exception):
@@ -93,7 +93,7 @@ def _absolute(path: str) -> str:
 
 def _device_sockets(paths: NodePaths, registered: Registered) -> list[str]:
     """Every device-plugin socket to dial: the plugins dir's, and those registered in ``plugins_registry/``."""
-    return list(dict.fromkeys([*plugin_sockets(paths.plugins_dir, paths.root), *registered.sockets()]))
+    return list(device_sockets(paths.plugins_dir, paths.root, registered))
 
 
 async def _discover(
@@ -106,16 +106,18 @@ async def _discover(
     """Follow every new device-plugin socket, in the plugins dir or registered in the registry (whole-node watch)."""
     plugins_dir = paths.plugins_dir
     said_empty = False
-    while True:
-        found = _device_sockets(paths, registered)
-        if not found and not known and not said_empty and registered.settled():
+
+    def found(sockets: dict[str, str]) -> None:
+        nonlocal said_empty
+        if not sockets and not known and not said_empty and registered.settled():
             out.put_nowait(Notice(now(), f"no device plugin sockets in {plugins_dir} yet; waiting for one"))
             said_empty = True
-        for socket in found:
+        for socket in sockets:
             if socket not in known:
                 known.add(socket)
                 start(socket)
-        await asyncio.sleep(DISCOVERY_POLL)
+
+    await discover(plugins_dir, paths.root, registered, found, DISCOVERY_POLL)
 
 
 async def _discover_drivers(paths: NodePaths, timeout: float, start: Callable[[Driver], None]) -> None:
@@ -337,6 +339,7 @@ async def watch(
 __all__ = [
     "ADDED",
     "DISCONNECTED",
+    "DISCOVERY_POLL",
     "HEALTH",
     "NO_TOPOLOGY",
     "RECONNECTED",

@@ -17,9 +17,10 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import Protocol
 
 from devctl.events import DISCONNECTED, RECONNECTED, SNAPSHOT, Change, Notice, WatchEvent
-from devctl.model import Device
+from devctl.model import Device, PluginStatus
 from devctl.node.deviceplugin import DevicePluginClient
 from devctl.node.rpc import RpcFailure, check_socket
 from devctl.node.udev import KernelEvent
@@ -56,7 +57,35 @@ def now() -> datetime:
 
 
 class _Ended(Exception):
-    """A stream session ended; the message says why, in one line."""
+    """A stream session ended; the message says why, in one line, and ``status`` how a source is shown for it."""
+
+    def __init__(self, message: str, status: PluginStatus = PluginStatus.UNREACHABLE):
+        super().__init__(message)
+        self.status = status
+
+
+class Sink(Protocol):
+    """Where a follower puts its timeline items: the watch's queue, or a sink that keeps none (the exporter)."""
+
+    def put_nowait(self, item: WatchItem, /) -> None: ...
+
+
+@dataclass(frozen=True)
+class StreamEnd:
+    """Why a followed stream ended or could not start, typed: a status and one line naming its socket."""
+
+    status: PluginStatus
+    message: str
+
+
+class Listener(Protocol):
+    """Who hears a follower's full lists and ends besides its timeline (the exporter's live device lists)."""
+
+    def listed(self, socket: str, devices: tuple[Device, ...], took: float | None) -> None:
+        """A full list; ``took``: the seconds the first list of a session took (the RPC's time), else None."""
+
+    def ended(self, socket: str, end: StreamEnd) -> None:
+        """The stream ended or could not be opened; the follower tries again with backoff."""
 
 
 def _exists(path: str | None) -> bool:
@@ -79,6 +108,7 @@ class _Open:
     client: DevicePluginClient
     stream: AsyncIterator[tuple[Device, ...]]
     first: tuple[Device, ...]
+    took: float  # seconds from the call to its first list
 
     async def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -93,10 +123,11 @@ async def _open(socket: str, timeout: float, first_within: float | None) -> _Ope
     client = DevicePluginClient(socket, timeout)
     stream = client.list_and_watch(behind=BEHIND)
     try:
+        clock = time.perf_counter()
         try:
             first = await within(stream.__anext__(), first_within)
         except asyncio.TimeoutError:
-            raise _Ended(f"{socket}: no device list within {first_within:g}s") from None
+            raise _Ended(f"{socket}: no device list within {first_within:g}s", PluginStatus.TIMEOUT) from None
         except StopAsyncIteration:
             raise _Ended(f"{socket}: ListAndWatch ended before the first list") from None
     except BaseException:
@@ -104,7 +135,7 @@ async def _open(socket: str, timeout: float, first_within: float | None) -> _Ope
             await stream.aclose()  # type: ignore[attr-defined]
         await client.close()
         raise
-    return _Open(socket, inode, client, stream, first)
+    return _Open(socket, inode, client, stream, first, time.perf_counter() - clock)
 
 
 @dataclass
@@ -280,6 +311,19 @@ def _named_once(name: str, reason: str) -> str:
     return f"{name}: {reason}"
 
 
+def stream_end(socket: str, error: Exception | None, ended: str) -> StreamEnd:
+    """Why a session of ``socket`` ended, typed: ``error``'s status, or the stream's own end (``ended``)."""
+    if isinstance(error, RpcFailure):
+        return StreamEnd(error.status, error.message)
+    if isinstance(error, (AttributeError, TypeError)):
+        # grpc.aio hands back None for a reply it cannot decode: another API on this socket.
+        return StreamEnd(PluginStatus.UNREACHABLE, f"{socket}: the reply could not be decoded (not a device plugin)")
+    if isinstance(error, _Ended):
+        return StreamEnd(error.status, _named_once(socket, error.args[0]))
+    reason = ended if error is None else f"{type(error).__name__}: {error}"
+    return StreamEnd(PluginStatus.UNREACHABLE, _named_once(socket, reason))
+
+
 class Reconnecting:
     """What every followed stream shares: connect, follow, and after each end say why and try again with backoff.
 
@@ -293,7 +337,7 @@ class Reconnecting:
 
     ENDED = "stream ended"  # the reason when a stream ends without an error
 
-    def __init__(self, out: asyncio.Queue[WatchItem], *, wait: bool, once: bool, timeout: float, backoff: Backoff):
+    def __init__(self, out: Sink, *, wait: bool, once: bool, timeout: float, backoff: Backoff):
         self.out = out
         self.wait = wait
         # ``--once`` without ``wait`` gives up after the first failure: no "retrying" then.
@@ -323,6 +367,9 @@ class Reconnecting:
     async def _ended(self) -> None:
         """Called after a session ended, before it is reported."""
 
+    def _failed(self, error: Exception | None) -> None:
+        """Called with why each session ended (None: the stream ended by itself), before the notice."""
+
     async def _idle(self) -> None:
         await asyncio.sleep(self.backoff.next())
 
@@ -330,17 +377,19 @@ class Reconnecting:
         """Follow the target for ever: connect, stream, and after a failure try again with backoff."""
         while True:
             started = time.monotonic()
+            error: Exception | None = None
             try:
                 if not await self._session():
                     await self._idle()
                     continue
                 reason = self.ENDED
             except (_Ended, RpcFailure) as e:
-                reason = e.args[0]
+                reason, error = e.args[0], e
             except Exception as e:  # one misbehaving plugin or driver must never end the watch of the others
                 log.debug("watching %s failed", self.name, exc_info=True)
-                reason = f"{type(e).__name__}: {e}"
+                reason, error = f"{type(e).__name__}: {e}", e
             await self._ended()
+            self._failed(error)
             why = _named_once(self.name, reason)
             if self.connected:
                 self.connected = False
@@ -364,7 +413,7 @@ class Follower(Reconnecting):
 
     def __init__(
         self,
-        out: asyncio.Queue[WatchItem],
+        out: Sink,
         name: Namer,
         *,
         resource: str | None,
@@ -374,8 +423,10 @@ class Follower(Reconnecting):
         once: bool,
         timeout: float,
         backoff: Backoff,
+        listener: Listener | None = None,
     ):
         super().__init__(out, wait=wait, once=once, timeout=timeout, backoff=backoff)
+        self.listener = listener
         self.namer = name
         self.resource = resource
         self.socket = socket
@@ -407,6 +458,10 @@ class Follower(Reconnecting):
 
     def _disconnected(self) -> None:
         self._event(DISCONNECTED, self.tally)
+
+    def _failed(self, error: Exception | None) -> None:
+        if self.listener is not None and self.socket is not None:
+            self.listener.ended(self.socket, stream_end(self.socket, error, self.ENDED))
 
     def _changes(self, devices: tuple[Device, ...]) -> None:
         """Emit what changed since the last list; counts are taken once per list, not per event."""
@@ -466,6 +521,8 @@ class Follower(Reconnecting):
             if self.resource is None:
                 self.resource = await self.namer(opened.socket, opened.first)
             self._first_list(opened.first)
+            if self.listener is not None:
+                self.listener.listed(opened.socket, opened.first, opened.took)
             consume = asyncio.ensure_future(self._consume(opened))
             replaced = asyncio.ensure_future(self._until_replaced(opened.socket, opened.inode))
             try:
@@ -499,6 +556,8 @@ class Follower(Reconnecting):
                 # later events, a disconnect among them, carry the resource as soon as it is known.
                 self.resource = await self.namer(opened.socket, devices)
             self._changes(devices)
+            if self.listener is not None:
+                self.listener.listed(opened.socket, devices, None)
             skipped = opened.client.skipped
             if skipped != told and time.monotonic() - told_at >= SKIP_NOTICE_EVERY:
                 self._notice(

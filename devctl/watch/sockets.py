@@ -34,6 +34,39 @@ def plugin_sockets(plugins_dir: str, root: str | None = None) -> list[str]:
         return []
 
 
+def device_sockets(plugins_dir: str, root: str | None, registered: Registered | None) -> dict[str, str]:
+    """Every device-plugin socket to dial -> the name it is listed under, as ``devctl plugins`` shows it.
+
+    The plugins dir's sockets (a symlink named as listed, dialled as its
+    target) and those registered in ``plugins_registry/`` (named by their
+    registration); [] when the plugins dir cannot be read.
+    """
+    try:
+        found = {s.real: s.path for s in node_sockets.plugin_sockets(plugins_dir, root)}
+    except OSError:
+        found = {}
+    if registered is not None:
+        for dial, path in registered.named().items():
+            found.setdefault(dial, path)
+    return found
+
+
+# How often the plugins dir is listed for new sockets when every socket is followed.
+DISCOVERY_POLL = 0.5
+
+# The sockets found at one look: each socket to dial -> its listed name (``device_sockets``).
+Found = Callable[[dict[str, str]], None]
+
+
+async def discover(
+    plugins_dir: str, root: str | None, registered: Registered | None, found: Found, poll: float
+) -> None:
+    """The one loop that looks for device-plugin sockets (whole-node watch, the exporter): ``found`` every ``poll``."""
+    while True:
+        found(device_sockets(plugins_dir, root, registered))
+        await asyncio.sleep(poll)
+
+
 # How often ``plugins_registry/`` is listed, and when a registration that did not answer is asked again.
 REGISTRY_POLL = 0.5
 REGISTRY_RETRY = 2.0
@@ -80,7 +113,15 @@ class Registered:
 
     def sockets(self) -> list[str]:
         """The DevicePlugin sockets that registrations name, each once."""
-        return list(dict.fromkeys(a.dial for a in self._asked.values() if a.dial is not None))
+        return list(self.named())
+
+    def named(self) -> dict[str, str]:
+        """Each DevicePlugin socket that a registration names -> the registration's listed path (its first)."""
+        named: dict[str, str] = {}
+        for path, asked in self._asked.items():
+            if asked.dial is not None:
+                named.setdefault(asked.dial, path)
+        return named
 
     def probes(self) -> list[PluginProbe]:
         """The registrations as ``devctl.node.sockets.name_sockets`` takes them (the one resolver)."""
