@@ -167,3 +167,22 @@ def test_two_thousand_host_processes_on_one_device_are_one_finding(short_root: P
     assert f["subject"].endswith("/dev/nvidia-uvm")
     assert f["message"].startswith("2000 processes (pid ")
     assert "and 1992 more), outside any running pod, hold " in f["message"]
+
+
+def test_call_without_a_serving_socket_is_exit_3_whichever_way_it_is_named(sim_node) -> None:
+    """GIVEN the GPU plugin stopped (the kubelet still names nvidia.com/gpu) WHEN `devctl call nvidia.com/gpu list`
+    and `devctl call --socket <its old socket> list` run THEN both exit 3 with one devctl: line; a name the
+    node does not have stays exit 1 (not found)."""
+
+    async def stop(node) -> None:
+        await node.plugins[GPU].stop()
+
+    sim_node.call(stop)
+    by_name = run_devctl("call", GPU, "list", root=sim_node.root)
+    assert by_name.exit_code == 3, by_name.stderr
+    assert by_name.stdout == ""
+    assert by_name.stderr.count("\n") == 1 and by_name.stderr.startswith("devctl: no serving socket")
+    by_socket = run_devctl("call", "--socket", "nvidia-gpu.sock", "list", root=sim_node.root)
+    assert by_socket.exit_code == 3, by_socket.stderr
+    wrong = run_devctl("call", "example.com/nothing", "list", root=sim_node.root)
+    assert wrong.exit_code == 1, wrong.stderr

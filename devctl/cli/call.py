@@ -268,11 +268,15 @@ async def _socket_of(paths: NodePaths, timeout: float, resource: str) -> str:
     found = serving_sockets(paths, snapshot.plugins, resource)
     if found:
         return found[0][1]  # the socket that serves DevicePlugin: a registry socket's endpoint, a symlink's target
-    raise _not_served(paths, snapshot.plugins, resource)
+    from devctl.analyze.inventory import inventories
+
+    raise _not_served(paths, snapshot.plugins, resource, known=resource in inventories(snapshot))
 
 
-def _not_served(paths: NodePaths, plugins: Sequence[PluginProbe], resource: str) -> Exception:
-    """Why no socket serves ``resource``: no plugins dir (wrong root), rights, or a name that is wrong."""
+def _not_served(paths: NodePaths, plugins: Sequence[PluginProbe], resource: str, known: bool = False) -> Exception:
+    """Why no socket serves ``resource``: no plugins dir (wrong root), rights, a resource the node has whose plugin
+    does not serve (exit 3, as a --socket that does not answer: no serving socket is one exit code), or a name that
+    is wrong (exit 1, as in ls)."""
     import os
 
     from devctl.model import PluginStatus
@@ -289,6 +293,9 @@ def _not_served(paths: NodePaths, plugins: Sequence[PluginProbe], resource: str)
     if denied:
         why = f"{denied} socket(s) there refused devctl: permission denied; run as root"
         return RpcFailure(PluginStatus.NO_PLUGIN, f"{message} ({why})")
+    if known:
+        why = "the kubelet or its checkpoint names it, but its plugin does not serve it now"
+        return RpcFailure(PluginStatus.NO_PLUGIN, f"{message} ({why}; see devctl plugins)")
     return UnknownResource(message + (f" (did you mean {close}?)" if close else " (see devctl plugins)"))
 
 
