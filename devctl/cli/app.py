@@ -14,7 +14,7 @@ from typer._click.exceptions import ClickException
 
 from devctl import __version__, quiet_interrupt
 from devctl.cli import completion, globalopts, grpclog
-from devctl.cli.common import ExitCode, GlobalOptions, escape_unencodable, setup_logging
+from devctl.cli.common import ExitCode, GlobalOptions, begin_invocation, escape_unencodable, setup_logging
 from devctl.cli.globalopts import MAX_TIMEOUT, TIMEOUT_HELP, VERBOSE_HELP
 from devctl.cli.lazy import LazyGroup, commands
 from devctl.escape import escape
@@ -178,6 +178,7 @@ def main_options(
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
     ] = False,
 ) -> None:
+    begin_invocation(ctx)
     setup_logging(verbose)
     grpclog.quiet()  # before any command imports grpc
     ctx.obj = GlobalOptions(

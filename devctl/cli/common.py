@@ -10,6 +10,7 @@ import logging
 import os
 import sys
 from collections.abc import Coroutine
+from contextvars import ContextVar
 from dataclasses import dataclass
 from enum import Enum, IntEnum
 from typing import IO, TYPE_CHECKING, Any, NoReturn, TypeVar
@@ -79,6 +80,23 @@ def options(ctx: typer.Context) -> GlobalOptions:
     root = ctx.find_root()
     obj = root.obj
     return obj if isinstance(obj, GlobalOptions) else GlobalOptions()
+
+
+# The root context of the invocation running now (set by the app's callback, cleared when that context closes):
+# click's get_current_context is not part of typer's public API, and a function deep in a command's output has
+# no context of its own to ask. Its ``meta`` is the one every context of the invocation shares.
+_invocation: ContextVar[typer.Context | None] = ContextVar("devctl_invocation", default=None)
+
+
+def begin_invocation(ctx: typer.Context) -> None:
+    """Note ``ctx`` (the root context) as the invocation's, until that context closes."""
+    _invocation.set(ctx)
+    ctx.call_on_close(lambda: _invocation.set(None))
+
+
+def current_context() -> typer.Context | None:
+    """The root context of the invocation running now, or None outside one (a library call, a test)."""
+    return _invocation.get()
 
 
 def run(coro: Coroutine[Any, Any, T]) -> T:

@@ -262,9 +262,8 @@ def absent_line(snapshot: NodeSnapshot, shown: set[str] | frozenset[str]) -> str
     the live node or the whole ``--from`` file, as commands that do not list the
     dir (``pods``) do not have its error.
     """
-    from typer._click.globals import get_current_context
-
     from devctl.analyze import KUBELET_SOURCES, source_of, sources_read
+    from devctl.cli.common import current_context
     from devctl.model import ErrorKind
     from devctl.node.paths import not_a_node
 
@@ -273,7 +272,7 @@ def absent_line(snapshot: NodeSnapshot, shown: set[str] | frozenset[str]) -> str
         return ""
     if any(source_of(e) in kubelet and e.kind != ErrorKind.MISSING for e in snapshot.errors):
         return ""  # something is there and failed otherwise: its own warning says more
-    ctx = get_current_context(silent=True)
+    ctx = current_context()
     if no_plugins_dir(snapshot) or (ctx is not None and ctx.meta.get(_NO_PLUGINS_DIR)):
         return f"devctl: {not_a_node(snapshot.paths)}\n"
     return ""
