@@ -118,13 +118,11 @@ def sim(
 def _global_root_given(ctx: typer.Context, opts: GlobalOptions) -> str | None:
     """``devctl --root DIR sim``: the global option when typed on the command line, never DEVCTL_ROOT.
 
-    The enum is typer's own copy of click's: a separately installed click has
-    another class, which never compares equal (and a user's install has no click).
+    The source is compared by its name: the enum's class is typer's own copy of click's, not public API
+    (and a separately installed click's class would never compare equal).
     """
-    from typer._click.core import ParameterSource
-
-    top = ctx.find_root()
-    return opts.root if top.get_parameter_source("root") == ParameterSource.COMMANDLINE else None
+    source = ctx.find_root().get_parameter_source("root")
+    return opts.root if source is not None and source.name == "COMMANDLINE" else None
 
 
 async def _serve(root: Path | None, scenario: Scenario, command: list[str] | None, stopper: Stopper) -> int:
