@@ -40,17 +40,17 @@ CDI_NAME = "k8s.gpu.example.com/claim=158f1769-9654-5f67-b802-69d9a887a8c0-gpu-0
 # command -> the long names (one per column at most) that may widen its table, and why they are there.
 LONG_NAMES: dict[tuple[str, ...], tuple[str, ...]] = {
     ("ls",): (),
-    ("devices",): (FOO, "inference/serve-1"),  # RESOURCE, ALLOCATED-TO
-    ("pods",): ("node-exporter-7xk2p",),  # POD (a DaemonSet pod's generated name)
+    ("devices",): (),  # a long RESOURCE, ID or ALLOCATED-TO is cut in its middle (-o wide: whole)
+    ("pods",): (),  # so is a long NAMESPACE, POD or CONTAINER (node-exporter-7xk2p, a DaemonSet pod's)
     ("get", "ml/train-0"): (),
     ("get", "ml/train-1"): (),
     ("topo",): (),
-    ("plugins",): ("gpu.example.com-reg.sock", FOO),  # SOCKET, RESOURCE
-    ("checkpoint",): ("inference/serve-0", FOO),  # POD, RESOURCE
+    ("plugins",): (),  # SOCKET, RESOURCE cut
+    ("checkpoint",): (),  # POD, CONTAINER, RESOURCE cut
     ("doctor",): (),
     ("claims",): (),
     ("cdi",): (CDI_NAME,),  # NAME: a DRA claim's CDI names carry its UID
-    ("who",): ("inference/embed-0",),  # POD (a DRA claim's holder: who reads DRA devices too)
+    ("who",): (),  # DEVICE, COMMAND, POD, CONTAINER cut
     ("call", "nvidia.com/gpu", "list"): (),
     ("call", "nvidia.com/gpu", "options"): (),
     ("watch", "--once"): (),
@@ -103,7 +103,7 @@ def test_wide_has_the_rest(default_node) -> None:
     assert narrow == ["RESOURCE", "ID", "HEALTH", "NUMA", "ALLOCATED-TO"]
     assert wide[: len(narrow)] == narrow and {"STATE", "PCI", "VENDOR", "MODEL", "DRIVER", "PROCS"} <= set(wide)
     pods = devctl(default_node.root, "pods", "-o", "wide").stdout.splitlines()[0].split()
-    assert pods[5:] == ["MEMORY", "NUMA", "CLAIMS"]
+    assert pods[6:] == ["MEMORY", "NUMA", "CLAIMS"]
     claims = devctl(default_node.root, "claims", "-o", "wide").stdout.splitlines()[0].split()
     assert claims[-4:] == ["DEVICES", "HEALTH", "UID", "CDI"]
 

@@ -78,11 +78,34 @@ def test_devices_table_shows_holders():
 def test_pods_table_counts_devices_and_lists_ids_when_wide():
     node = gpu_node()
     rows = lines(pods_table(analyze.pods_view(node), PLAIN))
-    assert rows[0] == ["NAMESPACE", "POD", "CONTAINER", "DEVICES", "CPUS"]
-    assert rows[2] == ["ml", "train-0", "main", "gpu=2", "2-3"]  # short names: 80 columns
-    wide = lines(pods_table(analyze.pods_view(node), TableStyle(wide=True)))
-    assert wide[0][5:] == ["MEMORY", "NUMA", "CLAIMS"]
-    assert wide[2][3] == f"{GPU}=GPU-0,GPU-1" and wide[2][-2] == "0"
+    assert rows[0] == ["NAMESPACE", "POD", "CONTAINER", "DEVICES", "HEALTHY", "CPUS"]
+    # short names: 80 columns; no health given: unknown, never 0
+    assert rows[2] == ["ml", "train-0", "main", "gpu=2", "?/2", "2-3"]
+    health = {GPU: {"GPU-0": "Healthy", "GPU-1": "Unhealthy"}}
+    assert lines(pods_table(analyze.pods_view(node), PLAIN, health))[2][4] == "1/2"
+    wide = lines(pods_table(analyze.pods_view(node), TableStyle(wide=True), health))
+    assert wide[0][6:] == ["MEMORY", "NUMA", "CLAIMS"]
+    assert wide[2][3] == f"{GPU}=GPU-0,GPU-1(Unhealthy)" and wide[2][-2] == "0"
+
+
+def test_a_table_wider_than_80_columns_cuts_the_named_columns_in_their_middle():
+    from devctl.render.table import cut_middle, cut_path, grid
+
+    rows = [["hardware-vendor.example/foo", "GPU-8f3e2a1c-0b7d-4e55-9c1a-77e0d2a4b6f1", "Unhealthy", "12"]]
+    text = grid(["resource", "id", "health", "count"], rows, PLAIN, cut=(0, 1))
+    header, row = text.splitlines()
+    assert len(header) <= 80 and len(row) <= 80
+    resource, device, health, count = row.split()
+    assert resource == "hardware-vendor.example/foo"  # the widest column gives way first, only as far as needed
+    assert device.startswith("GPU-8f3") and device.endswith("a4b6f1") and "…" in device
+    assert (health, count) == ("Unhealthy", "12")  # never cut
+    # -o wide keeps every value whole; a table that fits is not touched.
+    assert "GPU-8f3e2a1c-0b7d-4e55-9c1a-77e0d2a4b6f1" in grid(
+        ["a", "b", "c", "d"], rows, TableStyle(wide=True), cut=(0, 1)
+    )
+    assert grid(["a"], [["short"]], PLAIN, cut=(0,)) == "A\nshort\n"
+    assert cut_middle("node-exporter-7xk2p", 10) == "node…7xk2p"
+    assert cut_path("/very/long/dir/kubelet_internal_checkpoint", 35) == "/very/…/kubelet_internal_checkpoint"
 
 
 def test_topology_table_has_nodes_shared_pool_and_alignment():

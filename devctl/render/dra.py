@@ -84,7 +84,7 @@ def cdi_table(view: CdiView, style: TableStyle) -> str:
                 ",".join(m.host_path for m in n.mounts),
             ]
         out.append(row)
-    text = grid(headers, out, style)
+    text = grid(headers, out, style, cut=(0, 4))  # NAME (a claim's carry its UID), USED-BY: cut in their middle
     if style.headers:
         bad = [s for s in view.specs if s.error]
         summary = f"spec dirs: {', '.join(escape(d) for d in view.dirs)} ({len(view.specs)} specs"

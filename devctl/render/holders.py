@@ -43,4 +43,4 @@ def holders_table(rows: Sequence[HolderRow], style: TableStyle) -> str:
         else:
             row = (r.device, r.pid, command, pod, container)
         out[(*row, _allocated(r.allocated))] = None
-    return grid(headers, list(out), style)
+    return grid(headers, list(out), style, cut=(0, 2, 3, 4))  # DEVICE, COMMAND, POD, CONTAINER

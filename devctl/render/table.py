@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from devctl.analyze import CAPACITY_NOTE
 from devctl.escape import escape
 from devctl.model import (
+    HEALTHY,
+    ContainerDevices,
     ContainerMemory,
     ContainerResources,
     Finding,
@@ -51,6 +53,66 @@ class TableStyle:
     color: bool = False
 
 
+# The width every default table fits: an SSH user's terminal. ``-o wide`` is never cut.
+WIDTH = 80
+# What marks a cut value: one character on the screen.
+ELLIPSIS = "\u2026"
+# A cut column keeps at least this many characters (and its header): enough of an ID to match it.
+MIN_CUT = 8
+
+
+def cut_middle(text: str, width: int) -> str:
+    """``text`` in ``width`` characters, its middle replaced by ``…``: the head and the tail (the larger part,
+    where IDs and generated pod names differ) stay, so a person can still match it against ``-o wide``."""
+    if len(text) <= width:
+        return text
+    if width < 2:
+        return ELLIPSIS[:width]
+    keep = width - 1
+    head = keep // 2
+    return text[:head] + ELLIPSIS + text[len(text) - (keep - head) :]
+
+
+def cut_path(text: str, width: int) -> str:
+    """A path in ``width`` characters with its file name whole (``/var/…/kubelet_internal_checkpoint``)."""
+    if len(text) <= width:
+        return text
+    head, sep, name = text.rpartition("/")
+    room = width - len(name) - len(sep) - 1
+    if not sep or room < 1:
+        return cut_middle(text, width)
+    return head[:room] + ELLIPSIS + sep + name
+
+
+def _fit(columns: list[list[str]], cut: Sequence[int], width: int, headers: bool) -> set[int]:
+    """Cut the cells of the columns ``cut`` (``cut_middle``), widest column first, until the table is at most
+    ``width`` characters wide or each is down to its header or MIN_CUT; the columns cut, in place.
+
+    Only the columns named are cut: a health word, a state, a count or a CPU list never is.
+    """
+    widths = [max(len(_SGR.sub("", c)) if "\x1b" in c else len(c) for c in column) for column in columns]
+    over = sum(widths) + len(_GAP) * (len(widths) - 1) - width
+    if over <= 0:
+        return set()
+    target = {i: widths[i] for i in cut}
+    floor = {i: max(MIN_CUT, len(columns[i][0]) if headers else 0) for i in cut}
+    while over > 0:
+        shrinkable = [i for i in cut if target[i] > floor[i]]
+        if not shrinkable:
+            break
+        # Of equals the last: a pod's name outlasts its namespace.
+        widest = max(reversed(shrinkable), key=target.__getitem__)
+        target[widest] -= 1
+        over -= 1
+    done = set()
+    for i in cut:
+        if target[i] < widths[i]:
+            w = target[i]
+            columns[i] = [c if len(c) <= w else cut_middle(c, w) for c in columns[i]]
+            done.add(i)
+    return done
+
+
 def _cell(value: object) -> str:
     kind = type(value)
     if kind is str:  # most cells: one check
@@ -77,7 +139,7 @@ def _cells(column: Sequence[object]) -> list[str]:
     return [_cell(v).strip() for v in column]
 
 
-def grid(headers: Sequence[str], rows: Iterable[Sequence[object]], style: TableStyle) -> str:
+def grid(headers: Sequence[str], rows: Iterable[Sequence[object]], style: TableStyle, cut: Sequence[int] = ()) -> str:
     """Rows under upper-case headers, three spaces apart as kubectl prints them; '' when there are none.
 
     Written here, not by tabulate: a 50,000-pod table took seconds in tabulate's general machinery. The
@@ -85,6 +147,9 @@ def grid(headers: Sequence[str], rows: Iterable[Sequence[object]], style: TableS
     of surrounding whitespace, each column as wide as its widest cell, colour codes taking no room. A
     non-ASCII cell goes to tabulate (_tabulated), whose width for it (wcwidth's, when installed) is the
     one the tables have always had. Cells are made a column at a time (``_cells``).
+
+    ``cut``: the columns whose values may be cut in their middle (``_fit``) so that a table that is not
+    ``wide`` fits WIDTH characters; ``-o wide`` keeps every value whole.
     """
     rows = list(rows)
     if not rows:
@@ -99,11 +164,12 @@ def grid(headers: Sequence[str], rows: Iterable[Sequence[object]], style: TableS
     if style.headers:
         for header, column in zip(headers, columns, strict=True):
             column.insert(0, header.upper())
+    fitted = _fit(columns, cut, WIDTH, style.headers) if cut and not style.wide else set()
     widths = []
     coloured = False
-    for column in columns:
+    for i, column in enumerate(columns):
         text = "".join(column)
-        if not text.isascii():
+        if not text.isascii() and not (i in fitted and text.replace(ELLIPSIS, "").isascii()):
             return _tabulated([list(row) for row in zip(*columns, strict=True)])
         if "\x1b" in text:
             coloured = True
@@ -238,7 +304,7 @@ def devices_table(
             if with_procs:
                 row.append(UNKNOWN_COUNT if procs is None else procs.get((d.resource, d.id), UNKNOWN_COUNT))
         out.append(row)
-    return grid(headers, out, style)
+    return grid(headers, out, style, cut=(0, 1, 4))  # RESOURCE, ID, ALLOCATED-TO; never HEALTH or NUMA
 
 
 # --- pods and get ------------------------------------------------------------------------------
@@ -251,10 +317,21 @@ def _memory(memory: Iterable[ContainerMemory]) -> str:
     return " ".join(f"{t}={format_bytes(n)}" for t, n in totals.items())
 
 
-def _devices(c: ContainerResources, wide: bool) -> str:
-    """Each resource's devices: IDs under full names when wide, else counts under short names (DRA drivers too)."""
+# Each device plugin device's health: resource -> device ID -> Healthy, Unhealthy, Missing or Unknown.
+Health = Mapping[str, Mapping[str, str]]
+
+
+def _devices(c: ContainerResources, wide: bool, health: Health | None = None) -> str:
+    """Each resource's devices: IDs under full names when wide (a device that is not Healthy with its health
+    beside it, ``GPU-5(Unhealthy)``), else counts under short names (DRA drivers too)."""
     if wide:
-        return " ".join(f"{d.resource}={','.join(d.ids)}" for d in c.devices)
+        known = health or {}
+
+        def ids(d: ContainerDevices) -> str:
+            of = known.get(d.resource, {})
+            return ",".join(i if of.get(i, HEALTHY) == HEALTHY else f"{i}({of[i]})" for i in d.ids)
+
+        return " ".join(f"{d.resource}={ids(d)}" for d in c.devices)
     devices = c.devices
     if len(devices) == 1 and not c.dynamic_resources:  # most containers: one resource, no claims
         (d,) = devices
@@ -269,6 +346,41 @@ def _devices(c: ContainerResources, wide: bool) -> str:
     return " ".join(f"{name}={n}" for name, n in counts.items())
 
 
+def healthy_of(c: ContainerResources, health: Health | None) -> tuple[int | None, int]:
+    """How many of the container's devices (device plugins' and DRA claims') are Healthy, and of how many;
+    None when the health of any is unknown (its plugin or driver did not say): unknown, never 0."""
+    total = 0
+    healthy = 0
+    unknown = False
+    for d in c.devices:
+        of = health.get(d.resource) if health is not None else None
+        for i in d.ids:
+            total += 1
+            h = of.get(i) if of is not None else None
+            if h is None or h == "Unknown":
+                unknown = True
+            elif h == HEALTHY:
+                healthy += 1
+    for r in c.dynamic_resources:
+        for dev in r.devices:
+            total += 1
+            if dev.health is None:
+                unknown = True
+            elif dev.health == HEALTHY:
+                healthy += 1
+    return (None if unknown else healthy), total
+
+
+def _healthy_cell(c: ContainerResources, health: Health | None, color: bool) -> object:
+    """``3/4`` (healthy of all, as claims' HEALTHY), ``?/4`` when any health is unknown, ``<none>`` for no device."""
+    healthy, total = healthy_of(c, health)
+    if not total:
+        return ""
+    if healthy is None:
+        return paint(f"?/{total}", "yellow", color)
+    return paint(f"{healthy}/{total}", "red" if healthy < total else "green", color)
+
+
 def _claims(c: ContainerResources) -> str:
     return " ".join(
         f"{r.claim_namespace}/{r.claim_name}="
@@ -280,24 +392,32 @@ def _claims(c: ContainerResources) -> str:
     )
 
 
-def pods_table(pods: Sequence[PodResources], style: TableStyle) -> str:
-    """One row per container: its devices (counts by short name; IDs when wide) and exclusive CPUs.
+def pods_table(pods: Sequence[PodResources], style: TableStyle, health: Health | None = None) -> str:
+    """One row per container: its devices (counts by short name; IDs when wide), how many are healthy
+    (``health``: each device plugin device's; a DRA device's is its own) and its exclusive CPUs.
 
     ``wide`` adds the memory the memory manager pinned, the NUMA nodes and the DRA claims.
     """
-    headers = ["namespace", "pod", "container", "devices", "cpus"]
+    headers = ["namespace", "pod", "container", "devices", "healthy", "cpus"]
     if style.wide:
         headers += ["memory", "numa", "claims"]
     out = []
     for p in pods:
         for c in p.containers:
             cpus = format_cpulist(c.cpu_ids) if c.cpu_ids else ""
-            row: list[object] = [p.namespace, p.name, c.name, _devices(c, style.wide), cpus]
+            row: list[object] = [
+                p.namespace,
+                p.name,
+                c.name,
+                _devices(c, style.wide, health),
+                _healthy_cell(c, health, style.color),
+                cpus,
+            ]
             if style.wide:
                 numa = sorted({n for d in (*c.devices, *c.memory) for n in d.numa_nodes})
                 row += [_memory(c.memory), _numa(numa), _claims(c)]
             out.append(row)
-    return grid(headers, out, style)
+    return grid(headers, out, style, cut=(0, 1, 2))  # NAMESPACE, POD, CONTAINER; never DEVICES, HEALTHY or CPUS
 
 
 # --- topo ----------------------------------------------------------------------------------------
@@ -373,7 +493,7 @@ def plugins_table(view: PluginsView, style: TableStyle) -> str:
             registry = f"{p.registry.type}:{p.registry.name}" if p.registry else ""
             row += [p.kind, p.healthy, *_options(p.options), registry, p.error]
         out.append(row)
-    text = grid(headers, out, style)
+    text = grid(headers, out, style, cut=(0, 1))  # SOCKET, RESOURCE
     if style.headers:
         ks, cp = view.kubelet_socket, view.checkpoint
         # The plugins dir is the usual place: its files by name (the full paths when wide, or when absent).
@@ -453,10 +573,12 @@ def checkpoint_table(view: CheckpointView, style: TableStyle) -> str:
             )
         )
         path = escape(view.path)
+        if not style.wide:  # its file name whole; -o wide the whole path
+            path = cut_path(path, WIDTH - len("path:       "))
         text = f"path:       {path}\nformat:     {fmt}\nchecksum:   {verdict}\n{registered}\n"
-        table = grid(headers, out, style)
+        table = grid(headers, out, style, cut=(0, 1, 2))  # POD, CONTAINER, RESOURCE
         return text + ("\n" + table if table else "")
-    return grid(headers, out, style)
+    return grid(headers, out, style, cut=(0, 1, 2))
 
 
 # --- doctor -----------------------------------------------------------------------------------------
