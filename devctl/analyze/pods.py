@@ -73,3 +73,12 @@ def find_pod(snapshot: NodeSnapshot, name: str, namespace: str) -> PodResources 
         if p.name == name and p.namespace == namespace:
             return pod_view(p)
     return None
+
+
+def device_health(snapshot: NodeSnapshot) -> dict[str, dict[str, str]]:
+    """Each device plugin device's health by resource and ID, as ``devctl devices`` shows it (the plugin's
+    list, else the kubelet's word; ``Missing`` for a held device its plugin no longer lists, ``Unknown``
+    when nothing says), for the HEALTHY column of ``pods`` and ``get``."""
+    from devctl.analyze.inventory import inventories  # the devices' view, only for a table that shows health
+
+    return {resource: inv.health for resource, inv in inventories(snapshot).items()}

@@ -37,6 +37,9 @@ from devctl.cli.output import (
 from devctl.escape import escape
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from devctl.analyze import DeviceRow
     from devctl.model import ErrorKind, NodeSnapshot
     from devctl.render.table import TableStyle
 
@@ -186,6 +189,24 @@ def _resources_and_ids(asked: list[str] | None, snap: NodeSnapshot) -> tuple[lis
     return named, devices or None, lines
 
 
+def _held_by(rows: Sequence[DeviceRow], pod: str, snap: NodeSnapshot) -> tuple[tuple[DeviceRow, ...], list[str]]:
+    """``devices --pod NS/NAME``: the rows of the devices the pod's containers hold (DRA claims' too), and a
+    not-found line when the node runs no such pod (a pod that holds no device has no rows, and no line)."""
+    namespace, _, name = pod.rpartition("/")
+    rows = tuple(
+        r
+        for r in rows
+        if any(h.pod == name and (not namespace or h.namespace == namespace) for h in r.allocated_to or ())
+    )
+    if rows or snap.pods is None:  # pod-resources unread: its warning says why nothing is known
+        return rows, []
+    if any(p.name == name and (not namespace or p.namespace == namespace) for p in snap.pods):
+        return rows, []
+    if namespace:
+        return rows, [_pod_not_found(name, namespace, snap)]
+    return rows, [f"pod {name} not found in any namespace"]
+
+
 def devices(
     ctx: typer.Context,
     resources: Annotated[
@@ -195,6 +216,15 @@ def devices(
             help="Only these resources (e.g. nvidia.com/gpu) or devices (e.g. GPU-0).",
             show_default=False,
             autocompletion=resources_then_ids,
+        ),
+    ] = None,
+    pod: Annotated[
+        str | None,
+        typer.Option(
+            "--pod",
+            metavar="NAMESPACE/NAME",
+            help="Only the devices this pod holds (NAME alone: a pod of that name in any namespace).",
+            autocompletion=pod_names,
         ),
     ] = None,
     output: OutputOpt = Output.table,
@@ -218,6 +248,9 @@ def devices(
         rows = analyze.devices_view(snap, named or (None if ids else resources))
         if ids is not None:
             rows = tuple(r for r in rows if r.id in ids)
+        if pod is not None:
+            rows, missing = _held_by(rows, pod, snap)
+            not_found = [*not_found, *missing]
         if hardware:
             from devctl.analyze.hardware import with_hardware
 
@@ -260,8 +293,11 @@ def pods(
     all_namespaces: AllNamespacesOpt = False,
 ) -> None:
     """Allocations per container: devices, exclusive CPUs, memory, DRA claims (all namespaces by default)."""
+    from dataclasses import replace
+
     from devctl import analyze
     from devctl.analyze.claims import with_claim_health
+    from devctl.analyze.pods import device_health
 
     if all_namespaces and namespace is not None:
         fail("-A and -n: every namespace or one, not both")
@@ -271,11 +307,25 @@ def pods(
         snap = node_snapshot(ctx, sources)
         view = analyze.pods_view(snap, namespace=namespace, resource=resource, pod=pod)
         claims = [c.dynamic_resources for p in view for c in p.containers if c.dynamic_resources]
-        if any(dr.devices for held in claims for dr in held):
-            # The drivers' health streams and the CDI specs give each DRA claim device its health and NUMA nodes;
-            # read only when a pod shown has one (every plugin's list would cost a node without DRA as much as
-            # the List itself). What they could not tell is a null, not a warning: their errors are not shown.
-            view = with_claim_health(view, node_snapshot(ctx, {analyze.PLUGINS, analyze.CDI}))
+        dra = any(dr.devices for held in claims for dr in held)
+        # HEALTHY: each device plugin device's health, from the plugins' lists (as devices shows it).
+        table_health = output in (Output.table, Output.wide) and not quiet
+        plugin_devices = table_health and any(c.devices for p in view for c in p.containers)
+        health = None
+        if dra or plugin_devices:
+            # The drivers' health streams and the CDI specs give each DRA claim device its health and NUMA nodes,
+            # the plugins' lists each plugin device's health; read only when a pod shown has such a device (every
+            # plugin's list would cost a node without devices as much as the List itself). What they could not
+            # tell is a null (`?` in HEALTHY), not a warning: their errors are not shown.
+            more = node_snapshot(
+                ctx,
+                ({analyze.PLUGINS, analyze.CDI} if dra else set())
+                | ({analyze.PLUGINS, analyze.CHECKPOINT} if plugin_devices else set()),
+            )
+            if dra:
+                view = with_claim_health(view, more)
+            if plugin_devices:
+                health = device_health(replace(more, pods=snap.pods, allocatable=snap.allocatable))
         rows = sort_rows(view, sort_by)
         # --resource names a resource: one the node does not know is exit 1 with a likely spelling, as in ls
         # (asked only when no pod holds it, so a node of many pods pays nothing more).
@@ -284,7 +334,7 @@ def pods(
         def table(style: TableStyle) -> str:
             from devctl.render.table import pods_table  # only for a table: -o json never loads tabulate
 
-            return pods_table(rows, style)
+            return pods_table(rows, style, health)
 
         emit(
             snap,
@@ -315,8 +365,11 @@ def get(
     quiet: QuietOpt = False,
 ) -> None:
     """One pod's allocations, by pod-resources Get (List where Get is disabled). Exit 1 when there is no such pod."""
+    from dataclasses import replace
+
     from devctl import analyze
     from devctl.analyze.claims import with_claim_health
+    from devctl.analyze.pods import device_health
     from devctl.collect import SnapshotError, collect, get_pod, load_snapshot
     from devctl.model import ErrorKind
     from devctl.node.paths import not_a_node
@@ -326,6 +379,7 @@ def get(
 
     pod, namespace = _split_pod(pod, namespace)
     opts = options(ctx)
+    snap: NodeSnapshot | None = None  # what tells the devices' health, when read
     if opts.from_file:
         try:
             snap = load_snapshot(opts.from_file)
@@ -353,18 +407,25 @@ def get(
             if e.kind == ErrorKind.MISSING and not os.path.isdir(opts.paths().plugins_dir):
                 fail(not_a_node(opts.paths()), ExitCode.NO_SOURCE)  # as every read command says a wrong root
             fail(_why(e.message, e.kind), ExitCode.NO_SOURCE)
-        if any(c.dynamic_resources for c in found.containers):
-            # Its DRA devices' health and NUMA nodes: the drivers' streams and the CDI specs, read now.
-            snap = run(collect(opts.paths(), opts.timeout, want={analyze.PLUGINS, analyze.CDI}))
-    if any(c.dynamic_resources for c in found.containers):
+        dra = any(c.dynamic_resources for c in found.containers)
+        plugin_devices = output in (Output.table, Output.wide) and any(c.devices for c in found.containers)
+        if dra or plugin_devices:
+            # Its DRA devices' health and NUMA nodes (the drivers' streams and the CDI specs) and its plugin
+            # devices' health (the plugins' lists, for HEALTHY), read now.
+            want = ({analyze.PLUGINS, analyze.CDI} if dra else set()) | (
+                {analyze.PLUGINS, analyze.CHECKPOINT} if plugin_devices else set()
+            )
+            snap = replace(run(collect(opts.paths(), opts.timeout, want=want)), pods=(found,))
+    if snap is not None and any(c.dynamic_resources for c in found.containers):
         (found,) = with_claim_health((found,), snap)
+    health = device_health(snap) if snap is not None and any(c.devices for c in found.containers) else None
     if output in (Output.json, Output.yaml):
         write_structured(output, found, None)
     elif quiet or output == Output.name:
         print(escape(f"{found.namespace}/{found.name}"))
     else:
         sys.stdout.write(
-            pods_table([found], table_style(output, no_headers))
+            pods_table([found], table_style(output, no_headers), health)
             or escape(f"{found.namespace}/{found.name}") + ": no containers\n"
         )
 
