@@ -16,6 +16,7 @@ from devctl.model import ErrorKind
 from devctl.node.kubeletstate import (
     StateError,
     cpu_checksum,
+    cpu_checksum_v1,
     memory_checksums,
     read_cpu_state,
     read_kubelet_state,
@@ -192,3 +193,28 @@ def test_doctor_finds_each_state_problem(sim_node):
     config = root / "var/lib/kubelet/config.yaml"
     config.write_text(config.read_text().replace("best-effort", "single-numa-node"))
     assert ("topology-policy-violated", "inference/serve-0/server") in _codes(root)
+
+
+def test_a_none_policy_file_in_the_v1_layout_verifies_and_doctor_is_quiet(tmp_path):
+    # A real published file: the kubelet tries the v1 layout first and accepts it (issue 29).
+    state = tmp_path / CPU_STATE
+    state.parent.mkdir(parents=True)
+    state.write_text('{"policyName":"none","defaultCpuSet":"","checksum":3242152201}')
+    cpu = read_cpu_state(str(state))
+    assert (cpu.checksum_ok, cpu.checksum_rule) == (True, "v1 layout, as every kubelet reads it (tried first)")
+    r = devctl(tmp_path, "doctor", "-o", "json")
+    assert not [f for f in r.json["findings"] if "cpu_manager_state" in f"{f['subject']} {f['message']}"]
+    assert "CPU checksum:     v1 layout, as every kubelet reads it" in devctl(tmp_path, "topo").stdout
+
+
+def test_a_file_an_older_kubelet_still_reads_is_never_called_removable(tmp_path):
+    # v1 entries by container ID: kubelet <=1.32 migrates them while those containers run, newer ones refuse.
+    state = tmp_path / CPU_STATE
+    state.parent.mkdir(parents=True)
+    doc = {"policyName": "static", "defaultCPUSet": "7-9", "entries": {"containerID1": "4-6"}}
+    state.write_text(json.dumps({**doc, "checksum": cpu_checksum_v1("static", "7-9", doc["entries"])}))
+    (finding,) = [
+        f for f in devctl(tmp_path, "doctor", "-o", "json").json["findings"] if f["code"] == "cpu-state-checksum"
+    ]
+    assert "kubelet ≤1.32" in finding["hint"] and "keep the file" in finding["hint"]
+    assert "remove" not in finding["hint"] and "delete" not in finding["hint"]

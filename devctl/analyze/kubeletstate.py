@@ -46,6 +46,9 @@ class KubeletStateView:
     configured_memory_policy: str | None
     topology_manager_policy: str | None
     topology_manager_scope: str | None
+    # Which layout and which kubelet's rules each checksum verdict follows (node.kubeletstate).
+    cpu_checksum_rule: str | None = None
+    memory_checksum_rule: str | None = None
 
 
 def kubelet_state_view(snapshot: NodeSnapshot) -> KubeletStateView | None:
@@ -84,6 +87,8 @@ def kubelet_state_view(snapshot: NodeSnapshot) -> KubeletStateView | None:
         configured_memory_policy=config.memory_manager_policy if config else None,
         topology_manager_policy=config.topology_manager_policy if config else None,
         topology_manager_scope=config.topology_manager_scope if config else None,
+        cpu_checksum_rule=state.cpu.checksum_rule if state.cpu else None,
+        memory_checksum_rule=state.memory.checksum_rule if state.memory else None,
     )
 
 
@@ -98,14 +103,28 @@ def kubelet_state_findings(snapshot: NodeSnapshot) -> list[Finding]:
     cpu = state.cpu
     if cpu is not None:
         if cpu.checksum_ok is False:
+            rule = f" ({cpu.checksum_rule})" if cpu.checksum_rule else ""
+            if cpu.accepted_by:
+                # Some kubelet still reads it: never advise removing it.
+                hint = (
+                    f"{cpu.accepted_by} still reads it: keep the file; run the kubelet version that wrote it, "
+                    "or restore the file from that kubelet"
+                )
+            else:
+                hint = (
+                    "something edited the file by hand: restore it, or drain the node and remove it before the "
+                    "kubelet starts (it then rebuilds the state)"
+                )
+            message = f"the checksum {cpu.checksum} does not match the content{rule}: the kubelet will refuse to start"
+            if cpu.accepted_by:
+                message = f"the kubelet will refuse to start on it{rule}"
             out.append(
                 Finding(
                     "error",
                     "cpu-state-checksum",
                     cpu.path,
-                    f"the checksum {cpu.checksum} does not match the content: the kubelet will refuse to start",
-                    "something edited the file by hand: restore it, or drain the node and remove it before the "
-                    "kubelet starts (it then rebuilds the state)",
+                    message,
+                    hint,
                 )
             )
         configured = view.configured_cpu_policy

@@ -25,11 +25,13 @@ def kubelet_state_table(view: KubeletStateView | None, style: TableStyle) -> str
             f"CPU manager:      policy {view.cpu_policy or '-'} (configured {view.configured_cpu_policy or '-'}), "
             f"checksum {_checksum(view.cpu_checksum_ok)}"
         ),
+        *([escape(f"CPU checksum:     {view.cpu_checksum_rule}")] if view.cpu_checksum_rule else []),
         escape(f"CPU shared pool:  {format_cpulist(view.default_cpus or ()) or '-'}"),
         escape(
             f"Memory manager:   policy {view.memory_policy or '-'} "
             f"(configured {view.configured_memory_policy or '-'}), checksum {_checksum(view.memory_checksum_ok)}"
         ),
+        *([escape(f"Memory checksum:  {view.memory_checksum_rule}")] if view.memory_checksum_rule else []),
         escape(f"Memory assigned:  {view.memory_assignments} container(s)"),
         escape(
             f"Topology manager: policy {view.topology_manager_policy or '-'}, "
