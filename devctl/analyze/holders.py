@@ -381,7 +381,7 @@ def holder_findings(snapshot: NodeSnapshot) -> list[Finding]:
             outside.setdefault(("device-used-outside-pods", r.resource, r.path), []).append(r)
     for (code, resource, path), held in outside.items():
         held.sort(key=lambda r: r.pid)
-        devices = ", ".join(sorted({d for r in held for d in devices_of[(r.pid, r.resource, r.path)]}))
+        ids = ", ".join(sorted({d for r in held for d in devices_of[(r.pid, r.resource, r.path)]}))
         one = len(held) == 1
         subject = f"pid {held[0].pid}" if one else path
         who = _who(held[0]) if one else f"{len(held)} processes ({_pids(held)})"
@@ -391,7 +391,7 @@ def holder_findings(snapshot: NodeSnapshot) -> list[Finding]:
                     "info",
                     code,
                     subject,
-                    f"{who} {'holds' if one else 'hold'} {path} open ({resource} {devices}); "
+                    f"{who} {'holds' if one else 'hold'} {path} open ({resource} {ids}); "
                     "in which pod, if any, is unknown: the CRI runtime could not be read",
                     "nothing says whether it may use the device, so devctl asks no one to stop it: "
                     "make the runtime readable (--runtime-endpoint) and run doctor again",
@@ -403,7 +403,7 @@ def holder_findings(snapshot: NodeSnapshot) -> list[Finding]:
                     "warning",
                     code,
                     subject,
-                    f"{who}, outside any running pod, {'holds' if one else 'hold'} {path} open ({resource} {devices})",
+                    f"{who}, outside any running pod, {'holds' if one else 'hold'} {path} open ({resource} {ids})",
                     "a host process or one left behind by a pod that is gone: "
                     f"stop {'it' if one else 'them'} before the kubelet hands the device to another pod",
                 )
