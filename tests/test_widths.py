@@ -141,3 +141,29 @@ def test_devices_pod_lists_the_pods_devices_with_their_health(node: Path) -> Non
     missing = devctl(node, "devices", "--pod", "ml/train-9")
     assert missing.exit_code == 1 and missing.stdout == ""
     assert "devctl: pod train-9 in namespace ml not found" in missing.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("ls", "-o", "wide"),
+        ("devices", "-o", "wide"),
+        ("pods",),
+        ("claims",),
+    ],
+    ids=" ".join,
+)
+def test_sort_by_takes_every_column_as_its_header_reads(node: Path, command: tuple[str, ...]) -> None:
+    headers = devctl(node, *command).stdout.splitlines()[0].split()
+    for header in headers:
+        if header == "PROCS":  # counted after the rows are sorted: not a column to sort by
+            continue
+        for spelling in (header, header.lower()):
+            r = devctl(node, *command, "--sort-by", spelling)
+            assert r.exit_code == 0, f"{command} --sort-by {spelling}: {r.stderr}"
+            assert r.stdout.splitlines()[0].split() == headers
+
+
+def test_pods_sort_by_healthy_puts_the_sick_container_first(node: Path) -> None:
+    rows = devctl(node, "pods", "--sort-by", "HEALTHY").stdout.splitlines()[1:]
+    assert " train-1 " in rows[0]  # 3/4: the only container with a device that is not Healthy

@@ -171,12 +171,48 @@ _HEADERS = {
 }
 
 
+def _pci(name: str) -> Callable[[Any], Any]:
+    return lambda row: getattr(row.pci, name) if row.pci is not None else None
+
+
+def _options(name: str) -> Callable[[Any], Any]:
+    return lambda row: getattr(row.options, name) if row.options is not None else None
+
+
+def _claim_numa(row: Any) -> Any:
+    return sorted({n for d in row.devices for n in d.numa_nodes if n >= 0}) or None
+
+
+def _claim_healthy(row: Any) -> Any:
+    if any(d.health is None for d in row.devices):
+        return None
+    return sum(d.health == "Healthy" for d in row.devices)
+
+
+# The columns that are no field of -o json's rows -> (the field that says which rows have it, the value to
+# sort by): the PCI function's parts of devices -o wide, ls -o wide's plugin options, a pod's first container,
+# its devices and CPUs counted, a claim's healthy devices and NUMA nodes.
+_COMPUTED: dict[str, tuple[str, Callable[[Any], Any]]] = {
+    "vendor": ("pci", lambda row: row.pci and (row.pci.vendor or row.pci.vendor_id)),
+    "model": ("pci", lambda row: row.pci and (row.pci.device or row.pci.device_id)),
+    "driver": ("pci", _pci("driver")),
+    "pre_start": ("options", _options("pre_start_required")),
+    "preferred": ("options", _options("get_preferred_allocation_available")),
+    "container": ("containers", lambda row: ",".join(c.name for c in row.containers)),
+    "devices": ("containers", lambda row: sum(len(d.ids) for c in row.containers for d in c.devices)),
+    "cpus": ("containers", lambda row: sum(len(c.cpu_ids) for c in row.containers)),
+    "healthy": ("duplicate_devices", _claim_healthy),
+    "numa": ("duplicate_devices", _claim_numa),
+}
+
+
 def sort_rows(rows: Sequence[Any], field: str | None) -> list[Any]:
     """``--sort-by FIELD``: rows (dataclasses) ordered by one field, unknown values last; usage error for no such field.
 
     FIELD is the key of ``-o json``'s rows; kubectl's JSONPath form ``{.free}`` or
-    ``.free`` is taken too, and so is a column as the table heads it (``FREE``,
-    ``ls``'s short ``CAP ALLOC USED BAD``, ``pods``' ``POD``). Numbers sort as numbers, everything else as text.
+    ``.free`` is taken too, and so is any column as the table heads it, in any case (``FREE``, ``NUMA``,
+    ``ls``'s short ``CAP ALLOC USED BAD``, ``pods``' ``POD``, ``CONTAINER``, ``CPUS``). Numbers sort as
+    numbers, everything else as text.
     """
     import dataclasses
 
@@ -186,11 +222,16 @@ def sort_rows(rows: Sequence[Any], field: str | None) -> list[Any]:
     fields = [f.name for f in dataclasses.fields(rows[0])]
     if key not in fields and _HEADERS.get(key) in fields:
         key = _HEADERS[key]
-    if key not in fields:
+    computed = _COMPUTED.get(key)
+    if key in fields:
+        value_of: Callable[[Any], Any] = lambda row: getattr(row, key)  # noqa: E731
+    elif computed is not None and computed[0] in fields:
+        value_of = computed[1]
+    else:
         fail(f"--sort-by {field}: no such field; one of {', '.join(fields)}")
 
     def order(row: Any) -> tuple[bool, int, Any]:
-        value = getattr(row, key)
+        value = value_of(row)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return (value is None, 0, value)
         return (value is None or value == () or value == [], 1, str(value))

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from devctl.analyze import DeviceRow
-    from devctl.model import ErrorKind, NodeSnapshot
+    from devctl.model import ErrorKind, NodeSnapshot, PodResources
     from devctl.render.table import TableStyle
 
 ResourcesArg = Annotated[
@@ -326,7 +326,19 @@ def pods(
                 view = with_claim_health(view, more)
             if plugin_devices:
                 health = device_health(replace(more, pods=snap.pods, allocatable=snap.allocatable))
-        rows = sort_rows(view, sort_by)
+        if sort_by is not None and sort_by.strip("{}").lstrip(".").lower() == "healthy":
+            # HEALTHY is the table's (each plugin device's health is read for it): the pods with the most devices
+            # that are not Healthy first, those whose health is unknown or that hold no device last.
+            from devctl.render.table import healthy_of
+
+            def healthy(p: PodResources) -> tuple[bool, int]:
+                counts = [healthy_of(c, health) for c in p.containers if c.devices or c.dynamic_resources]
+                unknown = not counts or any(n is None for n, _ in counts)
+                return (unknown, -sum(total - (n or 0) for n, total in counts))
+
+            rows = sorted(view, key=healthy)
+        else:
+            rows = sort_rows(view, sort_by)
         # --resource names a resource: one the node does not know is exit 1 with a likely spelling, as in ls
         # (asked only when no pod holds it, so a node of many pods pays nothing more).
         unknown = _unknown_resources([resource], snap) if resource is not None and not view else []
