@@ -49,7 +49,7 @@ LONG_NAMES: dict[tuple[str, ...], tuple[str, ...]] = {
     ("checkpoint",): (),  # POD, CONTAINER, RESOURCE cut
     ("doctor",): (),
     ("claims",): (),
-    ("cdi",): (CDI_NAME,),  # NAME: a DRA claim's CDI names carry its UID
+    ("cdi",): (),  # NAME (a DRA claim's CDI names carry its UID) and USED-BY cut
     ("who",): (),  # DEVICE, COMMAND, POD, CONTAINER cut
     ("call", "nvidia.com/gpu", "list"): (),
     ("call", "nvidia.com/gpu", "options"): (),
