@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from devctl.serial import json_field
+
 # The ``event`` values of the CLI contract (cli.md, ``devctl watch``).
 SNAPSHOT = "snapshot"
 ADDED = "added"
@@ -35,18 +37,23 @@ class WatchEvent:
     ``added``, the old one's in ``from_`` for ``removed``), NUMA node lists such
     as ``"0,1"`` (or ``"none"``) for ``topology``. ``message`` is what a DRA
     driver says of a device in a ``health`` event, when it says anything.
+
+    ``devctl.serial`` writes it as cli.md's JSON object and reads it back
+    (the TUI from its ``devctl watch -o json`` child): its keys in this order,
+    ``from_`` as ``from``, the keys after ``event`` only where they apply (not
+    ``None``), the time to the millisecond.
     """
 
     time: datetime
     resource: str | None
     socket: str | None
     event: str
-    device: str | None = None
-    from_: str | None = None
-    to: str | None = None
-    devices: int | None = None
-    healthy: int | None = None
-    message: str | None = None
+    device: str | None = json_field(omit_none=True)
+    from_: str | None = json_field("from", omit_none=True)
+    to: str | None = json_field(omit_none=True)
+    devices: int | None = json_field(omit_none=True)
+    healthy: int | None = json_field(omit_none=True)
+    message: str | None = json_field(omit_none=True)
 
 
 @dataclass(frozen=True)
@@ -54,7 +61,9 @@ class Notice:
     """A status line that is not an event of the contract: waiting, a failure reason, lists skipped.
 
     Faces show it apart from events (the CLI on stderr), so that ``-o json``
-    stays exactly the contract's objects.
+    stays exactly the contract's objects. The TUI's ``devctl watch`` child
+    writes its notices as ``devctl.serial`` JSON lines on stderr instead, so
+    that they come back whole (resource and socket too).
     """
 
     time: datetime

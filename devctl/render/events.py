@@ -9,30 +9,28 @@ device as ``<resource>/<device>`` (doctor's spelling), whatever its length.
 A snapshot's device counts are its change. Every cell is escaped
 (devctl.escape): a device ID or health string from a plugin is one cell of
 one line. JSON lines keep every field whole and escape every non-ASCII
-character themselves.
+character themselves; ``devctl.serial`` writes them (the TUI reads them back
+with it), from the fields of ``WatchEvent`` as they declare their keys.
 """
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, timezone
 from typing import Any
 
+from devctl import serial
 from devctl.escape import escape
 from devctl.events import WatchEvent
 from devctl.node.udev import KernelEvent
 from devctl.render.style import NONE
+from devctl.serial import iso_time
+
+__all__ = ["COLUMNS", "EventTable", "clock_time", "event_object", "iso_time", "json_line"]
 
 # (header, width); the last column is not padded. CHANGE holds the longest health change, Unhealthy→Healthy.
 COLUMNS = (("TIME", 12), ("EVENT", 12), ("CHANGE", 17), ("OBJECT", 0))
 # Between columns, as kubectl and devctl's other tables print them.
 _GAP = "   "
-
-
-def iso_time(t: datetime) -> str:
-    """UTC with milliseconds, as cli.md writes it: ``2026-01-02T03:04:05.678Z``."""
-    t = t.astimezone(timezone.utc)
-    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
 
 
 def clock_time(t: datetime) -> str:
@@ -48,9 +46,11 @@ def event_object(item: WatchEvent | KernelEvent) -> dict[str, Any]:
     ``device`` in a ``snapshot``: ``device`` names a device only in
     per-device events, ``from``/``to`` appear where the event has them.
     ``resource`` is ``null`` when no source names the socket's resource (it
-    applies, but is not known). A kernel event (``--udev``, an extension) has
-    ``time``, ``event`` and ``device`` (the kernel's device name), plus
-    ``subsystem``, ``devpath`` and ``driver`` (``null`` when none is bound).
+    applies, but is not known). A watch event's object is its plain form
+    (``devctl.serial``; the fields declare their keys). A kernel event
+    (``--udev``, an extension, never read back) is a view of its own: ``time``,
+    ``event`` and ``device`` (the kernel's device name), plus ``subsystem``,
+    ``devpath`` and ``driver`` (``null`` when none is bound).
     """
     if isinstance(item, KernelEvent):
         return {
@@ -61,28 +61,13 @@ def event_object(item: WatchEvent | KernelEvent) -> dict[str, Any]:
             "devpath": item.devpath,
             "driver": item.driver,
         }
-    obj: dict[str, Any] = {
-        "time": iso_time(item.time),
-        "resource": item.resource,
-        "socket": item.socket,
-        "event": item.event,
-    }
-    for key, value in (
-        ("device", item.device),
-        ("from", item.from_),
-        ("to", item.to),
-        ("devices", item.devices),
-        ("healthy", item.healthy),
-        ("message", item.message),
-    ):
-        if value is not None:
-            obj[key] = value
+    obj: dict[str, Any] = serial.to_plain(item)
     return obj
 
 
 def json_line(item: WatchEvent | KernelEvent) -> str:
-    """One event as one line of JSON (no newline)."""
-    return json.dumps(event_object(item))
+    """One event as one line of JSON (no newline), as ``devctl.serial`` writes it and reads it back."""
+    return serial.json_line(item if isinstance(item, WatchEvent) else event_object(item))
 
 
 class EventTable:

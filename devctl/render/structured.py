@@ -1,8 +1,9 @@
 """JSON and YAML output: the contract's shapes, with the source errors under ``errors``.
 
 The views are dataclasses whose plain form is the contract's JSON, exactly as
-``devctl.serial.to_plain`` makes it; nothing here reshapes them, so JSON, YAML
-and ``--from`` snapshots cannot drift apart.
+``devctl.serial`` makes it (``to_plain``, or ``fields_of`` under json's C
+encoder); nothing here walks or reshapes them, so JSON, YAML and ``--from``
+snapshots cannot drift apart.
 
 Both keep every string as it is when parsed back, and neither writes a
 character that drives a terminal: JSON escapes control characters itself and
@@ -14,43 +15,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from enum import Enum
-from operator import attrgetter
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from devctl.escape import escape_quoted
 from devctl.model import SourceError
-
-_SCALARS = (str, int, float, bool, type(None))
-_FIELDS: dict[type, tuple[str, ...]] = {}
-_GETTERS: dict[type, Callable[[Any], tuple[Any, ...]]] = {}  # _fields's reader of each class's fields
-_DICT_FIELDS: set[type] = set()  # dataclasses whose instances' __dict__ is their fields in order (_fields)
+from devctl.serial import fields_of, to_plain
 
 
 def plain(value: Any) -> Any:
-    """``serial.to_plain`` with the field names of each class looked up once.
-
-    The same result, about three times faster: a node with a thousand containers
-    turns into JSON without the reflection on every object showing in `devctl pods`.
-    """
-    kind = type(value)
-    if kind in _SCALARS:
-        return value
-    if kind is tuple or kind is list:
-        return [plain(v) for v in value]
-    if kind is dict:
-        return {str(k): plain(v) for k, v in value.items()}
-    names = _FIELDS.get(kind)
-    if names is None:
-        if isinstance(value, Enum):
-            return value.value
-        if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):  # a DeviceList
-            return [plain(v) for v in value]
-        if not dataclasses.is_dataclass(kind):
-            return value
-        names = _FIELDS[kind] = tuple(f.name for f in dataclasses.fields(kind))
-    return {name: plain(getattr(value, name)) for name in names}
+    """A view in plain form: ``serial.to_plain``, the one serialiser (the name kept for the faces)."""
+    return to_plain(value)
 
 
 def document(body: Any, errors: Iterable[SourceError] | None = None) -> dict[str, Any]:
@@ -81,45 +56,6 @@ def to_json(doc: dict[str, Any]) -> str:
     return escape_quoted("{\n" + ",\n".join(parts) + "\n}\n")
 
 
-def _fields(value: Any) -> Any:
-    """What json's C encoder cannot encode itself, one level deep: a dataclass as a dict of its fields.
-
-    The encoder then walks the fields' tuples, strings and numbers in C, and
-    calls back only for the next dataclass: the same JSON as ``plain`` makes,
-    without building the plain copy first. An object whose ``__dict__`` holds
-    its fields alone is given as that dict, not copied (150,000 objects for
-    50,000 pods): a dataclass's ``__init__`` sets them in field order, and
-    ``_DICT_FIELDS`` holds the classes checked to have no other attribute.
-    """
-    kind = type(value)
-    getter = _GETTERS.get(kind)
-    if getter is None:  # a class seen for the first time here (``plain`` may have seen it: it keeps no getter)
-        if isinstance(value, Enum):
-            return value.value
-        if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):  # a DeviceList
-            return list(value)
-        if not dataclasses.is_dataclass(kind):
-            raise TypeError(f"{kind.__name__} is not JSON")
-        names = _FIELDS.setdefault(kind, tuple(f.name for f in dataclasses.fields(kind)))
-        getter = _GETTERS[kind] = _reader(names)
-        own = getattr(value, "__dict__", None)
-        if own is not None and tuple(own) == names:
-            _DICT_FIELDS.add(kind)
-    names = _FIELDS[kind]
-    if kind in _DICT_FIELDS:
-        own = value.__dict__
-        if len(own) == len(names):  # nothing set beside the fields (object.__setattr__ could)
-            return own
-    return dict(zip(names, getter(value), strict=True))
-
-
-def _reader(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
-    """The values of ``names`` of an object as a tuple (attrgetter gives a bare value for one name)."""
-    if len(names) > 1:
-        return attrgetter(*names)
-    return lambda value: tuple(getattr(value, name) for name in names)
-
-
 def _is_rows(value: Any) -> bool:
     return (
         isinstance(value, (list, tuple))
@@ -129,7 +65,7 @@ def _is_rows(value: Any) -> bool:
 
 
 def _encoder() -> Callable[[Any], str]:
-    """``JSONEncoder(ensure_ascii=False, default=_fields).encode``, its C encoder made once, not once per row.
+    """``JSONEncoder(ensure_ascii=False, default=serial.fields_of).encode``, its C encoder made once, not once per row.
 
     ``JSONEncoder.encode`` builds a new C encoder on every call: per row of
     50,000 that was a third of the time.
@@ -137,9 +73,9 @@ def _encoder() -> Callable[[Any], str]:
     from json import encoder as std
 
     if std.c_make_encoder is None:
-        return json.JSONEncoder(ensure_ascii=False, default=_fields).encode
+        return json.JSONEncoder(ensure_ascii=False, default=fields_of).encode
     # The arguments JSONEncoder.iterencode passes for these settings (markers: check_circular).
-    make = std.c_make_encoder({}, _fields, std.encode_basestring, None, ": ", ", ", False, False, True)
+    make = std.c_make_encoder({}, fields_of, std.encode_basestring, None, ": ", ", ", False, False, True)
     return lambda value: "".join(make(value, 0))
 
 
@@ -156,7 +92,7 @@ def json_pieces(body: Any, errors: Iterable[SourceError] | None = None) -> Itera
     it: a JSON document's peak memory is its rows' objects and one piece.
     """
     encode = _encoder()
-    top = _fields(body) if dataclasses.is_dataclass(body) else dict(body)
+    top = fields_of(body) if dataclasses.is_dataclass(body) else dict(body)
     if errors is not None:
         top = {**top, "errors": tuple(errors)}
     opening = "{\n"
