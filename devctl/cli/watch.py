@@ -56,6 +56,10 @@ def watch(
     output: Annotated[
         WatchOutput, typer.Option("--output", "-o", help="table, or json: one object per line.")
     ] = WatchOutput.table,
+    notices: Annotated[
+        WatchOutput,
+        typer.Option("--notices", hidden=True, help="json: status notes as JSON lines on stderr (the TUI's child)."),
+    ] = WatchOutput.table,
 ) -> None:
     """Follow device plugins and DRA drivers live: a snapshot, then one line per change, until Ctrl-C.
 
@@ -90,6 +94,7 @@ def watch(
                 udev=udev,
                 record=recording,
                 timeout=opts.timeout,
+                json_notices=notices == WatchOutput.json,
             )
         )
     except KeyboardInterrupt:
@@ -113,11 +118,18 @@ async def _follow(
     udev: bool,
     record: IO[str] | None,
     timeout: float,
+    json_notices: bool = False,
 ) -> ExitCode:
-    """Print events until ``count``, ``duration``, ``once``, SIGINT or SIGTERM ends the watch."""
+    """Print events until ``count``, ``duration``, ``once``, SIGINT or SIGTERM ends the watch.
+
+    Every event line, on stdout with ``-o json`` and in the ``--record`` file,
+    is ``devctl.serial``'s (``render.events.json_line``); with ``json_notices``
+    (the TUI's child) so is every notice on stderr, read back whole by the TUI.
+    """
     import asyncio
 
     from devctl.render.events import EventTable, json_line
+    from devctl.serial import json_line as notice_line
     from devctl.watch import NoPluginsDir, NoRights, Notice, UnknownResource, UnknownTarget, plugin_sockets, watch
 
     loop = asyncio.get_running_loop()
@@ -136,7 +148,11 @@ async def _follow(
         ) as items:
             async for item in items:
                 if isinstance(item, Notice):
-                    say(item.message)
+                    if json_notices:
+                        sys.stderr.write(notice_line(item) + "\n")  # JSON escapes every control and non-ASCII
+                        sys.stderr.flush()
+                    else:
+                        say(item.message)
                     continue
                 if header:
                     out.write(table.header() + "\n")

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import json
 import logging
 import os
 import re
@@ -22,6 +21,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Protocol
 
 from devctl.escape import unescape
+from devctl.events import Notice
 from devctl.model import HEALTHY, UNHEALTHY, Device, NodePaths, NodeSnapshot
 from devctl.waits import within
 
@@ -198,7 +198,10 @@ class WatchStopped(Exception):
 
 
 def watch_command(paths: NodePaths, timeout: float) -> list[str]:
-    """``devctl watch`` of every plugin of this node, one JSON object per event (cli.md), waiting for plugins."""
+    """``devctl watch`` of every plugin of this node, one JSON object per event (cli.md), waiting for plugins.
+
+    ``--notices=json``: its notices come on stderr as ``devctl.serial`` JSON lines too.
+    """
     return [
         sys.executable,
         "-m",
@@ -213,39 +216,44 @@ def watch_command(paths: NodePaths, timeout: float) -> list[str]:
         "watch",
         "--wait",
         "--output=json",
+        "--notices=json",
     ]
 
 
 def event_from_json(line: bytes) -> object | None:
-    """One line of ``devctl watch -o json`` as a WatchEvent (None for a line that is not one)."""
+    """One line of ``devctl watch -o json`` as a WatchEvent (None for a line that is not one).
+
+    Read by ``devctl.serial``, which wrote it: every key the child wrote comes back, ``message`` too.
+    """
     from devctl.events import WatchEvent
+    from devctl.serial import from_json_line
 
     try:
-        data = json.loads(line)
-        when = datetime.fromisoformat(str(data["time"]).replace("Z", "+00:00"))
-        return WatchEvent(
-            time=when,
-            resource=data.get("resource"),
-            socket=data.get("socket"),
-            event=str(data["event"]),
-            device=data.get("device"),
-            from_=data.get("from"),
-            to=data.get("to"),
-            devices=data.get("devices"),
-            healthy=data.get("healthy"),
-        )
-    except (ValueError, KeyError, TypeError):
+        return from_json_line(WatchEvent, line)
+    except ValueError:  # not JSON, not UTF-8, or not an event (PlainError)
         return None
 
 
+def notice_from_line(raw: bytes) -> Notice:
+    """One line of the child's stderr as a Notice: a ``devctl.serial`` JSON line comes back whole
+    (its time, resource and socket); any other line (a ``devctl: ...`` line, ending the child) is its message."""
+    from devctl.events import Notice
+    from devctl.serial import from_json_line
+
+    if raw.startswith(b"{"):
+        with contextlib.suppress(ValueError):
+            return from_json_line(Notice, raw)
+    # The child escaped the line for a terminal; the log escapes it again where it draws it.
+    message = unescape(raw.decode(errors="replace").strip().removeprefix("devctl: "))
+    return Notice(datetime.now(timezone.utc), message)
+
+
 async def watch_in_child(paths: NodePaths, timeout: float) -> AsyncIterator[object]:
-    """Events of ``devctl watch -o json`` run as a child; its status lines (stderr) come as Notices.
+    """Events of ``devctl watch -o json --notices=json`` run as a child; its status lines (stderr) come as Notices.
 
     Raises WatchStopped when the child ends by itself; the child is stopped
     when the caller stops iterating.
     """
-    from devctl.events import Notice
-
     child = await asyncio.create_subprocess_exec(
         *watch_command(paths, timeout),
         stdin=asyncio.subprocess.DEVNULL,
@@ -268,10 +276,10 @@ async def watch_in_child(paths: NodePaths, timeout: float) -> AsyncIterator[obje
     async def notices(stream: asyncio.StreamReader) -> None:
         nonlocal last_error
         async for raw in stream:
-            # The child escaped the line for a terminal; the log escapes it again where it draws it.
-            last_error = unescape(raw.decode(errors="replace").strip().removeprefix("devctl: "))
-            if last_error:
-                queue.put_nowait(Notice(datetime.now(timezone.utc), last_error))
+            notice = notice_from_line(raw)
+            if notice.message:
+                last_error = notice.message
+                queue.put_nowait(notice)
         queue.put_nowait(done)
 
     assert child.stdout is not None and child.stderr is not None
