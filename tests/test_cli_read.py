@@ -213,6 +213,7 @@ def test_pods_json(default_node):
                 "cdi_devices": [f"k8s.gpu.example.com/claim={claim_uid('inference', 'embed-gpu')}-gpu-0"],
                 "health": "Healthy",  # from the driver's health stream
                 "numa_nodes": [0],  # through its CDI device node and sysfs
+                "share_id": None,  # ClaimResource.share_id: the simulated driver shares none
             }
         ],
     }
