@@ -197,7 +197,9 @@ def json_line(value: Any) -> str:
 
 
 def from_json_line(cls: type[T], line: str | bytes) -> T:
-    """``json_line``'s text read back as a ``cls``; raises PlainError (a ValueError, as bad JSON's is)."""
+    """``json_line``'s text read back as a ``cls``; raises PlainError (a ValueError, as bad JSON or UTF-8 is)."""
+    if isinstance(line, bytes):  # a pipe's line: decoded here, json.loads would first guess its encoding
+        line = line.decode()
     return from_plain(cls, json.loads(line))
 
 
@@ -261,6 +263,8 @@ def _builder(tp: Any) -> _Builder:
         inner = [a for a in args if a is not type(None)]
         if len(inner) != 1 or len(args) != 2:
             raise TypeError(f"from_plain reads X | None, not {tp}")
+        if inner[0] in (str, int, bool):  # most optional fields: one check, no call
+            return _optional_scalar(inner[0])
         return _optional(_builder(inner[0]))
     if origin is Sequence and args == (Device,):
         return _devices(_sequence(Device, tuple))
@@ -290,6 +294,17 @@ def _optional(build: _Builder) -> _Builder:
         return None if data is None else build(data)
 
     return optional
+
+
+def _optional_scalar(tp: type) -> _Builder:
+    what = _SCALARS[tp][0]
+
+    def optional_scalar(data: Any) -> Any:
+        if data is None or data.__class__ is tp:
+            return data
+        raise _expected(what, data)
+
+    return optional_scalar
 
 
 def _scalar(tp: type) -> _Builder:

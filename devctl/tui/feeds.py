@@ -21,8 +21,9 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Protocol
 
 from devctl.escape import unescape
-from devctl.events import Notice
+from devctl.events import Notice, WatchEvent
 from devctl.model import HEALTHY, UNHEALTHY, Device, NodePaths, NodeSnapshot
+from devctl.serial import from_json_line
 from devctl.waits import within
 
 if TYPE_CHECKING:
@@ -225,9 +226,6 @@ def event_from_json(line: bytes) -> object | None:
 
     Read by ``devctl.serial``, which wrote it: every key the child wrote comes back, ``message`` too.
     """
-    from devctl.events import WatchEvent
-    from devctl.serial import from_json_line
-
     try:
         return from_json_line(WatchEvent, line)
     except ValueError:  # not JSON, not UTF-8, or not an event (PlainError)
@@ -237,9 +235,6 @@ def event_from_json(line: bytes) -> object | None:
 def notice_from_line(raw: bytes) -> Notice:
     """One line of the child's stderr as a Notice: a ``devctl.serial`` JSON line comes back whole
     (its time, resource and socket); any other line (a ``devctl: ...`` line, ending the child) is its message."""
-    from devctl.events import Notice
-    from devctl.serial import from_json_line
-
     if raw.startswith(b"{"):
         with contextlib.suppress(ValueError):
             return from_json_line(Notice, raw)
