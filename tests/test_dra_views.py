@@ -85,7 +85,8 @@ def test_cdi_resolves_claims_names_to_pci_and_numa(sim_node) -> None:
 def test_a_device_plugins_names_of_a_kind_no_spec_has_are_explained_not_called_errors(sim_node) -> None:
     # GIVEN the default node: the GPU plugin's Allocate names nvidia.com/gpu=GPU-0 and GPU-4, no spec has the kind
     r = devctl(sim_node.root, "cdi")
-    assert "nvidia.com/gpu=GPU-0" in r.stdout and "unresolvable" in r.stdout
+    assert "gpu=GPU-0" in r.stdout and "unresolvable" in r.stdout  # cut in its middle to fit 80 columns
+    assert "nvidia.com/gpu=GPU-0" in devctl(sim_node.root, "cdi", "-o", "wide").stdout
     # THEN the table says why doctor leaves them alone, and doctor does
     assert "no spec of kind nvidia.com/gpu in these dirs: the runtime may read others," in r.stdout
     codes = {(f["code"], f["subject"]) for f in devctl(sim_node.root, "doctor", "-o", "json").json["findings"]}
@@ -118,7 +119,10 @@ def test_cdi_priority_conflict_and_unresolvable(short_root: Path) -> None:
     assert names["vendor.example/gpu=g0"]["status"] == "resolved"
     assert names["vendor.example/gpu=g0"]["env"] == ["FROM=run"]
     assert names["vendor.example/nic=g0"]["status"] == "conflict"
-    assert names["vendor.example/x=y"]["status"] == "unresolvable"
+    # A name that no spec defines and nothing uses does not exist here: no row, one line, exit 1.
+    assert "vendor.example/x=y" not in names
+    assert r.exit_code == 1
+    assert "devctl: CDI name vendor.example/x=y not found" in r.stderr
 
 
 def test_cdi_names_with_control_characters_are_escaped(short_root: Path) -> None:
@@ -126,7 +130,8 @@ def test_cdi_names_with_control_characters_are_escaped(short_root: Path) -> None
     (short_root / "etc/cdi/a.yaml").write_text(SPEC.format(where="x"))
     r = devctl(short_root, "cdi", "vendor.example/gpu=\x1b[2Jg0")
     assert "\x1b" not in r.stdout + r.stderr
-    assert "unresolvable" in r.stdout
+    assert "CDI name vendor.example/gpu=\\x1b[2Jg0 not found" in r.stderr
+    assert "g0" not in r.stdout  # an unknown name gets no table row
 
 
 def test_checkpoint_has_the_dra_section(sim_node) -> None:

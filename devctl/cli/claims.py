@@ -6,6 +6,7 @@ analyse (``analyze/claims.py``, ``analyze/cdi.py``), render (``render/dra.py``).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Annotated
 
 import typer
@@ -105,11 +106,15 @@ def cdi(
     shown = {analyze.CDI, analyze.CHECKPOINT, analyze.DRA_CHECKPOINT}
     # The pods' claims name CDI devices; the allocatable devices name none (POD_LIST: the List alone).
     snap = node_snapshot(ctx, {*shown, analyze.POD_LIST, analyze.IDENTITIES})
-    view = cdi_view(snap, names)
-    # A name asked for that no spec defines and nothing uses does not exist here: its row says
-    # unresolvable (what the runtime would say), and the command exits 1 with a likely name, as for a claim.
-    known = {n.name for n in cdi_view(snap).names} | {f"{s.kind}={d}" for s in view.specs if s.kind for d in s.devices}
+    every = cdi_view(snap)
+    # A name asked for that no spec defines and nothing uses does not exist here: it gets no row, only
+    # the one line that says so with a likely name, and the command exits 1, as for a claim.
+    known = {n.name for n in every.names} | {f"{s.kind}={d}" for s in every.specs if s.kind for d in s.devices}
     missing = [n for n in dict.fromkeys(names or ()) if n not in known]
+    view = every
+    if names:
+        found = [n for n in names if n in known]
+        view = replace(every, names=cdi_view(snap, found).names if found else ())
     emit(
         snap,
         shown,
