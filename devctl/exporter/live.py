@@ -5,8 +5,8 @@ not from a fresh RPC per scrape. The sockets are found by the watch's one
 discovery (``devctl.watch.sockets.discover``: the plugins dir, and device
 plugins registered in ``plugins_registry/``), and each is followed by the
 watch's ``Follower``: its own stream client, reconnects with backoff when the
-plugin restarts or its socket is created again, the newest list taken when it
-falls behind. This module only turns what the follower hears into
+stream breaks, the newest list taken when it falls behind; a socket file
+created again (a plugin or kubelet restart) gets a new follower at once. This module only turns what the follower hears into
 ``LiveSocket`` values: every full list goes to ``on_change``, the first list of
 each stream's RPC time to ``on_rpc``, and a stream that broke reports the
 socket down (no devices: a device list that is not live is not reported).
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -57,6 +58,13 @@ OnChange = Callable[[str, "LiveSocket | None"], None]
 OnRpc = Callable[[str, float], None]
 
 
+def _inode(path: str) -> int | None:
+    try:
+        return os.stat(path).st_ino
+    except OSError:
+        return None
+
+
 class _NoTimeline:
     """The follower's timeline, kept by nobody: the exporter wants the lists, not the events between them."""
 
@@ -74,6 +82,7 @@ class _Followed:
     def __init__(self, streams: PluginStreams, name: str, dial: str):
         self.streams = streams
         self.name = name
+        self.inode = _inode(dial)
         self.follower = Follower(
             _NoTimeline(),
             _unnamed,
@@ -85,6 +94,7 @@ class _Followed:
             timeout=streams.timeout,
             backoff=Backoff(),
             listener=self,
+            watch_file=False,  # PluginStreams' discovery looks at each file: a new one starts a new follower
         )
         self.task = asyncio.ensure_future(self.follower.run())
 
@@ -144,9 +154,14 @@ class PluginStreams:
     def _found(self, found: dict[str, str]) -> None:
         for dial, name in found.items():
             followed = self._followed.get(dial)
-            if followed is not None and dial not in self._gone and followed.name == name:
-                continue  # its follower sees the file created again, and reconnects
+            if (
+                followed is not None
+                and dial not in self._gone
+                and (followed.name, followed.inode) == (name, _inode(dial))
+            ):
+                continue
             if followed is not None:
+                # Created again (a plugin or kubelet restart): the old stream may hang on a dead server.
                 self._stop(followed)
             self._gone.pop(dial, None)
             self._followed[dial] = _Followed(self, name, dial)

@@ -311,6 +311,11 @@ def _named_once(name: str, reason: str) -> str:
     return f"{name}: {reason}"
 
 
+async def _never() -> str:
+    await asyncio.Event().wait()
+    return ""
+
+
 def stream_end(socket: str, error: Exception | None, ended: str) -> StreamEnd:
     """Why a session of ``socket`` ended, typed: ``error``'s status, or the stream's own end (``ended``)."""
     if isinstance(error, RpcFailure):
@@ -424,9 +429,13 @@ class Follower(Reconnecting):
         timeout: float,
         backoff: Backoff,
         listener: Listener | None = None,
+        watch_file: bool = True,
     ):
         super().__init__(out, wait=wait, once=once, timeout=timeout, backoff=backoff)
         self.listener = listener
+        # Whether a live stream ends when its socket file is deleted or created again (SOCKET_POLL); off where the
+        # caller's own discovery looks at the files already (the exporter), so no follower wakes up to look too.
+        self.watch_file = watch_file
         self.namer = name
         self.resource = resource
         self.socket = socket
@@ -524,7 +533,8 @@ class Follower(Reconnecting):
             if self.listener is not None:
                 self.listener.listed(opened.socket, opened.first, opened.took)
             consume = asyncio.ensure_future(self._consume(opened))
-            replaced = asyncio.ensure_future(self._until_replaced(opened.socket, opened.inode))
+            watched = self._until_replaced(opened.socket, opened.inode) if self.watch_file else _never()
+            replaced = asyncio.ensure_future(watched)
             try:
                 await asyncio.wait({consume, replaced}, return_when=asyncio.FIRST_COMPLETED)
             finally:
