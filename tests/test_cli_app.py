@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import io
+import os
 import re
+from contextlib import redirect_stderr, redirect_stdout
+from unittest import mock
 
 from helpers import run_devctl
 from typer.testing import CliRunner
 
-from devctl.cli.app import app
+from devctl.cli.app import app, run
 
 COMMANDS = {
     "call", "cdi", "checkpoint", "claims", "completion", "demo", "devices", "doctor", "exporter", "fleet", "get",
@@ -16,8 +20,21 @@ COMMANDS = {
 }  # fmt: skip
 
 
+class Ran:
+    def __init__(self, exit_code: int, output: str) -> None:
+        self.exit_code, self.output = exit_code, output
+
+
+def devctl_run(*argv: str, columns: str = "80") -> Ran:
+    """The `devctl` command line as its entry point runs it (devctl.cli.app.run), in this process."""
+    out = io.StringIO()
+    with mock.patch.dict(os.environ, {"COLUMNS": columns}), redirect_stdout(out), redirect_stderr(out):
+        code = run(list(argv))
+    return Ran(code, out.getvalue())
+
+
 def test_help_lists_every_command_with_its_first_line_of_help():
-    result = CliRunner().invoke(app, ["--help"], prog_name="devctl")
+    result = devctl_run("--help")
     assert result.exit_code == 0
     listed = dict(re.findall(r"^  ([a-z-]+)\s+(\S.*)$", result.output.split("Commands:")[1], re.M))
     assert set(listed) == COMMANDS
@@ -44,7 +61,7 @@ def test_unknown_command_is_a_usage_error():
 def test_a_timeout_must_be_a_deadline():
     # Every RPC has a deadline: no NaN, no infinity, none gRPC cannot keep.
     for value in ("nan", "inf", "1e10", "0"):
-        result = CliRunner().invoke(app, ["--timeout", value, "ls"], prog_name="devctl")
+        result = devctl_run("--timeout", value, "ls")
         assert result.exit_code == 2, value
         assert "Invalid value for '--timeout'" in result.output
 
@@ -89,7 +106,7 @@ def test_global_options_after_the_command_replace_the_groups(sim_node, tmp_path)
     assert pods.exit_code == 0, pods.stderr
     assert pods.json["pods"]
     # AND a group's subcommand takes them as well; a bad value is the same usage error as before the command
-    bad = CliRunner().invoke(app, ["ls", "--timeout", "nan"], prog_name="devctl")
+    bad = devctl_run("ls", "--timeout", "nan")
     assert bad.exit_code == 2 and "Invalid value for '--timeout'" in bad.output
 
 
@@ -106,9 +123,8 @@ def test_the_cdi_proc_and_runtime_options_after_the_command_too(sim_node, tmp_pa
 
 
 def test_each_command_s_help_lists_the_global_options_with_what_they_take():
-    runner = CliRunner()
     for argv in (["ls"], ["pods"], ["doctor"], ["plugin", "set-health"], ["call"]):
-        text = runner.invoke(app, [*argv, "--help"], prog_name="devctl").output
+        text = devctl_run(*argv, "--help").output
         for shown in (
             "--root DIR",
             "--kubelet-dir DIR",
@@ -121,9 +137,9 @@ def test_each_command_s_help_lists_the_global_options_with_what_they_take():
         ):
             assert shown in text, (argv, shown)
     # and the root's help names what each path option takes too, never TEXT
-    assert " TEXT " not in runner.invoke(app, ["--help"], prog_name="devctl").output
+    assert " TEXT " not in devctl_run("--help").output
     # a command's own option of the same name stays its own
-    sim = runner.invoke(app, ["sim", "--help"], prog_name="devctl").output
+    sim = devctl_run("sim", "--help").output
     assert len(re.findall(r"^  --root", sim, re.M)) == 1
 
 
@@ -140,16 +156,15 @@ def test_version_as_a_command_and_an_option():
 
 def test_group_listings_show_each_command_s_whole_first_paragraph():
     for group in ("plugin", "sim"):
-        text = CliRunner().invoke(app, [group, "--help"], prog_name="devctl").output
+        text = devctl_run(group, "--help").output
         assert "..." not in text.split("Commands:")[1].split("Examples:")[0], text
 
 
 def test_each_command_s_help_ends_with_examples_of_itself():
     from devctl.cli.examples import EXAMPLES
 
-    runner = CliRunner()
     for path, lines in EXAMPLES.items():
-        text = runner.invoke(app, [*path.split(), "--help"], prog_name="devctl", env={"COLUMNS": "80"}).output
+        text = devctl_run(*path.split(), "--help").output
         # every line fits the 80 columns of an SSH window, the examples' too (help never wraps a comment)
         assert [line for line in text.splitlines() if len(line) > 80] == [], path
         tail = text.split("Examples:")[-1]

@@ -75,13 +75,13 @@ def test_each_command_is_registered_by_the_module_the_app_names():
     # The app imports only the module of the command that runs: its table must name every command's module.
     probe = (
         "import json\n"
-        "from devctl.cli.app import COMMAND_MODULES\n"
-        "from devctl.cli import lazy\n"
-        "added = {'app': sorted(lazy._entries())}\n"
+        "from devctl.cli.app import COMMAND_MODULES, build, command\n"
+        "def names(modules):\n"
+        "    return set(command(build(modules)).commands)\n"
+        "bare = names([])\n"
+        "added = {'app': sorted(bare)}\n"
         "for module in sorted(set(COMMAND_MODULES.values())):\n"
-        "    before = set(lazy._entries())\n"
-        "    lazy._import(module)\n"
-        "    added[module] = sorted(set(lazy._entries()) - before)\n"
+        "    added[module] = sorted(names([module]) - bare)\n"
         "print(json.dumps([COMMAND_MODULES, added]))\n"
     )
     out = run([sys.executable, "-c", probe])

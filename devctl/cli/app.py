@@ -1,98 +1,38 @@
-"""The ``devctl`` command: global options, then one module per command group."""
+"""The ``devctl`` command: global options, then one module per command group.
+
+The app is built for each command line (devctl.cli.lazy): the root group here,
+and the commands of the module that registers the command that runs. ``run``
+adds what devctl promises on top of the click command typer makes
+(``typer.main.get_command``), through click's public methods and attributes
+only: the global options after the command too (devctl.cli.globalopts), each
+command's examples, ``devctl`` alone is the help, a usage error escaped, a
+reader that goes away a normal end. ``app`` is the whole typer app, for
+embedding and in-process tests.
+"""
 
 from __future__ import annotations
 
 import os
 import signal
 import sys
-from typing import Annotated
+from collections.abc import Iterable, Sequence
+from typing import Annotated, Any
 
 import typer
-
-# typer carries its own copy of click (typer._click); its usage errors are these.
-from typer._click.exceptions import ClickException
+import typer.main
 
 from devctl import __version__, quiet_interrupt
-from devctl.cli import completion, globalopts, grpclog
+from devctl.cli import completion, globalopts, grpclog, lazy
 from devctl.cli.common import ExitCode, GlobalOptions, begin_invocation, escape_unencodable, setup_logging
 from devctl.cli.globalopts import MAX_TIMEOUT, TIMEOUT_HELP, VERBOSE_HELP
-from devctl.cli.lazy import LazyGroup, commands
+from devctl.cli.lazy import COMMAND_MODULES
 from devctl.escape import escape
 
-
-def _escape_usage_error(error: ClickException) -> None:
-    """click echoes what was typed raw in a usage error ("No such option: ..."): escape a message that needs it.
-
-    Its messages that quote a value already use ``repr``; those are left as they are.
-    """
-    if not error.message.isprintable():
-        error.message = escape(error.message)
-
-
-# Which module under devctl.cli registers each command: only the one that runs is imported
-# (tests/test_start.py checks this against what the modules register).
-COMMAND_MODULES = {
-    **dict.fromkeys(("ls", "devices", "pods", "get", "topo", "plugins", "checkpoint", "snapshot"), "read"),
-    **dict.fromkeys(("claims", "cdi"), "claims"),
-    **dict.fromkeys(("tui", "demo"), "tui"),
-    **{name: name for name in ("doctor", "call", "watch", "plugin", "sim", "completion", "exporter", "fleet", "who")},
-}
-
+__all__ = ["COMMAND_MODULES", "ONE_ANSWER", "build", "main", "run"]
 
 # The read commands that answer once and exit, run with the garbage collector paused (output.one_answer); those
 # with -w (ls, devices, pods, claims) pause it for each answer themselves (output.rewatch).
 ONE_ANSWER = frozenset({"get", "topo", "plugins", "checkpoint", "snapshot", "doctor", "cdi", "who"})
-
-
-class DevctlGroup(LazyGroup):
-    """The root group: a reader that goes away is a normal end, as it is for ``devctl watch``; usage errors escaped."""
-
-    modules = COMMAND_MODULES
-
-    def get_command(self, ctx: typer.Context, cmd_name: str):  # type: ignore[override]
-        command = super().get_command(ctx, cmd_name)
-        if command is None:
-            return None
-        if cmd_name in ONE_ANSWER and command.callback is not None:
-            from devctl.cli.output import one_answer
-
-            command.callback = one_answer(command.callback)
-        return globalopts.attach(command, cmd_name)
-
-    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:  # type: ignore[override]
-        if not args and not ctx.resilient_parsing:
-            # `devctl` alone: the help on stdout, exit 0 (click's no_args_is_help exits 2 on stderr).
-            print(ctx.get_help())
-            ctx.exit(int(ExitCode.OK))
-        try:
-            return super().parse_args(ctx, args)
-        except ClickException as e:
-            _escape_usage_error(e)
-            raise
-
-    def invoke(self, ctx: typer.Context) -> object:
-        try:
-            return super().invoke(ctx)
-        except ClickException as e:
-            _escape_usage_error(e)
-            raise
-        except BrokenPipeError:
-            # `devctl devices | head`: click would exit 1, which devctl's contract
-            # reserves for findings. Stop quietly with 0; the devnull stdout keeps
-            # the interpreter's last flush from failing again.
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            raise typer.Exit(int(ExitCode.OK)) from None
-
-
-app = typer.Typer(
-    cls=DevctlGroup,
-    name="devctl",
-    help="Inspect Kubernetes device plugins, pod resources and NUMA topology on this node.",
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
 
 
 def _version(value: bool) -> None:
@@ -101,7 +41,6 @@ def _version(value: bool) -> None:
         raise typer.Exit(int(ExitCode.OK))
 
 
-@app.callback()
 def main_options(
     ctx: typer.Context,
     root: Annotated[
@@ -202,16 +141,117 @@ def version_command() -> None:
     print(f"devctl {__version__}")
 
 
-commands.command("version")(version_command)
+def _root() -> typer.Typer:
+    root = typer.Typer(
+        name="devctl",
+        help="Inspect Kubernetes device plugins, pod resources and NUMA topology on this node.",
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    root.callback()(main_options)
+    root.command("version")(version_command)
+    return root
+
+
+def build(modules: Iterable[str]) -> typer.Typer:
+    """The typer app with the root group and the commands of ``modules`` (under devctl.cli)."""
+    app = _root()
+    lazy.register(app, modules)
+    return app
+
+
+def command(app: typer.Typer) -> Any:
+    """The click command typer makes of ``app``, with devctl's additions (see the module's docstring)."""
+    from devctl.cli.output import one_answer
+
+    cli: Any = typer.main.get_command(app)
+    commands = cli.commands
+    listed = sorted(commands.items())  # the root's listing in name order, as `devctl --help` shows it
+    commands.clear()
+    commands.update(listed)
+    for name, sub in listed:
+        if not sub.short_help and sub.help:
+            sub.short_help = sub.help.strip().split("\n")[0]  # the whole first line, not 45 characters
+        if name in ONE_ANSWER and sub.callback is not None:
+            sub.callback = one_answer(sub.callback)
+        globalopts.attach(sub, name, cli.params)
+    return cli
+
+
+def for_args(args: Sequence[str]) -> Any:
+    """The click command for a command line: only the module of the command it names is imported."""
+    return command(build(lazy.modules_for(args)))
+
+
+def _usage_error(error: Exception) -> bool:
+    """Whether ``error`` is one of click's (a usage error, a bad parameter), known by what click documents of
+    a ``ClickException`` (``message``, ``exit_code``, ``show``): its class is no part of typer's public API."""
+    return (
+        isinstance(getattr(error, "message", None), str)
+        and isinstance(getattr(error, "exit_code", None), int)
+        and callable(getattr(error, "show", None))
+    )
+
+
+def run(argv: Sequence[str]) -> int:
+    """Run one command line (the words after ``devctl``) as the ``devctl`` command; its exit code."""
+    args, sim_command = lazy.cut_sim_command(argv)
+    cli = for_args(args)
+    try:
+        # `devctl` alone: the help on stdout, exit 0 (click's no_args_is_help exits 2 on stderr).
+        with cli.make_context("devctl", args or ["--help"]) as ctx:
+            if sim_command is not None:
+                ctx.meta[lazy.SIM_COMMAND] = sim_command
+            cli.invoke(ctx)
+    except typer.Exit as e:
+        return int(e.exit_code)
+    except typer.Abort:
+        print("Aborted!", file=sys.stderr)
+        return 1
+    except EOFError:
+        print("\nAborted!", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        # `devctl devices | head`: click would exit 1, which devctl's contract reserves for findings. Stop
+        # quietly with 0; the devnull stdout keeps the interpreter's last flush from failing again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return int(ExitCode.OK)
+    except Exception as e:
+        if not _usage_error(e):
+            raise
+        error: Any = e
+        # click echoes what was typed raw in a usage error ("No such option: ..."): escape a message that needs
+        # it. Its messages that quote a value already use repr; those are left as they are.
+        if not error.message.isprintable():
+            error.message = escape(error.message)
+        error.show()
+        return int(error.exit_code)
+    return int(ExitCode.OK)
+
+
+_whole: typer.Typer | None = None
+
+
+def __getattr__(name: str) -> typer.Typer:
+    """``app``: the typer app with every command (``from devctl.cli.app import app``), built on first use."""
+    global _whole
+    if name != "app":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if _whole is None:
+        _whole = build(sorted(set(COMMAND_MODULES.values())))
+    return _whole
 
 
 def main() -> None:
     if signal.getsignal(signal.SIGINT) is quiet_interrupt:  # the imports are done: Ctrl-C is KeyboardInterrupt again
         signal.signal(signal.SIGINT, signal.default_int_handler)
-    completion.enable_runtime_completion()
     escape_unencodable()
     try:
-        app(prog_name="devctl")
+        if completion.COMPLETE_VAR in os.environ:
+            sys.exit(completion.respond(for_args))
+        sys.exit(run(sys.argv[1:]))
     except KeyboardInterrupt:
         # Ctrl-C before a command installs its own handling (e.g. while importing): no traceback.
         sys.exit(130)

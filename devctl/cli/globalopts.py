@@ -3,25 +3,29 @@
 click parses options per command, so an option of the root group is unknown
 after the command's name. kubectl users put flags anywhere; this module adds a
 copy of each global option to every command (and every subcommand of a group)
-when the lazy group converts it. A copy given on the command line replaces
-what the root group read (its value, its environment variable, its default);
-one not given changes nothing. A command that has an option of the same name
-(``devctl sim --root DIR``) keeps its own.
+of the click command typer made (``typer.main.get_command``): a copy of the
+root group's own option object, so it shows and checks what the root's does
+(metavar, help, the range of ``--timeout``). A copy given on the command line
+replaces what the root group read (its value, its environment variable, its
+default); one not given changes nothing. A command that has an option of the
+same name (``devctl sim --root DIR``) keeps its own.
 
-Only typer and the standard library are imported: this is on the start-up path.
+Only typer's public API and click's public attributes of the objects typer
+hands out (a command's ``params``, ``epilog``, ``commands``; a parameter's
+``callback``, ``default``, ``envvar``, ``expose_value``): no class of typer's
+private click copy. Only typer and the standard library are imported: this is
+on the start-up path.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
+from collections.abc import Callable
+from typing import Any
 
 import typer
-
-# typer carries its own copy of click; the parameters of its commands are these.
-from typer._click.core import Command, Context, Parameter
-from typer._click.types import FloatRange
-from typer.core import TyperGroup, TyperOption
 
 from devctl.cli.common import GlobalOptions, options, setup_logging
 
@@ -71,15 +75,16 @@ def finite(value: float | None) -> float | None:
     return value
 
 
-def _override(field: str):
-    def callback(ctx: Context, param: Parameter, value: object) -> object:
+def _override(field: str) -> Callable[[typer.Context, typer.CallbackParam, object], object]:
+    def callback(ctx: typer.Context, param: typer.CallbackParam, value: object) -> object:
         if value is None or value is False:
             return value  # not given after the command: the root group's value stands
         if field == "timeout":
             finite(value)  # type: ignore[arg-type]
         root = ctx.find_root()
         current = root.obj if isinstance(root.obj, GlobalOptions) else options(ctx)
-        root.obj = dataclasses.replace(current, **{field: value})
+        changes: dict[str, Any] = {field: value}
+        root.obj = dataclasses.replace(current, **changes)
         if field == "verbose" and not current.verbose:
             setup_logging(True, again=True)
         return value
@@ -87,50 +92,35 @@ def _override(field: str):
     return callback
 
 
-def _copies(taken: set[str]) -> list[TyperOption]:
-    """The global options as a command's own, leaving out any name the command already has."""
-    made: list[TyperOption] = []
-    for field, flags, metavar, help_text in _PATH_OPTIONS:
-        if not taken & set(flags):
-            made.append(
-                TyperOption(
-                    param_decls=list(flags),
-                    metavar=metavar,
-                    help=help_text,
-                    expose_value=False,
-                    callback=_override(field),
-                )
-            )
-    if "--timeout" not in taken:
-        made.append(
-            TyperOption(
-                param_decls=["--timeout"],
-                type=FloatRange(min=0.01, max=MAX_TIMEOUT),
-                metavar="SECONDS",
-                help=TIMEOUT_HELP,
-                expose_value=False,
-                callback=_override("timeout"),
-            )
-        )
-    if not taken & {"--verbose", "-v"}:
-        made.append(
-            TyperOption(
-                param_decls=["--verbose", "-v"],
-                is_flag=True,
-                default=False,
-                help=VERBOSE_HELP,
-                expose_value=False,
-                callback=_override("verbose"),
-            )
-        )
-    for option in made:
-        setattr(option, _GLOBAL, True)
+# The root group's parameters that every command takes too (their names are GlobalOptions' fields).
+GLOBAL_FIELDS = (*(field for field, *_ in _PATH_OPTIONS), "timeout", "verbose")
+
+
+def _flags(param: Any) -> set[str]:
+    return {*getattr(param, "opts", ()), *getattr(param, "secondary_opts", ())}
+
+
+def _copies(root_params: list[Any], taken: set[str]) -> list[Any]:
+    """The root group's global options as a command's own, leaving out any name the command already has."""
+    made: list[Any] = []
+    for param in root_params:
+        if param.name not in GLOBAL_FIELDS or taken & _flags(param):
+            continue
+        own = copy.copy(param)
+        own.callback = _override(param.name)
+        own.expose_value = False
+        own.envvar = None  # the root read the environment; a copy only counts when typed after the command
+        own.default = False if param.name == "verbose" else None
+        own.required = False
+        setattr(own, _GLOBAL, True)
+        made.append(own)
     return made
 
 
-def attach(command: Command, path: str) -> Command:
+def attach(command: Any, path: str, root_params: list[Any]) -> Any:
     """Give ``command`` (and, for a group, each of its commands) the global options it lacks.
 
+    ``root_params`` are the root group's parameters, whose global options are copied.
     ``path`` is the command as typed after ``devctl`` (``plugin add``): its examples
     (devctl.cli.examples) end its help. A group's commands also get their whole
     first paragraph of help as the line of its listing.
@@ -138,15 +128,20 @@ def attach(command: Command, path: str) -> Command:
     from devctl.cli.examples import epilog
 
     command.epilog = command.epilog or epilog(path)
-    if isinstance(command, TyperGroup):
-        for name, sub in command.commands.items():
+    subcommands = getattr(command, "commands", None)
+    if isinstance(subcommands, dict):  # a group
+        for name, sub in subcommands.items():
             if not sub.short_help and sub.help:
                 # The group's listing shows the whole first paragraph, as `devctl --help` does, not 45 characters.
                 sub.short_help = " ".join(sub.help.strip().split("\n\n")[0].split())
-            attach(sub, f"{path} {name}")
+            attach(sub, f"{path} {name}", root_params)
         return command
     if any(getattr(p, _GLOBAL, False) for p in command.params):
         return command
-    taken = {flag for p in command.params for flag in (*getattr(p, "opts", ()), *getattr(p, "secondary_opts", ()))}
-    command.params.extend(_copies(taken))
+    taken = {flag for p in command.params for flag in _flags(p)}
+    command.params.extend(_copies(root_params, taken))
     return command
+
+
+# The global options that take a value (the rest are flags): how devctl.cli.lazy finds the command's name.
+VALUE_FLAGS = frozenset({*(flag for _, flags, *_ in _PATH_OPTIONS for flag in flags), "--timeout"})

@@ -1,108 +1,78 @@
-"""A root command group that turns a command into a click command only when it is used.
+"""Only the module of the command that runs is imported and converted to click.
 
 typer converts every registered function's signature to click parameters when
-the app starts (type hints, defaults, validators): for devctl's twenty-odd
-commands that is most of the start-up time of ``devctl --help``, which needs
-only each command's name and first line of help. Commands register on an
-ordinary ``typer.Typer`` (``commands``); this group reads that registry and
-converts just the command that runs. A subclass names the module that
-registers each command (``modules``): only the module of the command that runs
-is imported, the others only for a listing of every command.
+the app starts (type hints, defaults, validators), and importing every command
+module costs more again: for devctl's twenty-odd commands that is most of the
+start-up time of a command. So the app is built per command line: the root
+group (devctl.cli.app) plus the commands of the one module that registers the
+command named on it (``COMMAND_MODULES``). A command line that names none (the
+root's help, a typo that wants its "did you mean", completion of a command's
+name) gets every module. Only typer's public API: each module's
+``register(app)`` adds its commands to an ordinary ``typer.Typer``.
 """
 
 from __future__ import annotations
 
 import importlib
-import inspect
-from typing import ClassVar
+from collections.abc import Iterable, Sequence
 
 import typer
-import typer.main
-from typer.core import TyperGroup
-from typer.models import CommandInfo, TyperInfo
 
-# Where the command modules register (see devctl.cli.app).
-commands = typer.Typer()
+from devctl.cli.globalopts import VALUE_FLAGS
 
-
-def _name(entry: CommandInfo | TyperInfo) -> str:
-    if isinstance(entry, CommandInfo):
-        return entry.name or typer.main.get_command_name(entry.callback.__name__)
-    typer_instance = entry.typer_instance
-    name = entry.name if isinstance(entry.name, str) else None
-    if not name and typer_instance is not None and isinstance(typer_instance.info.name, str):
-        name = typer_instance.info.name
-    if not name:
-        raise ValueError("a command group needs a name")
-    return name
+# Which module under devctl.cli registers each command (tests/test_start.py checks this against what the
+# modules register; `version` is the root's own).
+COMMAND_MODULES = {
+    **dict.fromkeys(("ls", "devices", "pods", "get", "topo", "plugins", "checkpoint", "snapshot"), "read"),
+    **dict.fromkeys(("claims", "cdi"), "claims"),
+    **dict.fromkeys(("tui", "demo"), "tui"),
+    **{name: name for name in ("doctor", "call", "watch", "plugin", "sim", "completion", "exporter", "fleet", "who")},
+}
+ROOT_COMMANDS = frozenset({"version"})
 
 
-def _short_help(entry: CommandInfo | TyperInfo) -> str:
-    """The first line of the help typer would show: the help text, else the function's docstring."""
-    # Unset TyperInfo fields hold typer's DefaultPlaceholder objects, hence the type checks.
-    candidates: list[object] = [entry.help]
-    if isinstance(entry, TyperInfo) and entry.typer_instance is not None:
-        typer_instance = entry.typer_instance
-        callback = typer_instance.registered_callback
-        candidates += [typer_instance.info.help, callback.help if callback else None]
-        candidates.append(callback.callback if callback else None)
-    else:
-        candidates.append(entry.callback)
-    for candidate in candidates:
-        text = candidate if isinstance(candidate, str) else inspect.getdoc(candidate) if callable(candidate) else None
-        if text:
-            return text.strip().split("\n")[0]
-    return ""
-
-
-def _entries() -> dict[str, CommandInfo | TyperInfo]:
-    found: dict[str, CommandInfo | TyperInfo] = {}
-    for entry in (*commands.registered_commands, *commands.registered_groups):
-        found[_name(entry)] = entry
-    return found
-
-
-_imported: set[str] = set()
-
-
-def _import(module: str) -> None:
-    """Import ``module`` (under devctl.cli) and let it register its commands, once."""
-    if module not in _imported:
-        _imported.add(module)
-        importlib.import_module(f"devctl.cli.{module}").register(commands)
-
-
-class LazyGroup(TyperGroup):
-    """The root group: lists commands from the registry, imports and converts one on demand."""
-
-    # Command name -> the module under devctl.cli whose register(commands) adds it.
-    modules: ClassVar[dict[str, str]] = {}
-
-    def _import_all(self) -> None:
-        for module in sorted(set(self.modules.values())):
-            _import(module)
-
-    def list_commands(self, ctx: typer.Context) -> list[str]:  # type: ignore[override]
-        return sorted(set(self.modules) | set(_entries()))
-
-    def get_command(self, ctx: typer.Context, cmd_name: str):  # type: ignore[override]
-        if cmd_name in self.modules:
-            _import(self.modules[cmd_name])
-        entry = _entries().get(cmd_name)
-        if entry is None:
+def command_name(args: Sequence[str]) -> str | None:
+    """The command a command line names: its first word that is neither a global option nor an option's value."""
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg == "--":
             return None
-        if isinstance(entry, CommandInfo):
-            command = typer.main.get_command_from_info(entry, pretty_exceptions_short=True, rich_markup_mode=None)
+        elif arg.startswith("-") and arg != "-":
+            skip = arg in VALUE_FLAGS  # `--root DIR`; `--root=DIR` is one word
         else:
-            command = typer.main.get_group_from_info(
-                entry, pretty_exceptions_short=True, suggest_commands=True, rich_markup_mode=None
-            )
-        command.name = cmd_name
-        return command
+            return arg
+    return None
 
-    def format_commands(self, ctx: typer.Context, formatter) -> None:  # type: ignore[override]
-        self._import_all()
-        rows = [(name, _short_help(entry)) for name, entry in sorted(_entries().items())]
-        if rows:
-            with formatter.section("Commands"):
-                formatter.write_dl(rows)
+
+def modules_for(args: Sequence[str]) -> list[str]:
+    """The modules whose commands a command line needs: the named command's, else all of them."""
+    name = command_name(args)
+    if name in ROOT_COMMANDS:
+        return []
+    if name in COMMAND_MODULES:
+        return [COMMAND_MODULES[name]]
+    return sorted(set(COMMAND_MODULES.values()))
+
+
+def register(app: typer.Typer, modules: Iterable[str]) -> None:
+    """Import each module (under devctl.cli) and let it add its commands to ``app``."""
+    for module in modules:
+        importlib.import_module(f"devctl.cli.{module}").register(app)
+
+
+# ctx.meta key: the words after `devctl sim ... --`, the command the simulated node runs (devctl.cli.sim).
+SIM_COMMAND = "devctl.sim.command"
+
+
+def cut_sim_command(args: Sequence[str]) -> tuple[list[str], list[str] | None]:
+    """``devctl sim [OPTIONS] -- COMMAND...``: the words for click, and the command after ``--`` (None without).
+
+    click would take the command's first word for a subcommand of ``sim``.
+    """
+    words = list(args)
+    if command_name(words) != "sim" or "--" not in words:
+        return words, None
+    cut = words.index("--")
+    return words[:cut], words[cut + 1 :]

@@ -18,18 +18,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from typer.core import TyperGroup
 
 from devctl.cli.common import ExitCode, GlobalOptions, fail, options, run, say
 from devctl.cli.complete import namespaced_pods
+from devctl.cli.lazy import SIM_COMMAND
 from devctl.escape import escape
 
 if TYPE_CHECKING:
     from devctl.cli.signals import Stopper
     from devctl.sim.scenario import Scenario
 
-# Where the group keeps what followed "--" (click would take its first word for a subcommand).
-_COMMAND = "devctl.sim.command"
 READY_TIMEOUT = 30.0
 RESTART_WAIT = 10.0  # plugins register again within 5 s of kubelet.sock coming back
 POD_WAIT = 50.0  # a pod operation may wait on a DRA driver: NodePrepareResources has a 45 s deadline
@@ -37,20 +35,8 @@ POD_WAIT = 50.0  # a pod operation may wait on a DRA driver: NodePrepareResource
 _PATH_VARS = ("DEVCTL_KUBELET_DIR", "DEVCTL_PLUGINS_DIR", "DEVCTL_POD_RESOURCES", "DEVCTL_SYSFS", "DEVCTL_POD_LOGS")
 
 
-class _SimGroup(TyperGroup):
-    """A group whose arguments after ``--`` are a command to run, not a subcommand name."""
-
-    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        if "--" in args:
-            cut = args.index("--")
-            ctx.meta[_COMMAND] = args[cut + 1 :]
-            args = args[:cut]
-        return super().parse_args(ctx, args)
-
-
 sim_app = typer.Typer(
     name="sim",
-    cls=_SimGroup,
     invoke_without_command=True,
     subcommand_metavar="[-- COMMAND [ARGS]...] | restart-kubelet",
 )
@@ -84,7 +70,7 @@ def sim(
     from devctl.cli.signals import catch_early, run_until_signal
 
     catch_early()
-    command = ctx.meta.get(_COMMAND)
+    command = ctx.meta.get(SIM_COMMAND)
     if command is not None and not command:
         fail("nothing to run after --; give a command, e.g. devctl sim -- devctl ls")
     from devctl.sim.scenario import ScenarioError, default_scenario, load_scenario
