@@ -163,6 +163,8 @@ def test_devices_ls_and_call_print_each_hostile_id_on_its_own_escaped_row(sim_no
     assert not raw_controls(r.stdout) and not raw_controls(r.stderr)
     rows = r.stdout.splitlines()
     assert len(rows) == 1 + 2 + len(HOSTILE)  # the header, foo-0 and foo-1, one row per hostile device
+    # The default table cuts long IDs in their middle to fit 80 columns; the wide one shows each whole.
+    rows = devctl(sim_node.root, "devices", FOO, "-o", "wide").stdout.splitlines()
     for device_id in HOSTILE:
         assert sum(escape(device_id) in row for row in rows) == 1
     assert "\\x1b[31mHealthy\\x1b]0;pwned\\x07" in next(row for row in rows if " foo-1 " in row)
