@@ -42,5 +42,6 @@ def holders_table(rows: Sequence[HolderRow], style: TableStyle) -> str:
             row: tuple[object, ...] = (r.resource, r.device, r.path, r.pid, command, pod, container, r.container_id)
         else:
             row = (r.device, r.pid, command, pod, container)
-        out[(*row, _allocated(r.allocated))] = None
+        key = (*row, _allocated(r.allocated))
+        out[key] = None
     return grid(headers, list(out), style, cut=(0, 2, 3, 4))  # DEVICE, COMMAND, POD, CONTAINER

@@ -72,10 +72,12 @@ def _encoder() -> Callable[[Any], str]:
     """
     from json import encoder as std
 
-    if std.c_make_encoder is None:
+    # Not in typeshed's json.encoder: None where the C accelerator is missing.
+    c_make_encoder: Callable[..., Callable[[Any, int], list[str]]] | None = getattr(std, "c_make_encoder", None)
+    if c_make_encoder is None:
         return json.JSONEncoder(ensure_ascii=False, default=fields_of).encode
     # The arguments JSONEncoder.iterencode passes for these settings (markers: check_circular).
-    make = std.c_make_encoder({}, fields_of, std.encode_basestring, None, ": ", ", ", False, False, True)
+    make = c_make_encoder({}, fields_of, std.encode_basestring, None, ": ", ", ", False, False, True)
     return lambda value: "".join(make(value, 0))
 
 

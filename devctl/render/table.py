@@ -114,10 +114,9 @@ def _fit(columns: list[list[str]], cut: Sequence[int], width: int, headers: bool
 
 
 def _cell(value: object) -> str:
-    kind = type(value)
-    if kind is str:  # most cells: one check
+    if type(value) is str:  # most cells: one check
         return escape(value) if value else NONE
-    if kind is Styled:
+    if type(value) is Styled:
         return value or NONE
     if value is None or value == "" or value == () or value == []:
         return NONE
@@ -176,16 +175,16 @@ def grid(headers: Sequence[str], rows: Iterable[Sequence[object]], style: TableS
             widths.append(max(len(_SGR.sub("", c)) for c in column))
         else:
             widths.append(max(map(len, column)))
-    body = zip(*columns, strict=True)
+    table = zip(*columns, strict=True)
     if coloured:  # each cell padded by its visible width
         last = len(widths) - 1
         lines = (
             _GAP.join(c if i == last else c + " " * (widths[i] - len(_SGR.sub("", c))) for i, c in enumerate(row))
-            for row in body
+            for row in table
         )
     else:  # one format per table, one C call per row
         line = _GAP.join([f"{{:<{w}}}" for w in widths[:-1]] + ["{}"]).format
-        lines = (line(*row) for row in body)
+        lines = (line(*row) for row in table)
     return "\n".join([line.rstrip() for line in lines]) + "\n"
 
 
@@ -414,7 +413,9 @@ def pods_table(pods: Sequence[PodResources], style: TableStyle, health: Health |
                 cpus,
             ]
             if style.wide:
-                numa = sorted({n for d in (*c.devices, *c.memory) for n in d.numa_nodes})
+                numa = sorted(
+                    {n for d in c.devices for n in d.numa_nodes} | {n for m in c.memory for n in m.numa_nodes}
+                )
                 row += [_memory(c.memory), _numa(numa), _claims(c)]
             out.append(row)
     return grid(headers, out, style, cut=(0, 1, 2))  # NAMESPACE, POD, CONTAINER; never DEVICES, HEALTHY or CPUS
@@ -499,6 +500,7 @@ def plugins_table(view: PluginsView, style: TableStyle) -> str:
         # The plugins dir is the usual place: its files by name (the full paths when wide, or when absent).
         ks_path = escape(ks.path if style.wide or not ks.present else os.path.basename(ks.path))
         cp_path = escape(cp.path if style.wide or not cp.present else os.path.basename(cp.path))
+        socket: str
         if not ks.present:
             socket = paint("absent", "red", style.color)
         elif ks.status in (None, SocketStatus.LISTENING):
