@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 
 from devctl.events import (
     ADDED,
@@ -228,7 +228,7 @@ async def watch(
     timeout: float = 5.0,
     resolve: Resolver | None = None,
     backoff: Callable[[], Backoff] = Backoff,
-) -> AsyncIterator[WatchItem]:
+) -> AsyncGenerator[WatchItem, None]:
     """Yield events of every target on one timeline, until the caller stops (or ``once`` is done).
 
     Targets are ``resources`` (device-plugin resources or DRA driver names)
