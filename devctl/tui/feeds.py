@@ -16,7 +16,7 @@ import logging
 import os
 import re
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Mapping
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -44,7 +44,7 @@ class Feed(Protocol):
         """
         ...
 
-    def events(self, resolve: Resolver) -> AsyncIterator[object]:
+    def events(self, resolve: Resolver) -> AsyncGenerator[object, None]:
         """Live ListAndWatch events of every plugin, for as long as the caller iterates."""
         ...
 
@@ -175,7 +175,7 @@ class NodeFeed:
 
         return await collect(self.paths, self.timeout, want=ALL_SOURCES | HOLDER_SOURCES, progress=progress)
 
-    def events(self, resolve: Resolver) -> AsyncIterator[object]:
+    def events(self, resolve: Resolver) -> AsyncGenerator[object, None]:
         if self.watch_subprocess:
             return watch_in_child(self.paths, self.timeout)
         from devctl.watch import watch
@@ -243,7 +243,7 @@ def notice_from_line(raw: bytes) -> Notice:
     return Notice(datetime.now(timezone.utc), message)
 
 
-async def watch_in_child(paths: NodePaths, timeout: float) -> AsyncIterator[object]:
+async def watch_in_child(paths: NodePaths, timeout: float) -> AsyncGenerator[object, None]:
     """Events of ``devctl watch -o json --notices=json`` run as a child; its status lines (stderr) come as Notices.
 
     Raises WatchStopped when the child ends by itself; the child is stopped
@@ -314,7 +314,7 @@ class SnapshotFeed:
     async def snapshot(self, progress: Callable[[Progress], None] | None = None) -> NodeSnapshot:
         return self._snapshot
 
-    async def events(self, resolve: Resolver) -> AsyncIterator[object]:
+    async def events(self, resolve: Resolver) -> AsyncGenerator[object, None]:
         return
         yield
 

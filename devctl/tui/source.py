@@ -15,7 +15,7 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -351,15 +351,6 @@ class NodeSource(Widget):
         self._seq += 1
         self.post_message(self.Live())
 
-    async def _follow(self, events: AsyncIterator[object]) -> None:
-        """Items of a second live stream (DRA health), into the same buffer; a failure is said, not fatal."""
-        try:
-            async with contextlib.aclosing(events):  # type: ignore[type-var]
-                async for item in events:
-                    self._take(item)
-        except Exception as e:
-            self._say(f"DRA health streams stopped: {e}")
-
     async def _follow_plugins(self) -> None:
         while True:
             try:
@@ -402,13 +393,9 @@ class NodeSource(Widget):
 
     def _unnamed(self, item: object, known: dict[str, str]) -> bool:
         """A plugin's event whose socket no source has named yet (a plugin is named by the kubelet's device IDs)."""
-        socket = getattr(item, "socket", None)
-        return (
-            isinstance(item, WatchEvent)
-            and item.resource is None
-            and bool(socket)
-            and os.path.abspath(socket) not in known
-        )
+        if not isinstance(item, WatchEvent) or item.resource is not None or not item.socket:
+            return False
+        return os.path.abspath(item.socket) not in known
 
     def _release_held(self) -> None:
         """Log the held events that are named now, and those held HOLD_MAX (by their socket's file name)."""

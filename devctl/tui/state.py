@@ -167,7 +167,7 @@ def _numa_of(text: str | None) -> tuple[int, ...]:
         return ()
 
 
-def _patch_devices(devices: tuple[Device, ...], events: Sequence[WatchEvent]) -> tuple[Device, ...]:
+def _patch_devices(devices: Sequence[Device], events: Sequence[WatchEvent]) -> tuple[Device, ...]:
     """A plugin's device list after these changes; each change is idempotent, so replaying is safe."""
     by_id = {d.id: d for d in devices}
     for e in events:
@@ -280,8 +280,8 @@ def event_line(item: object, socket_resource: dict[str, str]) -> LogLine | None:
         return LogLine(item.time, NOTICE, resource, "", item.message, "dim")
     if not isinstance(item, WatchEvent):
         return None
-    resource = item.resource or (socket_resource.get(_abs(item.socket)) if item.socket else None)
-    resource = resource or (os.path.basename(item.socket) if item.socket else "")
+    named = item.resource or (socket_resource.get(_abs(item.socket)) if item.socket else None)
+    resource = named or (os.path.basename(item.socket) if item.socket else "")
     device = item.device or ""
     if item.event == HEALTH:
         tone = "ok" if item.to == HEALTHY else "bad"

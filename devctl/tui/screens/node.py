@@ -562,4 +562,9 @@ class NodeScreen(Screen[None]):
     def action_remove_device(self) -> None:
         device = self._selected_device()
         if device is not None:
-            self._control("remove", lambda c, r: f"removed {c.remove_device(r, device) or device}")
+
+            def remove(c: PluginControls, r: str) -> str:
+                c.remove_device(r, device)
+                return f"removed {device}"
+
+            self._control("remove", remove)

@@ -124,7 +124,7 @@ def numa_text(view: NodeView) -> Text:
             bad = sick.get((node.id, resource), 0)
             out.append_text(device_bar(count, bad))
             out.append(f"  {_counts(count, bad)}\n")
-        held = holders_by_node.get(node.id)
+        held = holders_by_node.get(node.id) if node.id is not None else None
         if held:
             out.append("  used by " + ", ".join(held) + "\n", "dim")
         out.append("\n")
