@@ -127,7 +127,7 @@ async def serve(
 ) -> None:
     """Run the exporter until SIGTERM or SIGINT; raises OSError when the address cannot be bound."""
     # Prometheus computes rates itself; the `_created` series only double the histogram's size.
-    disable_created_metrics()  # type: ignore[no-untyped-call]  # prometheus-client leaves it unannotated
+    disable_created_metrics()
     http = HttpProcess(listen)
     state = ExporterState(http.publish)
     try:
