@@ -19,9 +19,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncGenerator, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import cast
 
 from devctl.model import DraDeviceHealth, NodePaths, PluginProbe, PluginStatus
 from devctl.watch import (
@@ -33,7 +32,6 @@ from devctl.watch import (
     SNAPSHOT,
     WatchError,
     WatchEvent,
-    WatchItem,
     watch,
 )
 
@@ -176,10 +174,8 @@ class DraStreams:
 
     async def _watch(self, drivers: list[str]) -> None:
         try:
-            # watch() is an async generator (declared as an iterator): aclosing cancels its streams at once.
-            events = cast(
-                AsyncGenerator[WatchItem, None], watch(self.paths, drivers, timeout=self.timeout, resolve=_no_sockets)
-            )
+            # watch() is an async generator: aclosing cancels its streams at once.
+            events = watch(self.paths, drivers, timeout=self.timeout, resolve=_no_sockets)
             async with contextlib.aclosing(events):
                 async for item in events:
                     if isinstance(item, WatchEvent) and item.resource in drivers:
