@@ -527,7 +527,7 @@ def _key(node: int | None) -> str:
 
 def _entries(resource: str, device_ids: dict[str, tuple[str, ...]]) -> list[ContainerDevices]:
     """One ContainerDevices per device per NUMA node (pod_devices.go getContainerDevices); "-1" has no topology."""
-    out = []
+    out: list[ContainerDevices] = []
     for key in sorted(device_ids, key=int):
         numa = () if key == NO_TOPOLOGY else (int(key),)
         out.extend(ContainerDevices(resource=resource, ids=(i,), numa_nodes=numa) for i in device_ids[key])

@@ -70,8 +70,8 @@ def char_devices(
             break  # every local major is taken: the rest get no links
         majors.add(major)
         driver = resource.resource.rsplit("/", 1)[-1]
-        for minor, device in enumerate(resource.devices):
-            pci = listed.get(device.id) or _function(next(free), device.numa_nodes, driver)
+        for minor, plugin_device in enumerate(resource.devices):
+            pci = listed.get(plugin_device.id) or _function(next(free), plugin_device.numa_nodes, driver)
             out[(major, minor)] = pci
     return out
 

@@ -147,6 +147,7 @@ class PluginWatcher:
                     return
                 info = RegistryInfo(pb.type, pb.name, pb.endpoint, tuple(pb.supported_versions))
                 handler = self.handlers.get(info.type)
+                error: str | None
                 if handler is None:
                     error = f"no handler registered for plugin type: {info.type} at socket {path}"
                 else:

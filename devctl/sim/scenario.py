@@ -305,7 +305,9 @@ def _no_unknown_in_resource(entry: Mapping[str, Any], where: str) -> None:
     if isinstance(allocate, Mapping):
         _no_unknown(allocate, tuple(_ALLOCATE_KEYS), f"{where}.allocate")
         for key, known in _ALLOCATE_KEYS.items():
-            for j, item in enumerate(allocate.get(key) or () if known else ()):
+            if known is None:  # a list of strings or a mapping of them: no keys of its own
+                continue
+            for j, item in enumerate(allocate.get(key) or ()):
                 if isinstance(item, Mapping):
                     _no_unknown(item, known, f"{where}.allocate.{key}[{j}]")
 
