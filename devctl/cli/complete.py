@@ -19,9 +19,12 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
+
+if TYPE_CHECKING:
+    from devctl.model import NodePaths
 
 # From the command's start to the answer, node reads included; the List gets what is left, at least MIN_DEADLINE.
 BUDGET = 0.28
@@ -57,21 +60,22 @@ def _deadline() -> float:
         return max(MIN_DEADLINE, _STARTED + BUDGET - time.monotonic())
 
 
-def _paths(ctx: typer.Context):
+def _paths(ctx: typer.Context) -> NodePaths:
     """The node's paths from the global options typed so far (or their environment variables)."""
     from devctl.cli.common import GlobalOptions
 
     params = ctx.find_root().params
-    given = {}
-    for field, env in (
-        ("root", "DEVCTL_ROOT"),
-        ("kubelet_dir", "DEVCTL_KUBELET_DIR"),
-        ("plugins_dir", "DEVCTL_PLUGINS_DIR"),
-        ("pod_resources", "DEVCTL_POD_RESOURCES"),
-        ("pod_logs", "DEVCTL_POD_LOGS"),
-    ):
-        given[field] = params.get(field) or os.environ.get(env)
-    return GlobalOptions(**given).paths()
+
+    def given(field: str, env: str) -> str | None:
+        return params.get(field) or os.environ.get(env)
+
+    return GlobalOptions(
+        root=given("root", "DEVCTL_ROOT"),
+        kubelet_dir=given("kubelet_dir", "DEVCTL_KUBELET_DIR"),
+        plugins_dir=given("plugins_dir", "DEVCTL_PLUGINS_DIR"),
+        pod_resources=given("pod_resources", "DEVCTL_POD_RESOURCES"),
+        pod_logs=given("pod_logs", "DEVCTL_POD_LOGS"),
+    ).paths()
 
 
 def _matching(names: Iterable[str], incomplete: str) -> list[str]:

@@ -94,7 +94,7 @@ def serve(
     if dra is not None:  # the DRA driver has its own module; the device plugin flags below do not apply
         from devctl.cli.plugin_dra import serve_dra
 
-        plugin_only = {"--resource": resource, "--config": config, "--socket": socket, "--env": env}
+        plugin_only: dict[str, object] = {"--resource": resource, "--config": config, "--socket": socket, "--env": env}
         plugin_only.update({"--preferred": preferred, "--pre-start": pre_start or None, "--force": force or None})
         if given := [flag for flag, value in plugin_only.items() if value]:
             fail(f"--dra serves a DRA driver: {', '.join(given)} belong(s) to a device plugin")

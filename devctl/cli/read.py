@@ -245,7 +245,7 @@ def devices(
         hardware = output in (Output.wide, Output.json, Output.yaml)
         snap = node_snapshot(ctx, sources | _dra_sources() | wide | ({analyze.TOPOLOGY} if hardware else set()))
         named, ids, not_found = _resources_and_ids(resources, snap)
-        rows = analyze.devices_view(snap, named or (None if ids else resources))
+        rows: Sequence[DeviceRow] = analyze.devices_view(snap, named or (None if ids else resources))
         if ids is not None:
             rows = tuple(r for r in rows if r.id in ids)
         if pod is not None:
