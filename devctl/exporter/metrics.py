@@ -24,7 +24,7 @@ health, capacity and allocatable follow the stream at once (devctl's DRA view,
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
@@ -200,16 +200,16 @@ def _dra_serving(p: PluginProbe) -> bool:
     return p.status == PluginStatus.SERVING and p.dra is not None and p.dra.status == PluginStatus.SERVING
 
 
-def _live_lists(plugins: tuple[PluginProbe, ...], live: Mapping[str, LiveSocket]) -> dict[str, tuple[Device, ...]]:
+def _live_lists(plugins: tuple[PluginProbe, ...], live: Mapping[str, LiveSocket]) -> dict[str, Sequence[Device]]:
     """Resource -> the device list of the live stream that speaks for it (the first serving socket by path)."""
-    lists: dict[str, tuple[Device, ...]] = {}
+    lists: dict[str, Sequence[Device]] = {}
     for p in sorted(plugins, key=lambda p: p.socket):
         if p.resource and p.status == PluginStatus.SERVING and p.socket in live and p.resource not in lists:
             lists[p.resource] = p.devices
     return lists
 
 
-def _live_free(listed: tuple[Device, ...], rows: Mapping[str, DeviceRow]) -> int:
+def _live_free(listed: Sequence[Device], rows: Mapping[str, DeviceRow]) -> int:
     """FREE of a live plugin's list: its healthy devices that no container held at the refresh (analyze.free_count)."""
     healthy = {d.id for d in listed if d.healthy}
     return free_count(len(healthy), (dev_id for dev_id, row in rows.items() if row.allocated_to), healthy.__contains__)
@@ -221,7 +221,7 @@ class Layout:
 
     refresh: Refresh
     plugins: tuple[PluginProbe, ...]
-    lists: Mapping[str, tuple[Device, ...]]  # resource -> its live stream's device list
+    lists: Mapping[str, Sequence[Device]]  # resource -> its live stream's device list
     dra_resources: list[ResourceRow]
     dra_devices: list[DeviceRow]
     pods_known: bool
@@ -248,9 +248,16 @@ def families(lay: Layout | None) -> Iterator[Metric]:
     """Every family of the contract that the state can fill but ``devctl_device_health`` (``HealthLines``)."""
     if lay is None:
         return
-    refresh, plugins, lists = lay.refresh, lay.plugins, lay.lists
-    dra_resources, dra_devices, pods_known = lay.dra_resources, lay.dra_devices, lay.pods_known
+    yield _source_up_family(lay.refresh)
+    yield _last_refresh_family(lay.refresh)
+    yield _plugin_up_family(lay.plugins)
+    yield from _resource_families(lay)
+    yield _device_allocated_family(lay)
+    yield _claim_state_family(lay.refresh)
+    yield _findings_family(lay.refresh)
 
+
+def _source_up_family(refresh: Refresh) -> GaugeMetricFamily:
     sources = GaugeMetricFamily(
         "devctl_source_up",
         "Whether devctl read this node source whole at the last refresh (1) or not (0).",
@@ -258,15 +265,19 @@ def families(lay: Layout | None) -> Iterator[Metric]:
     )
     for name in SOURCES:
         sources.add_metric([name], 1.0 if refresh.source_up[name] else 0.0)
-    yield sources
+    return sources
 
+
+def _last_refresh_family(refresh: Refresh) -> GaugeMetricFamily:
     refreshed = GaugeMetricFamily(
         "devctl_last_refresh_timestamp_seconds",
         "When pod-resources, the checkpoint and sysfs were last read (seconds since the epoch).",
     )
     refreshed.add_metric([], refresh.at)
-    yield refreshed
+    return refreshed
 
+
+def _plugin_up_family(plugins: tuple[PluginProbe, ...]) -> GaugeMetricFamily:
     plugin_up = GaugeMetricFamily(
         "devctl_plugin_up",
         "Whether a device plugin socket serves a live ListAndWatch stream (1) or not (0); "
@@ -281,72 +292,96 @@ def families(lay: Layout | None) -> Iterator[Metric]:
             plugin_up.add_metric(
                 [DEVICE_PLUGIN, p.socket, p.resource or ""], 1.0 if p.status == PluginStatus.SERVING else 0.0
             )
-    yield plugin_up
+    return plugin_up
 
-    capacity = GaugeMetricFamily(
-        "devctl_resource_capacity",
-        "Devices of an extended resource, as its plugin lists them.",
-        labels=["kind", "resource"],
+
+@dataclass(frozen=True)
+class _Counts:
+    """The four families of a resource's device counts, filled row by row."""
+
+    capacity: GaugeMetricFamily
+    allocatable: GaugeMetricFamily
+    allocated: GaugeMetricFamily
+    free: GaugeMetricFamily
+
+    def listed(self, name: str, listed: Sequence[Device]) -> None:
+        """A live plugin's counts as `devctl ls` counts a serving plugin's: listed, and healthy among them."""
+        self.capacity.add_metric([DEVICE_PLUGIN, name], float(len(listed)))
+        self.allocatable.add_metric([DEVICE_PLUGIN, name], float(sum(d.healthy for d in listed)))
+
+    def refreshed(self, r: ResourceRow, pods_known: bool) -> None:
+        """A resource's counts as the refresh read them (a DRA driver's: its health stream's then)."""
+        # A number a failed source would have given is None in the views: no sample then, never a zero.
+        if r.capacity is not None:
+            self.capacity.add_metric([r.kind, r.name], float(r.capacity))
+        if r.allocatable is not None:
+            self.allocatable.add_metric([r.kind, r.name], float(r.allocatable))
+        if pods_known and r.free is not None:
+            self.free.add_metric([r.kind, r.name], float(r.free))
+
+
+def _resource_families(lay: Layout) -> tuple[GaugeMetricFamily, ...]:
+    """capacity, allocatable, allocated and free of each resource, a live plugin's from its live list."""
+    counts = _Counts(
+        GaugeMetricFamily(
+            "devctl_resource_capacity",
+            "Devices of an extended resource, as its plugin lists them.",
+            labels=["kind", "resource"],
+        ),
+        GaugeMetricFamily(
+            "devctl_resource_allocatable", "Healthy devices of an extended resource.", labels=["kind", "resource"]
+        ),
+        GaugeMetricFamily(
+            "devctl_resource_allocated",
+            "Devices of an extended resource that containers hold (pod-resources).",
+            labels=["kind", "resource"],
+        ),
+        GaugeMetricFamily(
+            "devctl_resource_free",
+            f"FREE of devctl ls: {FREE_MEANING}.",
+            labels=["kind", "resource"],
+        ),
     )
-    allocatable = GaugeMetricFamily(
-        "devctl_resource_allocatable", "Healthy devices of an extended resource.", labels=["kind", "resource"]
-    )
-    allocated = GaugeMetricFamily(
-        "devctl_resource_allocated",
-        "Devices of an extended resource that containers hold (pod-resources).",
-        labels=["kind", "resource"],
-    )
-    free = GaugeMetricFamily(
-        "devctl_resource_free",
-        f"FREE of devctl ls: {FREE_MEANING}.",
-        labels=["kind", "resource"],
-    )
-    for r in (*(r for r in refresh.resources if r.kind != DRA), *dra_resources):
-        listed = lists.get(r.name) if r.kind == DEVICE_PLUGIN else None
-        if listed is not None:
-            # The live list counts as `devctl ls` counts a serving plugin's: listed, and healthy among them.
-            capacity.add_metric([DEVICE_PLUGIN, r.name], float(len(listed)))
-            allocatable.add_metric([DEVICE_PLUGIN, r.name], float(sum(d.healthy for d in listed)))
-            if pods_known and r.free is not None:
-                free.add_metric([DEVICE_PLUGIN, r.name], float(_live_free(listed, refresh.devices.get(r.name, {}))))
+    refresh, pods_known = lay.refresh, lay.pods_known
+    for r in (*(r for r in refresh.resources if r.kind != DRA), *lay.dra_resources):
+        listed = lay.lists.get(r.name) if r.kind == DEVICE_PLUGIN else None
+        if listed is None:
+            counts.refreshed(r, pods_known)
         else:
-            # A number a failed source would have given is None in the views: no sample then, never a zero.
-            # A DRA driver's counts are its health stream's as read at the refresh.
-            if r.capacity is not None:
-                capacity.add_metric([r.kind, r.name], float(r.capacity))
-            if r.allocatable is not None:
-                allocatable.add_metric([r.kind, r.name], float(r.allocatable))
+            counts.listed(r.name, listed)
             if pods_known and r.free is not None:
-                free.add_metric([r.kind, r.name], float(r.free))
+                live_free = _live_free(listed, refresh.devices.get(r.name, {}))
+                counts.free.add_metric([DEVICE_PLUGIN, r.name], float(live_free))
         if pods_known and r.allocated is not None:
-            allocated.add_metric([r.kind, r.name], float(r.allocated))
+            counts.allocated.add_metric([r.kind, r.name], float(r.allocated))
     known = {r.name for r in refresh.resources if r.kind == DEVICE_PLUGIN}
-    for name, listed in sorted(lists.items()):
+    for name, listed in sorted(lay.lists.items()):
         if name not in known:  # a plugin that appeared since the refresh
-            capacity.add_metric([DEVICE_PLUGIN, name], float(len(listed)))
-            allocatable.add_metric([DEVICE_PLUGIN, name], float(sum(d.healthy for d in listed)))
-    yield capacity
-    yield allocatable
-    yield allocated
-    yield free
+            counts.listed(name, listed)
+    return counts.capacity, counts.allocatable, counts.allocated, counts.free
 
+
+def _device_allocated_family(lay: Layout) -> GaugeMetricFamily:
     held = GaugeMetricFamily(
         "devctl_device_allocated",
         "1 for each container that holds the device (pod-resources; a DRA device: through a claim).",
         labels=["kind", "resource", "device", "namespace", "pod", "container"],
     )
-    if pods_known:
-        for name, rows in refresh.devices.items():
-            for dev_id, row in rows.items():
-                for h in row.allocated_to or ():
-                    held.add_metric([DEVICE_PLUGIN, name, dev_id, h.namespace, h.pod, h.container], 1.0)
-        for dra_row in dra_devices:
-            for h in dra_row.allocated_to or ():
-                # A claim's pod that no container uses it in yet, or a claim with no pod, is no container holding it.
-                if h.container:
-                    held.add_metric([DRA, dra_row.resource, dra_row.id, h.namespace, h.pod, h.container], 1.0)
-    yield held
+    if not lay.pods_known:
+        return held
+    for name, rows in lay.refresh.devices.items():
+        for dev_id, row in rows.items():
+            for h in row.allocated_to or ():
+                held.add_metric([DEVICE_PLUGIN, name, dev_id, h.namespace, h.pod, h.container], 1.0)
+    for dra_row in lay.dra_devices:
+        for h in dra_row.allocated_to or ():
+            # A claim's pod that no container uses it in yet, or a claim with no pod, is no container holding it.
+            if h.container:
+                held.add_metric([DRA, dra_row.resource, dra_row.id, h.namespace, h.pod, h.container], 1.0)
+    return held
 
+
+def _claim_state_family(refresh: Refresh) -> GaugeMetricFamily:
     claim_state = GaugeMetricFamily(
         "devctl_claim_state",
         "1 for each DRA claim in dra_manager_state and each of its drivers, with what holds it: prepared, "
@@ -355,8 +390,10 @@ def families(lay: Layout | None) -> Iterator[Metric]:
     )
     for namespace, claim, driver, state in refresh.claims:
         claim_state.add_metric([namespace, claim, driver, state], 1.0)
-    yield claim_state
+    return claim_state
 
+
+def _findings_family(refresh: Refresh) -> GaugeMetricFamily:
     findings = GaugeMetricFamily(
         "devctl_doctor_findings",
         "Findings of devctl doctor on this node at the last refresh, by severity and code.",
@@ -364,7 +401,7 @@ def families(lay: Layout | None) -> Iterator[Metric]:
     )
     for severity, code, n in refresh.findings:
         findings.add_metric([severity, code], float(n))
-    yield findings
+    return findings
 
 
 HEALTH_HELP = (
@@ -403,7 +440,7 @@ class HealthLines:
 
     def __init__(self) -> None:
         # resource -> (the live list and the refresh's rows its lines were written from, the lines)
-        self._kept: dict[str, tuple[tuple[Device, ...], Mapping[str, DeviceRow], bytes]] = {}
+        self._kept: dict[str, tuple[Sequence[Device], Mapping[str, DeviceRow], bytes]] = {}
 
     def render(self, lay: Layout | None) -> bytes:
         if lay is None:
@@ -430,7 +467,7 @@ class HealthLines:
         return b"".join(parts)
 
     @staticmethod
-    def _resource(name: str, listed: tuple[Device, ...], rows: Mapping[str, DeviceRow]) -> bytes:
+    def _resource(name: str, listed: Sequence[Device], rows: Mapping[str, DeviceRow]) -> bytes:
         lines = [
             _health_line(DEVICE_PLUGIN, name, d.id, numa_text(d.numa_nodes), health_value(d.health)) for d in listed
         ]
