@@ -85,16 +85,24 @@ def _ready(url: str) -> bool:
 
 
 @contextlib.contextmanager
-def prometheus(tmp_path: Path, targets: dict[str, str]) -> Iterator[str]:
-    """A real Prometheus on loopback scraping ``targets`` (node name -> host:port) every second; its base URL."""
+def prometheus(
+    tmp_path: Path, targets: dict[str, str], more_jobs: dict[str, dict[str, str]] | None = None
+) -> Iterator[str]:
+    """A real Prometheus on loopback scraping ``targets`` (node name -> host:port) every second; its base URL.
+
+    ``targets`` are the job ``devctl-exporter`` (deploy/prometheus-scrape.yaml's, which ``devctl fleet``
+    asks by default); ``more_jobs`` are other jobs (job name -> node name -> host:port).
+    """
     assert PROMETHEUS is not None
+    jobs = {"devctl-exporter": targets, **(more_jobs or {})}
     config = {
         "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
         "scrape_configs": [
             {
-                "job_name": "devctl",
-                "static_configs": [{"targets": [t], "labels": {"node": n}} for n, t in targets.items()],
+                "job_name": job,
+                "static_configs": [{"targets": [t], "labels": {"node": n}} for n, t in nodes.items()],
             }
+            for job, nodes in jobs.items()
         ],
     }
     (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
@@ -124,7 +132,9 @@ def prometheus(tmp_path: Path, targets: dict[str, str]) -> Iterator[str]:
 
 
 def _fleet(url: str, *args: str) -> Any:
-    result = invoke("fleet", "--prometheus", url, *args, "-o", "json")
+    """``devctl fleet --prometheus URL ARGS -o json``'s document; ``--job`` (a fleet option) may lead ``args``."""
+    job = list(args[:2]) if args[:1] == ("--job",) else []
+    result = invoke("fleet", "--prometheus", url, *job, *args[len(job) :], "-o", "json")
     assert result.exit_code in (0, 1), result.stderr
     return result.json
 
@@ -140,7 +150,13 @@ def test_fleet_of_three_simulated_nodes_through_a_real_prometheus(tmp_path: Path
             }
             exporters = {name: stack.enter_context(exporter(roots[name], "--interval", "1")) for name in NODES}
             targets = {name: ex.url.removeprefix("http://") for name, ex in exporters.items()}
-            url = stack.enter_context(prometheus(tmp_path, targets))
+            # node-c is scraped as the Prometheus Operator's PodMonitor names its job (namespace/name), and
+            # a foreign job sends a devctl family of its own: devctl fleet's default --job asks only the first two.
+            foreign = stack.enter_context(_foreign_exporter())
+            operator = {"node-c": targets.pop("node-c")}
+            url = stack.enter_context(
+                prometheus(tmp_path, targets, {"monitoring/devctl-exporter": operator, "not-devctl": foreign})
+            )
 
             expected = {
                 ("node-a", "example.com/gpu"): (4, 4, 2, 2, 0),
@@ -148,8 +164,8 @@ def test_fleet_of_three_simulated_nodes_through_a_real_prometheus(tmp_path: Path
                 ("node-c", "example.com/fpga"): (2, 2, 0, 2, 0),
             }
 
-            def numbers() -> dict[tuple[str, str], tuple[int, ...]]:
-                rows = _fleet(url, "ls")["resources"]
+            def numbers(*job: str) -> dict[tuple[str, str], tuple[int | None, ...]]:
+                rows = _fleet(url, *job, "ls")["resources"]
                 return {
                     (r["node"], r["resource"]): tuple(
                         r[k] for k in ("capacity", "allocatable", "allocated", "free", "unhealthy")
@@ -158,6 +174,9 @@ def test_fleet_of_three_simulated_nodes_through_a_real_prometheus(tmp_path: Path
                 }
 
             _wait("fleet ls shows the three nodes' numbers", lambda: numbers() == expected)
+            # The foreign job is scraped (asked for by name, its series are there) but was never in the fleet.
+            _wait("the foreign job's series", lambda: numbers("--job", "not-devctl") == FOREIGN)
+            assert numbers() == expected
             table = invoke("fleet", "--prometheus", url, "ls")
             assert table.exit_code == 0
             assert [line.split()[0] for line in table.stdout.splitlines()[1:]] == ["node-a", "node-b", "node-c"]
@@ -184,6 +203,46 @@ def test_fleet_of_three_simulated_nodes_through_a_real_prometheus(tmp_path: Path
     finally:
         for root in roots.values():
             shutil.rmtree(root, ignore_errors=True)
+
+
+# What the foreign job says of node-x: a capacity under a devctl family name, and nothing else.
+FOREIGN = {("node-x", "example.com/gpu"): (99, None, None, None, None)}
+
+
+class _ForeignMetrics(http.server.BaseHTTPRequestHandler):
+    body = b'devctl_resource_capacity{kind="device-plugin",resource="example.com/gpu"} 99\n'
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.send_header("Content-Length", str(len(self.body)))
+        self.end_headers()
+        self.wfile.write(self.body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def _foreign_exporter() -> Iterator[dict[str, str]]:
+    """Something else's /metrics with a ``devctl_resource_capacity`` series: node name -> host:port."""
+    server = QuietServer(("127.0.0.1", 0), _ForeignMetrics)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield {"node-x": f"127.0.0.1:{server.server_address[1]}"}
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("job", ["(", "a)", "[z-a]"])
+def test_a_job_that_is_no_regex_is_a_usage_error_before_any_query(job: str) -> None:
+    # Nothing listens on the port: a query asked would be exit 3, the usage error comes first.
+    result = invoke("fleet", "--prometheus", f"http://127.0.0.1:{_free_port()}", "--job", job, "ls")
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr.count("\n") == 1 and "--job" in result.stderr and "not a regular expression" in result.stderr
 
 
 def test_prometheus_unreachable_is_one_line_and_exit_3() -> None:

@@ -4,7 +4,9 @@ Each command asks Prometheus (``devctl.fleet``) and prints as the node
 commands do (``-o table|wide|json|yaml``, ``--no-headers``). Prometheus
 unreachable, not answering within ``--timeout`` (all queries together), or
 answering something that is not its query API, is one line and exit 3; a URL
-that is not http(s) is one line and exit 2; Ctrl-C exits 130 at once. Only typer
+that is not http(s), or a ``--job`` that is not a regular expression, is one line
+and exit 2; Ctrl-C exits 130 at once. Every query asks only the series of the
+scrape jobs ``--job`` matches (default ``(.+/)?devctl-exporter``). Only typer
 and the standard library at module level.
 """
 
@@ -44,15 +46,34 @@ def fleet(
             help="Prometheus' base URL, e.g. http://prom:9090.",
         ),
     ] = None,
+    job: Annotated[
+        str,
+        typer.Option(
+            "--job",
+            envvar="DEVCTL_FLEET_JOB",
+            metavar="REGEX",
+            help="Only the series of the scrape jobs this regex matches (PromQL's job=~, anchored).",
+        ),
+    ] = "(.+/)?devctl-exporter",
 ) -> None:
     """The node views across many nodes, from the Prometheus that scrapes every node's devctl exporter."""
-    ctx.obj = prometheus
+    from devctl.fleet.views import BadJob, job_matcher
+
+    try:
+        job_matcher(job)
+    except BadJob as e:
+        fail(str(e))
+    ctx.obj = (prometheus, job)
+
+
+def _job(ctx: typer.Context) -> str:
+    return ctx.parent.obj[1] if ctx.parent is not None else "(.+/)?devctl-exporter"
 
 
 def _server(ctx: typer.Context) -> Prometheus:
     from devctl.fleet.prometheus import BadURL, Prometheus
 
-    url = ctx.parent.obj if ctx.parent is not None else None
+    url = ctx.parent.obj[0] if ctx.parent is not None else None
     if not url:
         fail("fleet needs --prometheus URL (or DEVCTL_PROMETHEUS)")
     try:
@@ -113,7 +134,7 @@ def ls(
 
     _show(
         ctx,
-        lambda p: only(fleet_resources(p.query_all), node or (), resources or ()),
+        lambda p: only(fleet_resources(p.query_all, _job(ctx)), node or (), resources or ()),
         "resources",
         "resources_table",
         output,
@@ -137,7 +158,7 @@ def devices(
 
     _show(
         ctx,
-        lambda p: only(fleet_devices(p.query_all, unhealthy_held), node or (), resources or ()),
+        lambda p: only(fleet_devices(p.query_all, unhealthy_held, _job(ctx)), node or (), resources or ()),
         "devices",
         "devices_table",
         output,
@@ -157,7 +178,7 @@ def doctor(
 
     rows = _show(
         ctx,
-        lambda p: only(fleet_findings(p.query_all), node or (), ()),
+        lambda p: only(fleet_findings(p.query_all, _job(ctx)), node or (), ()),
         "findings",
         "findings_table",
         output,

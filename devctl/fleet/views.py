@@ -9,11 +9,20 @@ PodMonitor and scrape job in deploy/ copy the pod's node name into it), else by
 the target's ``instance``. A number a node could not know (its pod-resources
 was down, so it sent no allocation series) is ``None`` here: ``?`` in tables,
 ``null`` in JSON — never 0.
+
+Every series selector of every query carries ``{job=~"JOB"}`` (``devctl fleet
+--job``): a Prometheus that scrapes something else that happens to export a
+``devctl_*`` family (another job, an old exporter under test) does not add its
+series to the fleet. The default matches the plain scrape job of
+deploy/prometheus-scrape.yaml (``devctl-exporter``) and the Prometheus
+Operator's PodMonitor job (``<namespace>/devctl-exporter``).
 """
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -25,16 +34,53 @@ QueryAll = Callable[[Sequence[str]], list[list[Sample]]]
 HEALTH = {1.0: "Healthy", 0.0: "Unhealthy", -1.0: "Unknown"}
 SEVERITIES = ("error", "warning", "info")
 
+# The scrape jobs whose series are the fleet's: deploy/prometheus-scrape.yaml's job and the PodMonitor's namespace/name.
+DEFAULT_JOB = "(.+/)?devctl-exporter"
+
+
+class BadJob(ValueError):
+    """``--job`` is not a regular expression: a usage error."""
+
+
+def job_matcher(job: str) -> str:
+    """``{job=~"JOB"}`` for a selector; raises BadJob for a pattern that is no regex.
+
+    Python's ``re`` stands in for Prometheus' RE2 here (the common syntax is the
+    same); the string is quoted as PromQL reads it (Go's escapes, which JSON's are).
+    """
+    try:
+        re.compile(job)
+    except re.error as e:
+        raise BadJob(f"--job {job!r} is not a regular expression: {e}") from None
+    return "{job=~" + json.dumps(job, ensure_ascii=False) + "}"
+
+
 # free is the node's own FREE (devctl_resource_free, analyze.free_count), never worked out here from the others:
 # allocatable - allocated would count a held unhealthy device twice. A node that sends none: unknown.
 RESOURCE_NUMBERS = ("capacity", "allocatable", "allocated", "free")
-RESOURCE_SERIES = tuple(f"max by (node, instance, kind, resource) (devctl_resource_{n})" for n in RESOURCE_NUMBERS)
-NODES = "max by (node, instance) (devctl_last_refresh_timestamp_seconds)"
 
-# Devices a node reports unhealthy that a container still holds, with the NUMA label of the health series.
-UNHEALTHY_HELD = (
-    "devctl_device_allocated * on (job, instance, kind, resource, device) group_left (numa) (devctl_device_health == 0)"
-)
+
+def resource_series(job: str = DEFAULT_JOB) -> tuple[str, ...]:
+    m = job_matcher(job)
+    return tuple(f"max by (node, instance, kind, resource) (devctl_resource_{n}{m})" for n in RESOURCE_NUMBERS)
+
+
+def nodes_query(job: str = DEFAULT_JOB) -> str:
+    return f"max by (node, instance) (devctl_last_refresh_timestamp_seconds{job_matcher(job)})"
+
+
+def unhealthy_held_query(job: str = DEFAULT_JOB) -> str:
+    """Devices a node reports unhealthy that a container still holds, with the NUMA label of the health series."""
+    m = job_matcher(job)
+    return (
+        f"devctl_device_allocated{m} * on (job, instance, kind, resource, device) group_left (numa) "
+        f"(devctl_device_health{m} == 0)"
+    )
+
+
+RESOURCE_SERIES = resource_series()
+NODES = nodes_query()
+UNHEALTHY_HELD = unhealthy_held_query()
 
 
 @dataclass(frozen=True)
@@ -91,10 +137,10 @@ def _count(value: float) -> int | None:
     return round(value) if math.isfinite(value) else None
 
 
-def fleet_resources(query_all: QueryAll) -> tuple[FleetResourceRow, ...]:
+def fleet_resources(query_all: QueryAll, job: str = DEFAULT_JOB) -> tuple[FleetResourceRow, ...]:
     """Per node and resource: capacity, allocatable, allocated, free, unhealthy; every reporting node at least once."""
     numbers: dict[tuple[str, str, str], dict[str, int | None]] = {}
-    *vectors, reporting = query_all([*RESOURCE_SERIES, NODES])
+    *vectors, reporting = query_all([*resource_series(job), nodes_query(job)])
     for number, vector in zip(RESOURCE_NUMBERS, vectors, strict=True):
         for s in vector:
             labels = s.labels
@@ -136,7 +182,9 @@ def _holder(labels: dict[str, str]) -> FleetHolder:
     return FleetHolder(labels.get("namespace", ""), labels.get("pod", ""), labels.get("container", ""))
 
 
-def fleet_devices(query_all: QueryAll, unhealthy_held: bool = False) -> tuple[FleetDeviceRow, ...]:
+def fleet_devices(
+    query_all: QueryAll, unhealthy_held: bool = False, job: str = DEFAULT_JOB
+) -> tuple[FleetDeviceRow, ...]:
     """Every device of every node; with ``unhealthy_held`` only the unhealthy ones a container still holds."""
     health: dict[tuple[str, str, str, str], tuple[str, str | None]] = {}
     holders: dict[tuple[str, str, str, str], list[FleetHolder]] = {}
@@ -145,12 +193,13 @@ def fleet_devices(query_all: QueryAll, unhealthy_held: bool = False) -> tuple[Fl
         return node_of(labels), labels.get("kind", ""), labels.get("resource", ""), labels.get("device", "")
 
     if unhealthy_held:
-        (unhealthy,) = query_all([UNHEALTHY_HELD])
+        (unhealthy,) = query_all([unhealthy_held_query(job)])
         for s in unhealthy:
             health[key(s.labels)] = ("Unhealthy", s.labels.get("numa"))
             holders.setdefault(key(s.labels), []).append(_holder(s.labels))
     else:
-        every, allocated = query_all(["devctl_device_health", "devctl_device_allocated"])
+        m = job_matcher(job)
+        every, allocated = query_all([f"devctl_device_health{m}", f"devctl_device_allocated{m}"])
         for s in every:
             health[key(s.labels)] = (HEALTH.get(s.value, "Unknown"), s.labels.get("numa"))
         for s in allocated:
@@ -164,9 +213,9 @@ def fleet_devices(query_all: QueryAll, unhealthy_held: bool = False) -> tuple[Fl
     return tuple(rows)
 
 
-def fleet_findings(query_all: QueryAll) -> tuple[FleetFindingRow, ...]:
+def fleet_findings(query_all: QueryAll, job: str = DEFAULT_JOB) -> tuple[FleetFindingRow, ...]:
     """Doctor's findings of every node, by severity and code; most severe first, then by node."""
-    (findings,) = query_all(["sum by (node, instance, severity, code) (devctl_doctor_findings)"])
+    (findings,) = query_all([f"sum by (node, instance, severity, code) (devctl_doctor_findings{job_matcher(job)})"])
     rows = [
         FleetFindingRow(node_of(s.labels), s.labels.get("severity", ""), s.labels.get("code", ""), _count(s.value))
         for s in findings
