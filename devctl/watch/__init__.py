@@ -217,6 +217,52 @@ async def _served_or_settled(scouts: Scouts, resources: Sequence[str]) -> list[s
         await scouts.changed(0.1)
 
 
+def _namer(paths: NodePaths, timeout: float, resolve: Resolver | None, registered: Registered) -> Namer:
+    """How a socket is named: by ``resolve`` when given, else from the device IDs the kubelet knows."""
+    if resolve is not None:
+        return by_resolver(_CachedResolver(resolve))
+    return FromKnownIds(paths, timeout, registered=registered)
+
+
+async def _drivers(paths: NodePaths, timeout: float, wanted: Sequence[str], every: bool) -> dict[str, Driver]:
+    """The DRA drivers to follow: ``every`` one registered now, else those of the ``wanted`` names."""
+    if every:
+        return await find_drivers(paths, timeout)
+    # A name a DRA driver registered is that driver's health stream, not a device-plugin resource.
+    # Driver names are DNS names, never with the "/" every extended resource has: a watch of
+    # resources only asks no registry socket anything, and waits for none.
+    maybe_drivers = [r for r in wanted if "/" not in r]
+    return await find_drivers(paths, timeout, maybe_drivers) if maybe_drivers else {}
+
+
+def _follow_whole_node(
+    paths: NodePaths,
+    registered: Registered,
+    timeout: float,
+    once: bool,
+    start: Callable[[str | None, str | None], None],
+    start_driver: Callable[[Driver], None],
+    out: asyncio.Queue[WatchItem],
+) -> list[asyncio.Future[None]]:
+    """Every device plugin socket followed: those there now (``once``), else the tasks that find them as they come."""
+    if once:
+        for s in _device_sockets(paths, registered):
+            start(None, s)
+        return []
+    known: set[str] = set()
+    discover = _discover(paths, registered, lambda s: start(None, s), known, out)
+    return [
+        asyncio.ensure_future(discover),
+        asyncio.ensure_future(_discover_drivers(paths, timeout, start_driver)),
+    ]
+
+
+async def _done_when_settled(followers: Sequence[Reconnecting], out: asyncio.Queue[WatchItem]) -> None:
+    """``once``: the end of the timeline, after each follower's snapshot (or its failure)."""
+    await asyncio.gather(*(f.settled.wait() for f in followers))
+    out.put_nowait(_DONE)  # type: ignore[arg-type]
+
+
 async def watch(
     paths: NodePaths,
     resources: Sequence[str] = (),
@@ -245,23 +291,12 @@ async def watch(
     out: asyncio.Queue[WatchItem] = asyncio.Queue()
     # Plugins registered through plugins_registry/ are found as `devctl plugins` finds them (devctl.node.sockets).
     registered = Registered(paths, timeout, lambda m: out.put_nowait(Notice(now(), m)))
-    name: Namer = (
-        by_resolver(_CachedResolver(resolve))
-        if resolve is not None
-        else FromKnownIds(paths, timeout, registered=registered)
-    )
+    name = _namer(paths, timeout, resolve, registered)
     followers: list[Reconnecting] = []
     tasks: list[asyncio.Future[None]] = []
     wanted = list(dict.fromkeys(resources))
-    # A name a DRA driver registered is that driver's health stream, not a device-plugin resource.
-    # Driver names are DNS names, never with the "/" every extended resource has: a watch of
-    # resources only asks no registry socket anything, and waits for none.
-    maybe_drivers = [r for r in wanted if "/" not in r]
     whole_node = not resources and not sockets
-    if whole_node and once:
-        drivers = await find_drivers(paths, timeout)
-    else:
-        drivers = await find_drivers(paths, timeout, maybe_drivers) if maybe_drivers else {}
+    drivers = await _drivers(paths, timeout, wanted, whole_node and once)
     wanted = [r for r in wanted if r not in drivers]
     scouts = Scouts(paths.plugins_dir, set(wanted), name, timeout, paths.root, registered) if wanted else None
 
@@ -308,23 +343,11 @@ async def watch(
         for s in dict.fromkeys(socket_paths):
             start(None, s)
         if whole_node:
-            known: set[str] = set()
-            if once:
-                for s in _device_sockets(paths, registered):
-                    start(None, s)
-            else:
-                discover = _discover(paths, registered, lambda s: start(None, s), known, out)
-                tasks.append(asyncio.ensure_future(discover))
-                tasks.append(asyncio.ensure_future(_discover_drivers(paths, timeout, start_driver)))
+            tasks += _follow_whole_node(paths, registered, timeout, once, start, start_driver, out)
         if udev and not once:
             tasks.append(asyncio.ensure_future(_forward_udev(out)))
         if once:
-
-            async def settle() -> None:
-                await asyncio.gather(*(f.settled.wait() for f in followers))
-                out.put_nowait(_DONE)  # type: ignore[arg-type]
-
-            tasks.append(asyncio.ensure_future(settle()))
+            tasks.append(asyncio.ensure_future(_done_when_settled(followers, out)))
         while True:
             item = await out.get()
             if item is _DONE:
