@@ -6,10 +6,11 @@ discovery (``devctl.watch.sockets.discover``: the plugins dir, and device
 plugins registered in ``plugins_registry/``), and each is followed by the
 watch's ``Follower``: its own stream client, reconnects with backoff when the
 stream breaks, the newest list taken when it falls behind; a socket file
-created again (a plugin or kubelet restart) gets a new follower at once. This module only turns what the follower hears into
-``LiveSocket`` values: every full list goes to ``on_change``, the first list of
-each stream's RPC time to ``on_rpc``, and a stream that broke reports the
-socket down (no devices: a device list that is not live is not reported).
+created again (a plugin or kubelet restart) gets a new follower at once.
+This module only turns what the follower hears into ``LiveSocket`` values:
+every full list goes to ``on_change``, the first list of each stream's RPC
+time to ``on_rpc``, and a stream that broke reports the socket down (no
+devices: a device list that is not live is not reported).
 The timeline of events the follower also writes is kept by nobody here.
 
 Sockets come and go (a kubelet restart deletes them all; a plugin that stops
@@ -138,13 +139,14 @@ class PluginStreams:
 
     async def run(self) -> None:
         """Follow sockets until cancelled: a follower on each new one, each vanished one reported and forgotten."""
-        tasks = [asyncio.ensure_future(discover(self.plugins_dir, self.root, self.registered, self._found, self.poll))]
-        if self.registered is not None:
-            tasks.append(asyncio.ensure_future(self.registered.run()))
+        looking = discover(self.plugins_dir, self.root, self.registered, self._found, self.poll, scan_registry=True)
+        task = asyncio.ensure_future(looking)
         try:
-            await asyncio.gather(*tasks)
+            await task
         finally:
-            await cancel_and_wait(*tasks, *self._stopping, *(f.task for f in self._followed.values()))
+            await cancel_and_wait(task, *self._stopping, *(f.task for f in self._followed.values()))
+            if self.registered is not None:
+                self.registered.stop()
 
     def _stop(self, followed: _Followed) -> None:
         followed.task.cancel()

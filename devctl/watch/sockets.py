@@ -59,10 +59,22 @@ Found = Callable[[dict[str, str]], None]
 
 
 async def discover(
-    plugins_dir: str, root: str | None, registered: Registered | None, found: Found, poll: float
+    plugins_dir: str,
+    root: str | None,
+    registered: Registered | None,
+    found: Found,
+    poll: float,
+    *,
+    scan_registry: bool = False,
 ) -> None:
-    """The one loop that looks for device-plugin sockets (whole-node watch, the exporter): ``found`` every ``poll``."""
+    """The one loop that looks for device-plugin sockets (whole-node watch, the exporter): ``found`` every ``poll``.
+
+    With ``scan_registry`` it also lists ``plugins_registry/`` for ``registered`` at each look, instead of a loop
+    of its own (``Registered.run``) waking up as often: the exporter's idle cost.
+    """
     while True:
+        if scan_registry and registered is not None:
+            registered.scan()
         found(device_sockets(plugins_dir, root, registered))
         await asyncio.sleep(poll)
 
@@ -197,9 +209,13 @@ class Registered:
                 self.scan()
                 await asyncio.sleep(REGISTRY_POLL)
         finally:
-            for asked in self._asked.values():
-                if asked.task is not None:
-                    asked.task.cancel()
+            self.stop()
+
+    def stop(self) -> None:
+        """Cancel the GetInfo calls under way."""
+        for asked in self._asked.values():
+            if asked.task is not None:
+                asked.task.cancel()
 
 
 def socket_resources(snapshot: NodeSnapshot) -> dict[str, str | None]:
