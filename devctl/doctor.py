@@ -710,8 +710,17 @@ def _dra(c: _Checkup) -> None:
 
 
 def _unexplained_errors(c: _Checkup) -> None:
+    from devctl.node.procs import EVEN_AS_ROOT
+
     for e in c.explain(lambda e: True):
-        if _denied(e):
+        if _denied(e) and EVEN_AS_ROOT in e.message:
+            # devctl was root already (the scan's line says so): "run devctl as root" would send a person in a circle.
+            hint = (
+                "run devctl with the host's capabilities and user namespace "
+                "(kubectl debug node --profile=sysadmin; docker run --privileged --pid=host --userns=host)"
+            )
+            c.add(ERROR, "permission-denied", e.source, e.message, hint)
+        elif _denied(e):
             c.permission_denied(e.source)
         elif e.source == "sysfs":
             hint = "NUMA alignment cannot be checked: point --sysfs at the host's /sys (/host/sys under kubectl debug)"

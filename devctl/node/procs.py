@@ -351,6 +351,27 @@ def _read_all(
     return found, denied, read
 
 
+# What the line of fds closed to devctl says when devctl is root already: "run as root" would be no help.
+EVEN_AS_ROOT = "cannot be read even as root"
+
+
+def denied_message(proc: str, denied: int, of: int, euid: int | None = None) -> str:
+    """The one line for ``denied`` processes of ``of`` whose fds were closed to devctl (``euid``: devctl's own).
+
+    Not root: root reads them. Root already: something else closed them (a container without CAP_SYS_PTRACE
+    or CAP_DAC_READ_SEARCH, a user namespace of devctl's own), and the line says so instead.
+    """
+    if (os.geteuid() if euid is None else euid) != 0:
+        return (
+            f"{proc}: the open files of {denied} of {of} processes are readable by root only; "
+            "run as root to see every holder"
+        )
+    return (
+        f"{proc}: the open files of {denied} of {of} processes {EVEN_AS_ROOT} (devctl without CAP_SYS_PTRACE "
+        "or CAP_DAC_READ_SEARCH, or in a user namespace of its own?); who holds a device among them is unknown"
+    )
+
+
 def scan(
     proc: str, watch: Watch, workers: int | None = None, timeout: float | None = None
 ) -> tuple[ProcScan | None, list[SourceError]]:
@@ -392,12 +413,5 @@ def scan(
             )
         )
     if denied:
-        errors.append(
-            SourceError(
-                PROCS_SOURCE,
-                f"{proc}: the open files of {denied} of {len(pids)} processes are readable by root only; "
-                "run as root to see every holder",
-                ErrorKind.PERMISSION_DENIED,
-            )
-        )
+        errors.append(SourceError(PROCS_SOURCE, denied_message(proc, denied, len(pids)), ErrorKind.PERMISSION_DENIED))
     return ProcScan(proc=proc, scanned=read, processes=tuple(found), watched=tuple(sorted(watch.paths))), errors
