@@ -77,3 +77,14 @@ def test_host_mount_detected_only_when_it_alone_has_a_kubelet(short_root: Path) 
         "only the mount has one": [str(host), str(host)],  # a debug pod: the node is under /host
         "both have one": ["/", "/"],  # a node of its own: its own kubelet wins
     }
+
+
+def test_pod_resources_takes_the_endpoint_forms_crictl_takes() -> None:
+    for given in (
+        "unix:///run/k/kubelet.sock",
+        "unix:/run/k/kubelet.sock",
+        "UNIX:///run/k/kubelet.sock",
+        "/run/k/kubelet.sock",
+    ):
+        assert resolve_paths(root="/r", pod_resources=given, env={}).pod_resources == "/run/k/kubelet.sock", given
+    assert resolve_paths(root="/r", env={"DEVCTL_POD_RESOURCES": "unix:///e.sock"}).pod_resources == "/e.sock"

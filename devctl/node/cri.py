@@ -15,20 +15,10 @@ import grpc
 from devctl.api.cri.runtime.v1 import api_pb2 as cri
 from devctl.api.cri.runtime.v1 import api_pb2_grpc as cri_grpc
 from devctl.model import RuntimeContainer, RuntimeSandbox, RuntimeState
+from devctl.node.paths import socket_of
 from devctl.node.rpc import channel, failure, parsed
 
 log = logging.getLogger(__name__)
-
-UNIX_SCHEME = "unix://"
-
-
-def socket_of(endpoint: str) -> str:
-    """The socket path of an endpoint as crictl takes it: ``unix:///path``, ``unix:/path`` (a URL whose path
-    has no empty host before it), the scheme in any case, or a plain path."""
-    scheme, colon, rest = endpoint.partition(":")
-    if not colon or scheme.lower() != "unix":
-        return endpoint
-    return rest[2:] if rest.startswith("//") else rest
 
 
 def _sandbox_state(value: int) -> str:

@@ -70,13 +70,23 @@ def resolve_paths(
         root=root,
         kubelet_dir=kubelet,
         plugins_dir=pick(plugins_dir, ENV_PLUGINS_DIR) or _join(root, "var/lib/kubelet/device-plugins"),
-        pod_resources=pick(pod_resources, ENV_POD_RESOURCES) or _join(kubelet, "pod-resources/kubelet.sock"),
+        pod_resources=socket_of(pick(pod_resources, ENV_POD_RESOURCES) or _join(kubelet, "pod-resources/kubelet.sock")),
         sysfs=pick(sysfs, ENV_SYSFS) or _join(root, "sys"),
         pod_logs=pick(pod_logs, ENV_POD_LOGS) or _join(root, "var/log/pods"),
         proc=pick(proc, ENV_PROC) or _join(root, "proc"),
         runtime_endpoint=pick(runtime_endpoint, ENV_RUNTIME_ENDPOINT) or default_runtime_endpoint(root),
         cdi_dirs=_cdi_dirs(pick(cdi_dirs, ENV_CDI_DIRS), root),
     )
+
+
+def socket_of(endpoint: str) -> str:
+    """The socket path of an endpoint as crictl takes it: ``unix:///path``, ``unix:/path`` (a URL whose path
+    has no empty host before it), the scheme in any case, or a plain path. The one parser of endpoints given
+    by a person (``--pod-resources``, ``--runtime-endpoint``)."""
+    scheme, colon, rest = endpoint.partition(":")
+    if not colon or scheme.lower() != "unix":
+        return endpoint
+    return rest[2:] if rest.startswith("//") else rest
 
 
 def default_runtime_endpoint(root: str) -> str:
