@@ -89,4 +89,24 @@ def test_doctor_never_advises_removing_a_file_a_kubelet_accepts(sample, tmp_path
     for f in about:
         text = f"{f['message']} {f['hint']}".lower()
         assert "remove" not in text and "delete" not in text, f"{sample['id']} ({sample['src']}): {f}"
-    assert not [f for f in findings if f["code"] == "cpu-state-checksum"], sample["id"]
+    checksum = [f for f in findings if f["code"] in ("cpu-state-checksum", "memory-state-checksum")]
+    assert [f["severity"] for f in checksum] in ([], ["warning"]), sample["id"]  # never "the kubelet will not start"
+
+
+def _refused_everywhere(sample: dict[str, Any]) -> bool:
+    return sample["kind"] in ("cpu", "memory") and _expected(sample)[0] == "reject" and not _accepted_somewhere(sample)
+
+
+@pytest.mark.parametrize("sample", [s for s in _samples() if s.values[0] is None or _refused_everywhere(s.values[0])])
+def test_doctor_says_the_kubelet_will_not_start_on_a_file_every_kubelet_refuses(sample, tmp_path):
+    # A CPU or a memory manager state file alike: one error finding of its own, not a warning about a source.
+    state = tmp_path / FILES[sample["kind"]]
+    state.parent.mkdir(parents=True)
+    state.write_text(sample["text"])
+    findings = devctl(tmp_path, "doctor", "-o", "json").json["findings"]
+    code = f"{sample['kind']}-state-checksum"
+    (finding,) = [f for f in findings if f["code"] == code]
+    # An error, unless devctl knows a kubelet that still reads it (v1 entries, which kubelet <=1.32 migrates
+    # while their containers run): then a warning that names it, since devctl cannot tell which kubelet runs.
+    expected = "warning" if " reads it" in finding["message"] else "error"
+    assert finding["severity"] == expected, f"{sample['id']} ({sample['src']}): {finding}"

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from devctl.analyze.topology import topology_view
-from devctl.model import Finding, NodeSnapshot
+from devctl.model import CpuManagerState, Finding, MemoryManagerState, NodeSnapshot
 
 # Topology-manager policies that refuse (restricted) or never admit
 # (single-numa-node) a pod whose resources are not aligned.
@@ -93,40 +93,19 @@ def kubelet_state_view(snapshot: NodeSnapshot) -> KubeletStateView | None:
 
 
 def kubelet_state_findings(snapshot: NodeSnapshot) -> list[Finding]:
-    """``cpu-state-checksum``, ``cpu-state-policy``, ``cpu-state-mismatch``, ``cpu-exclusive-overlap``,
-    ``topology-policy-violated``."""
+    """``cpu-state-checksum``, ``memory-state-checksum``, ``cpu-state-policy``, ``cpu-state-mismatch``,
+    ``cpu-exclusive-overlap``, ``topology-policy-violated``."""
     view = kubelet_state_view(snapshot)
     state = snapshot.kubelet_state
     if view is None or state is None:
         return []
     out: list[Finding] = []
     cpu = state.cpu
+    if state.memory is not None and state.memory.checksum_ok is False:
+        out.append(_checksum_finding(state.memory, "memory-state-checksum"))
     if cpu is not None:
         if cpu.checksum_ok is False:
-            rule = f" ({cpu.checksum_rule})" if cpu.checksum_rule else ""
-            if cpu.accepted_by:
-                # Some kubelet still reads it: never advise removing it.
-                hint = (
-                    f"{cpu.accepted_by} still reads it: keep the file; run the kubelet version that wrote it, "
-                    "or restore the file from that kubelet"
-                )
-            else:
-                hint = (
-                    "something edited the file by hand: restore it, or drain the node and remove it before the "
-                    "kubelet starts (it then rebuilds the state)"
-                )
-            message = f"the checksum {cpu.checksum} does not match the content{rule}: the kubelet will refuse to start"
-            if cpu.accepted_by:
-                message = f"the kubelet will refuse to start on it{rule}"
-            out.append(
-                Finding(
-                    "error",
-                    "cpu-state-checksum",
-                    cpu.path,
-                    message,
-                    hint,
-                )
-            )
+            out.append(_checksum_finding(cpu, "cpu-state-checksum"))
         configured = view.configured_cpu_policy
         if not cpu.known_policy or (configured is not None and configured != cpu.policy):
             why = f"policy {cpu.policy!r}" + (f", the kubelet is configured with {configured!r}" if configured else "")
@@ -157,6 +136,30 @@ def kubelet_state_findings(snapshot: NodeSnapshot) -> list[Finding]:
             out.extend(_overlaps(snapshot))
     out.extend(_topology_policy(snapshot, view))
     return out
+
+
+def _checksum_finding(part: CpuManagerState | MemoryManagerState, code: str) -> Finding:
+    """A state file whose checksum does not verify: the kubelet refuses to start on it (unless another version
+    reads it)."""
+    rule = f" ({part.checksum_rule})" if part.checksum_rule else ""
+    if part.accepted_by:
+        # Some kubelet still reads it: a warning (devctl does not know which kubelet runs), never advice to remove it.
+        return Finding(
+            "warning",
+            code,
+            part.path,
+            f"the checksum does not verify{rule}: such a kubelet refuses to start on it; {part.accepted_by} reads it",
+            f"{part.accepted_by} reads it: keep the file; before moving to a kubelet that refuses it, restore it "
+            "from the kubelet that wrote it",
+        )
+    return Finding(
+        "error",
+        code,
+        part.path,
+        f"the checksum {part.checksum} does not match the content{rule}: the kubelet will refuse to start",
+        "something edited the file by hand: restore it, or drain the node and remove it before the "
+        "kubelet starts (it then rebuilds the state)",
+    )
 
 
 def _cpus(cpus: tuple[int, ...]) -> str:
