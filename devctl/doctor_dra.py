@@ -177,6 +177,20 @@ def _cdi(c: _Checkup, snap: NodeSnapshot) -> None:
                 f"defined by more than one spec of the same priority: {', '.join(n.conflicting)}",
                 "the runtime uses neither copy: remove the duplicate spec file",
             )
+    # A conflict is the runtime's error whether or not a pod uses the name yet (the CDI library reports it
+    # when it reads the specs): the names no pod uses are judged too.
+    shown = {n.name for n in view.names}
+    defined = dict.fromkeys(f"{s.kind}={d}" for s in view.specs if s.kind and not s.error for d in s.devices)
+    unused = [name for name in defined if name not in shown]
+    for n in cdi_view(snap, unused).names if unused else ():
+        if n.status == CONFLICT:
+            c.add(
+                WARNING,
+                "cdi-conflict",
+                n.name,
+                f"defined by more than one spec of the same priority: {', '.join(n.conflicting)} (no pod uses it yet)",
+                "the runtime uses neither copy: remove the duplicate spec file",
+            )
     c.explain(lambda e: e.source == "cdi" and e.kind == ErrorKind.MALFORMED)
     for s in view.specs:
         if s.error:

@@ -257,3 +257,15 @@ def test_a_claim_name_with_control_characters_is_printed_escaped(short_root: Pat
         assert "\x1b" not in out and "\x07" not in out and "\r" not in out, argv
         assert "Traceback" not in out
     assert "evil" in devctl(short_root, "claims").stdout
+
+
+def test_doctor_finds_a_conflict_of_a_name_no_pod_uses_yet(short_root: Path) -> None:
+    # Two specs of the same priority define vendor.example/nic=g0: the runtime refuses it however few pods use it.
+    etc = short_root / "etc/cdi"
+    etc.mkdir(parents=True)
+    (etc / "c1.yaml").write_text(SPEC.format(where="one").replace("gpu\n", "nic\n", 1))
+    (etc / "c2.yaml").write_text(SPEC.format(where="two").replace("gpu\n", "nic\n", 1))
+    (etc / "ok.yaml").write_text(SPEC.format(where="ok"))
+    findings = devctl(short_root, "doctor", "-o", "json").json["findings"]
+    conflicts = [(f["code"], f["subject"], f["severity"]) for f in findings if f["code"].startswith("cdi-")]
+    assert conflicts == [("cdi-conflict", "vendor.example/nic=g0", "warning")]
