@@ -107,6 +107,7 @@ class _Result:
     # socket (real path) -> resource, from running devctl plugins' control sockets
     claimed: dict[str, str] = field(default_factory=dict)
     answered: list[PluginProbe] = field(default_factory=list)  # probes done so far, in the order they answered
+    node_name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -585,9 +586,16 @@ async def collect(
         await asyncio.wait([started[CHECKPOINT], started[CDI]])
         await _guard(PROCS, lambda: _procs(paths, timeout, out), out, pending)
 
+    async def name() -> None:
+        from devctl.node.nodename import node_name
+
+        out.node_name = await asyncio.to_thread(node_name, paths.proc, paths.root)
+
     await asyncio.gather(
         *started.values(),
         _guard("kubelet-socket", lambda: _kubelet_socket(paths, timeout, out), out, None),
+        # For the hints of doctor, which reads the plugins: a walk of <proc>'s command lines no other reader needs.
+        *([_guard("node-name", name, out, None)] if PLUGINS in want else []),
         *([procs()] if PROCS in want else []),
     )
     return _assemble(paths, out)
@@ -618,6 +626,7 @@ def _assemble(paths: NodePaths, out: _Result, *, pending: _Pending | None = None
         dra_checkpoint=out.dra_checkpoint,
         cdi=out.cdi,
         pending=waiting,
+        node_name=out.node_name,
     )
 
 

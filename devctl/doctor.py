@@ -55,10 +55,19 @@ MAX_IDS = 8
 # so a disagreement still there a second later is no race but a lost update.
 RECHECK_AFTER = 1.0
 
-_AS_ROOT = (
-    "run devctl as root: the kubelet's sockets and files are root's only "
-    "(on a cluster: kubectl debug node/<node> -it --profile=sysadmin --image=<an image with devctl>)"
-)
+
+def _as_root(node: str) -> str:
+    return (
+        "run devctl as root: the kubelet's sockets and files are root's only "
+        f"(on a cluster: kubectl debug node/{node} -it --profile=sysadmin --image=<an image with devctl>)"
+    )
+
+
+def _node(snapshot: NodeSnapshot) -> str:
+    """The node's name for a command in a hint (the kubelet's, devctl.node.nodename), else ``<node>``."""
+    return snapshot.node_name or "<node>"
+
+
 _UNREADABLE_HINT = (
     "at its next start the kubelet forgets which container holds which device and may hand them out twice: "
     "find what wrote the file before restarting the kubelet; drain the node to be safe"
@@ -151,7 +160,7 @@ class _Checkup:
             "permission-denied",
             subject,
             "devctl may not open it, so the checks that need it were skipped",
-            _AS_ROOT,
+            _as_root(_node(self.snapshot)),
         )
 
 
@@ -473,7 +482,8 @@ def _no_plugin(c: _Checkup) -> None:
         if row.status != PluginStatus.NO_PLUGIN.value or row.kind == "dra":
             continue
         hint = (
-            "find the plugin's pod on this node (kubectl get pods -A -o wide --field-selector spec.nodeName=<node>) "
+            "find the plugin's pod on this node "
+            f"(kubectl get pods -A -o wide --field-selector spec.nodeName={_node(c.snapshot)}) "
             f"and read its logs: a plugin serves a socket in {c.snapshot.paths.plugins_dir} and registers with "
             "kubelet.sock again after every kubelet restart"
         )

@@ -733,6 +733,9 @@ class NodeSnapshot:
     # collect's Progress names them. Empty for a finished read; only a face that shows the node while a
     # hung socket is awaited (the TUI's first screen) sees a partial snapshot.
     pending: tuple[str, ...] = ()
+    # The name the kubelet registers the Node under (its --hostname-override, else <root>/etc/hostname), for
+    # hints a person types; None when unknown (devctl.node.nodename), then hints say <node>.
+    node_name: str | None = None
 
     @property
     def plugins_incomplete(self) -> bool:

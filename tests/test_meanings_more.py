@@ -11,12 +11,15 @@ import json
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import DEVCTL, devctl_env
+import yaml
+from helpers import DEVCTL, devctl_env, run_devctl
 
-from devctl.sim.thread import SimHandle
+from devctl.sim.scenario import parse_scenario
+from devctl.sim.thread import SimHandle, running_sim
 
 SETPRIV = shutil.which("setpriv")
 
@@ -50,3 +53,67 @@ def test_fds_closed_even_to_root_are_named_so_not_run_as_root(sim_node: SimHandl
     assert finding["code"] == "permission-denied"
     assert "even as root" in finding["message"]
     assert "as root" not in finding["hint"]
+
+
+# --- a resource whose plugin lists only unhealthy devices; the node's name in hints ---------------------------
+
+ALL_UNHEALTHY = """
+resources:
+  - name: example.com/gpu
+    socket: gpu.sock
+    devices: [{id: gpu-0, health: Unhealthy}, {id: gpu-1, health: Unhealthy}]
+  - name: example.com/fpga
+    socket: fpga.sock
+    devices: [{id: fpga-0}]
+"""
+
+
+@pytest.fixture
+def vendor_node(short_root: Path) -> Iterator[SimHandle]:
+    """A simulated node whose GPU plugin lists only unhealthy devices, its plugins as a vendor's are: without
+    devctl's control sockets (removed), so only the kubelet's device IDs can name their sockets."""
+    with running_sim(short_root, parse_scenario(yaml.safe_load(ALL_UNHEALTHY))) as handle:
+        for control in (short_root / "run" / "devctl" / "plugins").glob("*.ctl"):
+            control.unlink()
+        yield handle
+
+
+def _findings(root: Path) -> dict[tuple[str, str], dict[str, str]]:
+    result = run_devctl("--root", str(root), "doctor", "-o", "json")
+    assert result.exit_code in (0, 1), result.stderr
+    findings = json.loads(result.stdout)["findings"]
+    # A socket by its file name; a resource by its name.
+    return {
+        (f["code"], f["subject"].rpartition("/")[2] if f["subject"].startswith("/") else f["subject"]): f
+        for f in findings
+    }
+
+
+def _kubelet(root: Path, pid: int, *args: str) -> None:
+    d = root / "proc" / str(pid)
+    d.mkdir(parents=True)
+    (d / "cmdline").write_bytes(b"\0".join(a.encode() for a in ("/usr/bin/kubelet", *args)) + b"\0")
+
+
+def _node_hint(root: Path) -> str:
+    return _findings(root)["no-plugin", "example.com/gpu"]["hint"]
+
+
+def test_hints_name_the_node_as_the_kubelet_registers_it(vendor_node: SimHandle) -> None:
+    root = vendor_node.root
+    # Neither a kubelet under <proc> nor <root>/etc/hostname: the placeholder, as before.
+    assert "spec.nodeName=<node>)" in _node_hint(root)
+    # The host's name, trimmed and lower-cased as the kubelet makes it.
+    (root / "etc").mkdir(exist_ok=True)
+    (root / "etc" / "hostname").write_text("GPU-Host-3\n")
+    assert "spec.nodeName=gpu-host-3)" in _node_hint(root)
+    # A kubelet without --hostname-override is named by the host's name too; with one, by that (the last one).
+    _kubelet(root, 70, "--config=/var/lib/kubelet/config.yaml")
+    assert "spec.nodeName=gpu-host-3)" in _node_hint(root)
+    shutil.rmtree(root / "proc" / "70")
+    _kubelet(root, 71, "--hostname-override", "first", "--hostname-override=Worker-7.Example", "--v=2")
+    assert "spec.nodeName=worker-7.example)" in _node_hint(root)
+    # A name no Node can have (shell characters from a hostile file) is never put into a command.
+    shutil.rmtree(root / "proc" / "71")
+    (root / "etc" / "hostname").write_text("a;reboot\n")
+    assert "spec.nodeName=<node>)" in _node_hint(root)
