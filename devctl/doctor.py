@@ -353,20 +353,54 @@ def _socket_failures(c: _Checkup) -> None:
             )
 
 
+def _unnamed(c: _Checkup) -> list[PluginRow]:
+    """Live device-plugin sockets no resource is known for."""
+    return [
+        row
+        for row in c.plugins
+        if row.status == PluginStatus.SERVING.value
+        and row.resource is None
+        and (row.registry is None or row.registry.type == DEVICE_PLUGIN_TYPE)  # not a CSI or DRA driver
+    ]
+
+
+def _orphans(c: _Checkup) -> list[ResourceRow]:
+    """The device-plugin resources the kubelet names that no socket is known to serve."""
+    return [r for r in c.resources if r.status == PluginStatus.NO_PLUGIN.value and r.kind != "dra"]
+
+
+def _no_healthy(c: _Checkup) -> list[PluginRow]:
+    """Of the unnamed sockets, those that list no healthy device: the kubelet lists healthy devices only, so
+    nothing on the node ties them to their resource (devctl.node.sockets.unnamed_sockets), and any resource the
+    kubelet names without a socket may be theirs."""
+    return [row for row in _unnamed(c) if row.healthy == 0]
+
+
 def _unknown_resources(c: _Checkup) -> None:
-    for row in c.plugins:
-        if row.status != PluginStatus.SERVING.value or row.resource is not None:
-            continue
-        if row.registry is not None and row.registry.type != DEVICE_PLUGIN_TYPE:
-            continue  # a CSI or DRA driver: not a device plugin
-        c.add(
-            INFO,
-            "unknown-resource",
-            row.socket,
-            f"serves {row.devices} device(s) whose IDs the kubelet does not tie to any one resource",
+    orphans, no_healthy = _orphans(c), _no_healthy(c)
+    for row in _unnamed(c):
+        message = f"serves {row.devices} device(s) whose IDs the kubelet does not tie to any one resource"
+        hint = (
             "if the plugin registered, the kubelet would list its devices: check the plugin's logs for Register "
-            f"errors; `devctl call --socket {row.socket} list` shows what it serves",
+            f"errors; `devctl call --socket {row.socket} list` shows what it serves"
         )
+        if row in no_healthy and orphans:
+            if len(orphans) == 1 and len(no_healthy) == 1:
+                message = (
+                    f"serves {row.devices} device(s), none healthy, so the kubelet lists none of them; by "
+                    f"elimination (the only resource without a socket) likely the plugin of {orphans[0].name}"
+                )
+                hint = (
+                    "the kubelet lists healthy devices only: the plugin's logs (and dmesg) say why it marked them "
+                    f"unhealthy; `devctl call --socket {row.socket} list` shows what it serves"
+                )
+            else:
+                names = orphans[0].name if len(orphans) == 1 else "one of " + _ids([r.name for r in orphans])
+                message = (
+                    f"serves {row.devices} device(s), none healthy, so the kubelet lists none of them; "
+                    f"it may be the plugin of {names}"
+                )
+        c.add(INFO, "unknown-resource", row.socket, message, hint)
 
 
 def _duplicate_plugins(c: _Checkup) -> None:
@@ -478,9 +512,8 @@ def _no_plugin(c: _Checkup) -> None:
         for p in c.snapshot.plugins
         if p.resource is None and p.registry is None and p.status in _SILENT
     )
-    for row in c.resources:
-        if row.status != PluginStatus.NO_PLUGIN.value or row.kind == "dra":
-            continue
+    orphans, no_healthy = _orphans(c), _no_healthy(c)
+    for row in orphans:
         hint = (
             "find the plugin's pod on this node "
             f"(kubectl get pods -A -o wide --field-selector spec.nodeName={_node(c.snapshot)}) "
@@ -491,11 +524,32 @@ def _no_plugin(c: _Checkup) -> None:
         if silent:
             served = "no answering plugin socket serves it"
             hint = f"{', '.join(silent)} did not answer: it may be this resource's plugin, hung; " + hint
+        likely = ""
+        if no_healthy:
+            # Not a bare no-plugin: a live socket lists only unhealthy devices, which the kubelet does not list.
+            shown = ", ".join(os.path.basename(p.socket) for p in no_healthy)
+            if len(no_healthy) > 1:
+                likely = f"{shown} answer with no healthy device; one of them may be this resource's plugin"
+            elif len(orphans) > 1:
+                likely = f"{shown} answers with no healthy device; it may be this resource's plugin"
+            else:
+                likely = (
+                    f"{shown} answers with only unhealthy devices ({no_healthy[0].devices}); by elimination (the "
+                    "only live socket without a resource, the only resource without a socket) likely its plugin"
+                )
+            served = "no plugin socket is known to serve it, as the kubelet lists no device of it"
+            hint = (
+                f"`devctl call --socket {no_healthy[0].socket} list` shows what it serves; the plugin's logs (and "
+                "dmesg) say why it marked its devices unhealthy: repair or replace the hardware; else " + hint
+            )
         if row.allocated or row.name in allocatable:
             message = f"{served}, yet the kubelet still uses it"
             if row.allocated:
                 message += f" ({row.allocated} device(s) held by running containers)"
-            c.add(ERROR, "no-plugin", row.name, f"{message}: pods that request it cannot start", hint)
+            message += ": pods that request it cannot start"
+            c.add(ERROR, "no-plugin", row.name, f"{message}; {likely}" if likely else message, hint)
+        elif likely:
+            c.add(WARNING, "no-plugin", row.name, f"{served}; {likely}", hint)
         else:
             c.add(
                 WARNING,

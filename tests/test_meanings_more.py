@@ -89,6 +89,18 @@ def _findings(root: Path) -> dict[tuple[str, str], dict[str, str]]:
     }
 
 
+def test_a_plugin_with_only_unhealthy_devices_is_named_as_the_likely_plugin(vendor_node: SimHandle) -> None:
+    findings = _findings(vendor_node.root)
+    no_plugin = findings["no-plugin", "example.com/gpu"]
+    assert "gpu.sock answers with only unhealthy devices (2)" in no_plugin["message"]
+    assert "by elimination" in no_plugin["message"] and "likely its plugin" in no_plugin["message"]
+    assert "only the checkpoint still names it" not in no_plugin["message"]
+    assert "devctl call --socket" in no_plugin["hint"] and "gpu.sock list" in no_plugin["hint"]
+    unknown = findings["unknown-resource", "gpu.sock"]
+    assert "likely the plugin of example.com/gpu" in unknown["message"]
+    assert ("no-plugin", "example.com/fpga") not in findings
+
+
 def _kubelet(root: Path, pid: int, *args: str) -> None:
     d = root / "proc" / str(pid)
     d.mkdir(parents=True)
