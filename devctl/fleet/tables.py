@@ -16,7 +16,9 @@ def _number(value: int | None) -> str:
 
 
 def resources_table(rows: Sequence[FleetResourceRow], style: TableStyle) -> str:
-    headers = ["node", "resource", "capacity", "allocatable", "allocated", "free", "unhealthy"]
+    # The headers of `devctl ls` (ALLOC allocatable, USED held, BAD unhealthy): one meaning per word on a node
+    # and across the fleet, and a table that fits 80 columns.
+    headers = ["node", "resource", "cap", "alloc", "used", "free", "bad"]
     if style.wide:
         headers.append("kind")
     out = []
@@ -35,7 +37,7 @@ def resources_table(rows: Sequence[FleetResourceRow], style: TableStyle) -> str:
                 paint(_number(r.unhealthy), "red", style.color and bad),
             ]
         out.append([*row, r.kind] if style.wide else row)
-    return grid(headers, out, style)
+    return grid(headers, out, style, cut=(0, 1))  # NODE, RESOURCE: cut in their middle to fit 80 columns
 
 
 def devices_table(rows: Sequence[FleetDeviceRow], style: TableStyle) -> str:
@@ -47,7 +49,7 @@ def devices_table(rows: Sequence[FleetDeviceRow], style: TableStyle) -> str:
         else:
             holders = ",".join(dict.fromkeys(f"{h.namespace}/{h.pod}" for h in d.allocated_to))
         out.append([d.node, d.resource, d.id, d.health, d.state, d.numa, holders])
-    return grid(headers, out, style)
+    return grid(headers, out, style, cut=(0, 1, 2, 6))  # never HEALTH, STATE or NUMA
 
 
 _SEVERITY_COLORS = {"error": "red", "warning": "yellow"}
