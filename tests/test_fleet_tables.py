@@ -11,7 +11,9 @@ STYLE = TableStyle(headers=True, wide=False, color=False)
 
 def test_fleet_ls_says_cap_alloc_used_free_bad_as_ls_and_fits_80_columns() -> None:
     rows = [
-        FleetResourceRow("gpu-node-a.cluster.example.com", "hardware-vendor.example/foo", "device-plugin", 2, 2, 1, 1, 0),
+        FleetResourceRow(
+            "gpu-node-a.cluster.example.com", "hardware-vendor.example/foo", "device-plugin", 2, 2, 1, 1, 0
+        ),
         FleetResourceRow("gpu-node-b.cluster.example.com", "intel.com/sriov_netdevice", "device-plugin", 8, 8, 2, 6, 0),
     ]
     lines = resources_table(rows, STYLE).splitlines()
