@@ -175,3 +175,64 @@ async def test_a_vanished_socket_is_down_then_forgotten_and_each_stream_timed(pa
         await until(lambda: said[-1] == (socket, None))
     finally:
         await cancel_and_wait(task)
+
+
+async def test_a_failed_session_is_not_held_while_the_follower_waits(paths: NodePaths) -> None:
+    """GIVEN a socket that listens and never accepts WHEN its stream's first list does not come THEN, while the
+    follower waits to try again, nothing of that session is alive (its client was held by the kept exception's
+    traceback, a cycle per attempt: 300 such sockets took the exporter past the DaemonSet's 128 Mi in 10 s,
+    issue 28 item 11)."""
+    import gc
+    import socket as sockets
+
+    from devctl.node.deviceplugin import DevicePluginClient
+    from devctl.watch import Backoff
+    from devctl.watch.follow import Follower, StreamEnd
+
+    path = f"{paths.plugins_dir}/never.sock"
+    listening = sockets.socket(sockets.AF_UNIX)
+    listening.bind(path)
+    listening.listen(8)
+    ended = asyncio.Event()
+    ends: list[StreamEnd] = []
+
+    class Heard:
+        def listed(self, socket: str, devices: tuple[Device, ...], took: float | None) -> None:
+            raise AssertionError("no list from a socket that never accepts")
+
+        def ended(self, socket: str, end: StreamEnd) -> None:
+            ends.append(end)
+            ended.set()
+
+    class Dropped:
+        def put_nowait(self, item: object, /) -> None:
+            pass
+
+    async def unnamed(socket: str, devices: object) -> None:
+        return None
+
+    follower = Follower(
+        Dropped(),
+        unnamed,
+        resource=None,
+        socket=path,
+        scouts=None,
+        wait=True,
+        once=False,
+        timeout=0.5,
+        backoff=Backoff(first=60.0, cap=60.0),  # it waits, long after its one attempt
+        listener=Heard(),
+    )
+    gc.collect()
+    gc.disable()  # only what is referenced stays alive: what a process whose collector runs late keeps
+    task = asyncio.ensure_future(follower.run())
+    try:
+        await asyncio.wait_for(ended.wait(), WAIT)
+        await asyncio.sleep(0.2)  # the session's close done; the follower waits
+        assert ends[0].status == PluginStatus.TIMEOUT, ends
+        alive = [o for o in gc.get_objects() if isinstance(o, DevicePluginClient) and o.socket_path == path]
+        assert alive == []
+    finally:
+        gc.enable()
+        await cancel_and_wait(task)
+        listening.close()

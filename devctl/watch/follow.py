@@ -395,6 +395,9 @@ class Reconnecting:
                 reason, error = f"{type(e).__name__}: {e}", e
             await self._ended()
             self._failed(error)
+            # Not kept while idle: its traceback holds this frame and the session's (a closed channel among them), a
+            # cycle per failed attempt that a process with a high gc threshold (devctl.cli.start) frees late.
+            error = None
             why = _named_once(self.name, reason)
             if self.connected:
                 self.connected = False
