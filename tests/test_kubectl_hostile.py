@@ -57,14 +57,19 @@ def test_a_pod_with_the_label_not_controlled_by_the_daemonset_is_never_chosen(tm
     assert code == 0 and runs(calls) == [["exec", *REAL, "doctor"]]
 
 
-def test_the_owner_name_is_checked_when_the_daemonset_cannot_be_read(tmp_path: Path) -> None:
-    code, calls, _ = run_plugin(tmp_path, "node-a", "doctor", pods=[pod("other", owner="x"), pod()], FAKE_DS_FAILS="1")
-    assert code == 0 and runs(calls) == [["exec", *REAL, "doctor"]]
-    # a DaemonSet of another namespace answering is no uid to trust: the owner name still decides
-    code, calls, _ = run_plugin(
+def test_no_pod_is_chosen_when_the_daemonset_cannot_be_read(tmp_path: Path) -> None:
+    # RBAC may forbid reading the DaemonSet: a pod's owner name alone is no proof (anyone who may create pods
+    # in the namespace can write it), so nothing runs, and one line says why.
+    code, calls, err = run_plugin(
+        tmp_path, "node-a", "doctor", pods=[pod("other", owner="x"), pod()], FAKE_DS_FAILS="1"
+    )
+    assert code == 3 and runs(calls) == []
+    assert len(err.splitlines()) == 1 and "cannot read daemonset devctl/devctl-exporter" in err
+    # a DaemonSet of another namespace answering is no uid to trust either
+    code, calls, err = run_plugin(
         tmp_path, "node-a", "doctor", pods=[pod()], ds=daemonset(namespace="aaa-tenant", uid="x")
     )
-    assert code == 0 and runs(calls) == [["exec", *REAL, "doctor"]]
+    assert code == 3 and runs(calls) == [] and "answered another object" in err
 
 
 @pytest.mark.parametrize(

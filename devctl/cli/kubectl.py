@@ -4,8 +4,8 @@ kubectl runs any ``kubectl-NAME`` executable on PATH as ``kubectl NAME``. This
 one runs ``devctl --root /host ARGS...`` on NODE where the host is mounted at
 ``/host``: in the devctl DaemonSet's own pod on that node (``kubectl exec``,
 devctl's argv directly: no shell in the image). Only a pod of the DaemonSet's
-namespace, whose controller is that DaemonSet (its uid checked when the
-DaemonSet can be read), running on NODE is used; any other pod, whatever its
+namespace, whose controller is that DaemonSet (by its uid: a DaemonSet that
+cannot be read is one line and no pod), running on NODE is used; any other pod, whatever its
 labels, is not. With none, it says so and exits 1, unless ``--debug-image``
 names a fully qualified image for a debug pod (``kubectl debug node/NODE
 --profile=sysadmin``, which mounts the host's root at ``/host`` too).
@@ -188,20 +188,27 @@ def _field(obj: Any, *keys: str) -> Any:
     return obj
 
 
-def daemonset_uid(kubectl: Sequence[str], inv: Invocation) -> str | None:
-    """The DaemonSet's uid, or None when it cannot be read (its pods are then checked by owner name only)."""
+def daemonset_uid(kubectl: Sequence[str], inv: Invocation) -> str:
+    """The DaemonSet's uid; KubectlFailed when it cannot be read.
+
+    Its pods are told from look-alikes by that uid in their controller reference (a pod's owner name
+    alone can be written by anyone who may create pods in the namespace), so without it no pod is chosen.
+    """
+    what = f"daemonset {inv.namespace}/{inv.daemonset}"
     try:
         ds = _get_json(kubectl, inv, ["daemonset", inv.daemonset])
-    except KubectlFailed:
-        return None
+    except KubectlFailed as e:
+        raise KubectlFailed(f"cannot read {what} ({e}), so its pods cannot be told from look-alikes") from None
     meta = _field(ds, "metadata")
     uid = _field(meta, "uid")
     if _field(meta, "name") != inv.daemonset or _field(meta, "namespace") != inv.namespace:
-        return None
-    return uid if isinstance(uid, str) and uid else None
+        raise KubectlFailed(f"kubectl get {what} answered another object")
+    if not isinstance(uid, str) or not uid:
+        raise KubectlFailed(f"{what} has no uid")
+    return uid
 
 
-def is_daemonset_pod(pod: Any, inv: Invocation, uid: str | None) -> bool:
+def is_daemonset_pod(pod: Any, inv: Invocation, uid: str) -> bool:
     """The pod is the DaemonSet's own, running on NODE: its namespace, controlled by it, not being deleted."""
     meta = _field(pod, "metadata")
     name = _field(meta, "name")
@@ -219,7 +226,7 @@ def is_daemonset_pod(pod: Any, inv: Invocation, uid: str | None) -> bool:
             and owner.get("kind") == "DaemonSet"
             and str(owner.get("apiVersion", "")).partition("/")[0] == "apps"
             and owner.get("name") == inv.daemonset
-            and (uid is None or owner.get("uid") == uid)
+            and owner.get("uid") == uid
         ):
             return True
     return False
