@@ -190,3 +190,20 @@ async def test_an_unnamed_plugin_with_every_device_unhealthy_may_serve_the_resou
     # and a plugin with a healthy device the kubelet does not know is not registered: nothing to take over
     async with DevicePluginServer(REAL, paths.plugins_dir, register=False):
         assert await asyncio.wait_for(live_server_for(OTHER.resource, paths, 1), 5) is None
+
+
+async def test_a_plugin_whose_socket_devctl_cannot_see_may_serve(paths: NodePaths) -> None:
+    # GIVEN a live plugin registered with an endpoint in a subdirectory of the plugins dir (the kubelet joins
+    # it to its dir and dials it; devctl lists the dir itself only), and the kubelet listing its healthy devices
+    kubelet = FakePodResources(paths.pod_resources, {REAL.resource: ["GPU-a1", "GPU-b2"]})
+    hidden = Path(paths.plugins_dir) / "sub"
+    hidden.mkdir()
+    await kubelet.start()
+    try:
+        async with DevicePluginServer(REAL, str(hidden), register=False):
+            # THEN the guard cannot prove nobody serves it: may serve, refused without --force
+            found = await asyncio.wait_for(live_server_for(REAL.resource, paths, 2), 5)
+            assert found is not None and not found.certain and found.where is None
+            assert "2 healthy device(s)" in (found.why or "")
+    finally:
+        await kubelet.stop()

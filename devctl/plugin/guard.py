@@ -25,7 +25,9 @@ that did not answer in time (or refused devctl, or answered something else),
 a registration whose endpoint cannot be resolved (a hostile string: a NUL,
 ``..`` out of the root, a ``unix:`` target), and, when neither the kubelet's
 allocatable list nor its checkpoint could be read, a live plugin that cannot
-be tied to its resource. Only what proves nobody listens is "nobody": a
+be tied to its resource, and a resource the kubelet lists healthy devices of
+that no socket devctl sees serves (a registration's endpoint in a
+subdirectory, a socket unlinked while its stream runs). Only what proves nobody listens is "nobody": a
 missing socket, a stale one, a file that is not a socket. A socket whose
 registration names another resource cannot serve this one.
 """
@@ -132,7 +134,24 @@ def _unproven(resource: str, paths: NodePaths, snapshot: NodeSnapshot, skip: Col
         else:
             why = "it could not be read"
         return LiveServer(p.socket, certain=False, why=f"{why}: {shown(p.error or p.status.value)}")
-    return _unnamed_unknown(snapshot, paths, skip)
+    return _unseen_server(resource, snapshot) or _unnamed_unknown(snapshot, paths, skip)
+
+
+def _unseen_server(resource: str, snapshot: NodeSnapshot) -> LiveServer | None:
+    """The kubelet lists healthy devices of ``resource`` that no socket devctl reads serves.
+
+    The kubelet marks a plugin's devices unhealthy the moment its stream ends, so healthy allocatable
+    devices mean a live stream: a plugin whose socket devctl cannot see (registered with an endpoint in a
+    subdirectory, or unlinked while its stream runs) serves them.
+    """
+    if snapshot.allocatable is None:
+        return None
+    ids = {i for d in snapshot.allocatable.devices if d.resource == resource for i in d.ids}
+    ids -= {d.id for p in snapshot.plugins for d in p.devices}  # listed by a socket devctl reads (ours too)
+    if not ids:
+        return None
+    why = f"the kubelet lists {len(ids)} healthy device(s) of it that no socket devctl can see lists"
+    return LiveServer(None, certain=False, why=why)
 
 
 def _unnamed_unknown(snapshot: NodeSnapshot, paths: NodePaths, skip: Collection[str]) -> LiveServer | None:
