@@ -47,7 +47,7 @@ def test_free_is_the_same_in_ls_and_fleet_ls(sim_node, tmp_path: Path) -> None:
         table = run_devctl("--timeout", "10", "fleet", "--prometheus", url, "ls")
         assert table.exit_code == 0, table.stderr
         row = next(line.split() for line in table.stdout.splitlines() if line.split()[1:2] == [DRIVER])
-        assert row[5] == "1"  # node resource capacity allocatable allocated FREE unhealthy
+        assert row[5] == "1"  # NODE RESOURCE CAP ALLOC USED FREE BAD
 
 
 def _doctor_codes(root: Path) -> Counter[tuple[str, str]]:
@@ -186,3 +186,16 @@ def test_call_without_a_serving_socket_is_exit_3_whichever_way_it_is_named(sim_n
     assert by_socket.exit_code == 3, by_socket.stderr
     wrong = run_devctl("call", "example.com/nothing", "list", root=sim_node.root)
     assert wrong.exit_code == 1, wrong.stderr
+
+
+def test_the_exporter_finds_a_state_file_the_kubelet_will_not_start_on(sim_node) -> None:
+    """GIVEN a cpu_manager_state whose checksum matches no layout WHEN the exporter refreshes
+    THEN devctl_doctor_findings has doctor's cpu-state-checksum error (fleet doctor shows it), and
+    devctl_source_up{source="kubelet-state"} is 0."""
+    state = Path(sim_node.root) / "var/lib/kubelet/cpu_manager_state"
+    state.write_text('{"policyName":"none","defaultCpuSet":"","checksum":1}')
+    assert _doctor_codes(sim_node.root)[("error", "cpu-state-checksum")] == 1
+    with exporter(sim_node.root, "--interval", "0.5") as ex:
+        ex.wait_for("the checksum finding", lambda: _exporter_codes(ex)[("error", "cpu-state-checksum")] == 1)
+        up = {ls["source"]: v for ls, v in ex.samples("devctl_source_up")}
+        assert up["kubelet-state"] == 0

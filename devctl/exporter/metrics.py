@@ -35,6 +35,7 @@ from devctl.analyze import (
     CHECKPOINT,
     DRA_CHECKPOINT,
     IDENTITIES,
+    KUBELET_STATE,
     MISSING,
     PLUGINS,
     PLUGINS_DIR_SOURCE,
@@ -65,7 +66,9 @@ DEVICE_PLUGIN_TYPE = "DevicePlugin"
 
 # The sources each refresh reads and ``devctl_source_up`` reports, in the order they are listed:
 # the DRA ones give the claims (dra_manager_state) and their devices' NUMA nodes (CDI specs).
-SOURCES = (POD_RESOURCES, PLUGINS, CHECKPOINT, TOPOLOGY, IDENTITIES, DRA_CHECKPOINT, CDI)
+# KUBELET_STATE: doctor's checks of the CPU and memory managers' state files (a checksum the kubelet will refuse
+# to start on) are the exporter's findings too; the files are small and read in one pass.
+SOURCES = (POD_RESOURCES, PLUGINS, CHECKPOINT, TOPOLOGY, IDENTITIES, DRA_CHECKPOINT, CDI, KUBELET_STATE)
 
 
 @dataclass(frozen=True)
@@ -141,6 +144,7 @@ def source_up(snapshot: NodeSnapshot) -> dict[str, bool]:
         # A node that never ran DRA has no dra_manager_state and no CDI dir: read, and empty.
         DRA_CHECKPOINT: clean(DRA_CHECKPOINT),
         CDI: clean(CDI),
+        KUBELET_STATE: clean(KUBELET_STATE),
     }
 
 

@@ -15,7 +15,7 @@ import grpc
 from devctl.api.cri.runtime.v1 import api_pb2 as cri
 from devctl.api.cri.runtime.v1 import api_pb2_grpc as cri_grpc
 from devctl.model import RuntimeContainer, RuntimeSandbox, RuntimeState
-from devctl.node.paths import socket_of
+from devctl.node.paths import socket_of as socket_of  # re-exported: collect asks the runtime's socket here
 from devctl.node.rpc import channel, failure, parsed
 
 log = logging.getLogger(__name__)
