@@ -11,9 +11,11 @@ thing on disk is still that thing:
 - before binding, a path may hold nothing or a stale socket (nothing listens,
   so no one is served by it); anything else is refused (``clear_for_bind``);
 - ``Made`` records each directory and file a run creates, with its inode, and
-  removes those and nothing else. A directory that devctl made is removed with
-  what is inside (the sockets and files of the node it simulates, whoever put
-  them there); a directory that was there before is never removed.
+  removes those and nothing else. A directory that devctl made loses the files
+  and sockets in it (the node it simulates writes there) and is then removed
+  with ``rmdir``: a directory in it that devctl did not make stays, with all
+  it holds, and so does every directory around it. A directory that was there
+  before is never removed.
 
 No marker file is ever trusted: a marker can be copied, forged or left on a
 host mount, and then it would hand someone else's files to the remover.
@@ -25,10 +27,10 @@ import contextlib
 import errno
 import itertools
 import os
-import shutil
 import socket
 import stat
 import tempfile
+from collections.abc import Iterator
 from typing import Protocol
 
 # sockaddr_un.sun_path holds 108 bytes with the terminating NUL.
@@ -267,6 +269,19 @@ class Made:
         if not os.path.isdir(path):
             raise PathTaken(f"{path} is not a directory: {what_is_at(os.fspath(path))} is there")
 
+    @contextlib.contextmanager
+    def new_dirs(self, top: str | os.PathLike[str]) -> Iterator[None]:
+        """Record every directory under ``top`` that appears while the block runs (a writer's own mkdirs).
+
+        For writers that lay out a whole tree at once (the simulated sysfs) before
+        the node is announced, so no one else writes under ``top`` meanwhile.
+        """
+        before = _dirs_under(os.fspath(top))
+        yield
+        for path, identity in _dirs_under(os.fspath(top)).items():
+            if before.get(path) != identity:
+                self._dirs[path] = identity
+
     def temp_dir(self, prefix: str, parent: str = "/tmp") -> str:
         """A fresh ``mkdtemp`` directory (mode 0700), recorded as made."""
         path = tempfile.mkdtemp(prefix=prefix, dir=parent)
@@ -297,23 +312,64 @@ class Made:
     def dirs(self) -> tuple[str, ...]:
         return tuple(self._dirs)
 
-    def remove(self) -> None:
-        """Remove what was recorded and is still what was made; forget it. Safe to call twice."""
+    def remove(self, under: str | os.PathLike[str] | None = None) -> None:
+        """Remove what was recorded (all of it, or what lies at or ``under`` a path) and is still what was made.
+
+        Recorded files go first, each only if it is still the same inode. Then
+        each recorded directory, deepest first, only if it is still the same
+        directory: the files, sockets and symlinks in it (the node's own, made
+        there by the run) are unlinked, a subdirectory this run did not make is
+        left whole with all it holds, and the directory is removed with
+        ``rmdir``, so one that still holds something is kept (never rmtree).
+        What was handled is forgotten; safe to call twice.
+        """
+        top = None if under is None else os.path.abspath(under)
+
+        def chosen(path: str) -> bool:
+            return top is None or path == top or path.startswith(top + os.sep)
+
         for path, identity in list(self._files.items()):
-            if _file_id(path) == identity:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(path)
-        self._files.clear()
-        for path in sorted(self._dirs, key=len, reverse=True):
-            identity = self._dirs[path]
-            st = _lstat(path)
-            if st is not None and stat.S_ISDIR(st.st_mode) and (st.st_dev, st.st_ino) == identity:
-                shutil.rmtree(path, ignore_errors=True)  # fd-based on Linux: never follows a symlink out
-        self._dirs.clear()
+            if chosen(path):
+                if _file_id(path) == identity:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(path)
+                del self._files[path]
+        for path in sorted((d for d in self._dirs if chosen(d)), key=len, reverse=True):
+            self._empty_and_rmdir(path, self._dirs.pop(path))
+
+    def _empty_and_rmdir(self, path: str, identity: FileId) -> None:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError:
+            return  # gone, or swapped for a symlink or something else: left alone
+        try:
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino) != identity:
+                return  # another directory now sits there
+            with os.scandir(fd) as entries:
+                names = [e.name for e in entries if not e.is_dir(follow_symlinks=False)]
+            for name in names:  # through the directory's fd: a swapped parent never leads elsewhere
+                with contextlib.suppress(OSError):
+                    os.unlink(name, dir_fd=fd)
+        finally:
+            os.close(fd)
+        with contextlib.suppress(OSError):  # ENOTEMPTY: it holds a directory that is not ours
+            os.rmdir(path)
 
 
-def _lstat(path: str) -> os.stat_result | None:
-    try:
-        return os.lstat(path)
-    except OSError:
-        return None
+def _dirs_under(top: str) -> dict[str, FileId]:
+    """Each real directory at or under ``top`` (symlinks never followed), with its identity."""
+    found: dict[str, FileId] = {}
+    identity = _file_id(top)
+    if identity is None or not os.path.isdir(top) or os.path.islink(top):
+        return found
+    found[os.path.abspath(top)] = identity
+    pending = [os.path.abspath(top)]
+    while pending:
+        with contextlib.suppress(OSError), os.scandir(pending.pop()) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    st = entry.stat(follow_symlinks=False)
+                    found[entry.path] = (st.st_dev, st.st_ino)
+                    pending.append(entry.path)
+    return found

@@ -176,7 +176,7 @@ class SimNode:
         self._control: SimControlServer | None = None
         self._restart_lock = asyncio.Lock()
         self.workload = Workload(
-            self.root, scenario.processes, lambda: self.device_manager.running_pods(), scenario.cpus
+            self.root, scenario.processes, lambda: self.device_manager.running_pods(), scenario.cpus, made=self.made
         )
 
     @property
@@ -378,16 +378,17 @@ class SimNode:
         chars = char_devices(self.scenario.dra, self.scenario.resources, self.scenario.pci_devices)
         listed = set(self.scenario.pci_devices)
         pci = self.scenario.pci_devices + tuple(dict.fromkeys(d for d in chars.values() if d not in listed))
-        write_topology(Path(self.paths.sysfs), self.scenario.numa_nodes, pci)
-        write_char_links(Path(self.paths.sysfs), chars)
+        with self.made.new_dirs(self.paths.sysfs):  # before the root is announced: only this run writes there
+            write_topology(Path(self.paths.sysfs), self.scenario.numa_nodes, pci)
+            write_char_links(Path(self.paths.sysfs), chars)
 
     def _pod_dirs(self, pod: PodSpec) -> None:
         # What the kubelet makes for a pod it runs (pkg/kubelet/kubelet_pods.go, kuberuntime logs).
         log_dir = Path(self.paths.pod_logs, f"{pod.namespace}_{pod.name}_{pod.uid}")
         for container in pod.containers:
-            (log_dir / container.name).mkdir(parents=True, exist_ok=True)
+            self.made.makedirs(log_dir / container.name)
             (log_dir / container.name / "0.log").touch()
-        Path(self.paths.kubelet_dir, "pods", pod.uid, "containers").mkdir(parents=True, exist_ok=True)
+        self.made.makedirs(Path(self.paths.kubelet_dir, "pods", pod.uid, "containers"))
 
     # --- admission ----------------------------------------------------------------------
 

@@ -13,7 +13,6 @@ prepared, then its devices allocated.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,9 +29,9 @@ def _running(node: SimNode, namespace: str, name: str) -> PodSpec | None:
 
 
 def _remove_pod_dirs(node: SimNode, pod: PodSpec) -> None:
-    """The directories the simulator made for the pod (its logs and its kubelet dir)."""
-    shutil.rmtree(Path(node.paths.pod_logs, f"{pod.namespace}_{pod.name}_{pod.uid}"), ignore_errors=True)
-    shutil.rmtree(Path(node.paths.kubelet_dir, "pods", pod.uid), ignore_errors=True)
+    """The directories the simulator made for the pod (its logs and its kubelet dir), and only what it made there."""
+    node.made.remove(under=Path(node.paths.pod_logs, f"{pod.namespace}_{pod.name}_{pod.uid}"))
+    node.made.remove(under=Path(node.paths.kubelet_dir, "pods", pod.uid))
 
 
 async def delete_pod(node: SimNode, message: Mapping[str, Any]) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from devctl.made import Made
 from devctl.model import Checkpoint
 from devctl.sim.scenario import PodSpec, ProcessSpec
 
@@ -99,18 +100,34 @@ def processes(
     return out
 
 
-def write_proc(proc: Path, procs: list[SimProcess]) -> None:
-    """Lay out ``proc`` afresh: ``PID/cmdline``, ``comm``, ``cgroup`` and ``fd/N`` symlinks to the nodes' host paths."""
+def write_proc(proc: Path, procs: list[SimProcess], made: Made | None = None) -> None:
+    """Lay out ``proc`` afresh: ``PID/cmdline``, ``comm``, ``cgroup`` and ``fd/N`` symlinks to the nodes' host paths.
+
+    With ``made`` (the node's record), each directory is recorded as it is made,
+    and a rewrite removes only what ``made`` holds: a directory someone else
+    made in ``proc`` stays, with what it holds.
+    """
     # Emptied, not replaced: the directory itself is recorded as made by the node (devctl.made), by its inode.
-    proc.mkdir(parents=True, exist_ok=True)
-    for entry in proc.iterdir():
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry, ignore_errors=True)
-        else:
-            entry.unlink(missing_ok=True)
+    if made is None:
+        proc.mkdir(parents=True, exist_ok=True)
+        for entry in proc.iterdir():
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+    else:
+        made.makedirs(proc)
+        for entry in proc.iterdir():
+            if entry.is_dir() and not entry.is_symlink():
+                made.remove(under=entry)  # only what this run made there
+            else:
+                entry.unlink(missing_ok=True)
     for p in procs:
         d = proc / str(p.pid)
-        (d / "fd").mkdir(parents=True)
+        if made is None:
+            (d / "fd").mkdir(parents=True)
+        else:
+            made.makedirs(d / "fd")
         args = p.command.split()
         (d / "cmdline").write_bytes(b"".join(a.encode() + b"\0" for a in args))
         (d / "comm").write_text(os.path.basename(args[0] if args else "") + "\n")
@@ -140,6 +157,8 @@ class Workload:
         planted: tuple[ProcessSpec, ...],
         pods: Callable[[], tuple[PodSpec, ...]],
         cpus: tuple[int, ...] = (),
+        *,
+        made: Made | None = None,
     ):
         from devctl.sim.cri import SOCKET, RuntimeServer
 
@@ -148,6 +167,7 @@ class Workload:
         self._cpus = cpus
         self._planted = planted
         self._pods = pods
+        self._made = made
         self.runtime = RuntimeServer(str(root / SOCKET), pods)
 
     async def start(self) -> None:
@@ -163,7 +183,7 @@ class Workload:
             checkpoint = read_checkpoint(checkpoint_path)
         except (CheckpointError, OSError):
             checkpoint = None
-        write_proc(self.proc, processes(self._pods(), self._planted, checkpoint, claimed))
+        write_proc(self.proc, processes(self._pods(), self._planted, checkpoint, claimed), self._made)
         write_kubelet_state(self.kubelet_dir, self._pods(), self._cpus)
 
     async def stop(self) -> None:
