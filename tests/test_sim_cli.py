@@ -459,3 +459,46 @@ def test_every_socket_the_sim_serves_is_the_owners_whatever_the_umask(short_root
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=TIMEOUT)
+
+
+def test_a_stopped_sim_leaves_what_a_person_made_under_its_root(short_root: Path) -> None:
+    """Directories and files a person makes under a running sim's root survive Ctrl-C; all the run made goes."""
+    root = short_root / "root9"
+    proc = subprocess.Popen(
+        [*DEVCTL, "sim", "--root", str(root)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=devctl_env(),
+    )
+    try:
+        assert read_line(proc, TIMEOUT).strip() == f"export DEVCTL_ROOT={root}"
+        plugins = root / "var/lib/kubelet/device-plugins"
+        (plugins / "sub").mkdir()
+        (plugins / "sub/myfile").write_text("mine\n")
+        (root / "emptymine").mkdir()
+        (root / "proc/mine").mkdir()  # in the tree the sim rewrites on each pod change
+        deleted = run_devctl("sim", "delete-pod", "ml/train-1", root=root)  # proc is rewritten
+        assert deleted.exit_code == 0, deleted.stderr
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=TIMEOUT)
+    assert proc.returncode == 0, stderr
+    assert_clean(stderr)
+    assert (plugins / "sub/myfile").read_text() == "mine\n"
+    left = sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+    # Only the person's things, and the directories that lead to them.
+    assert left == [
+        "emptymine",
+        "proc",
+        "proc/mine",
+        "var",
+        "var/lib",
+        "var/lib/kubelet",
+        "var/lib/kubelet/device-plugins",
+        "var/lib/kubelet/device-plugins/sub",
+        "var/lib/kubelet/device-plugins/sub/myfile",
+    ]
