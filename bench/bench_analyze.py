@@ -29,8 +29,8 @@ import time
 from collections.abc import Callable
 
 from devctl import analyze
-from devctl.collect import dump_snapshot, load_snapshot
-from devctl.doctor import diagnose
+from devctl.analyze.doctor import diagnose
+from devctl.core.collect import dump_snapshot, load_snapshot
 from devctl.model import (
     AllocatableResources,
     Allocation,

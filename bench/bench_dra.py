@@ -125,8 +125,8 @@ def serve_node(root: str, dra: bool) -> None:
     ``devctl sim``'s own start-up limit is too short for a kubelet that prepares
     1,000 claims on a loaded machine, hence this entry point.
     """
-    from devctl.sim.scenario import parse_scenario
-    from devctl.sim.thread import running_sim
+    from devctl.lab.sim.scenario import parse_scenario
+    from devctl.lab.sim.thread import running_sim
 
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
     with contextlib.suppress(TimeoutError), running_sim(Path(root), parse_scenario(scenario(dra)), ready_timeout=600):

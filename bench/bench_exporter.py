@@ -35,8 +35,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from devctl.sim.scenario import Scenario, parse_scenario
-from devctl.sim.thread import running_sim
+from devctl.lab.sim.scenario import Scenario, parse_scenario
+from devctl.lab.sim.thread import running_sim
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 WARM_UP = 3.0

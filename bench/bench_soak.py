@@ -211,7 +211,7 @@ def seen_changes(lines: list[str]) -> dict[tuple[str, str], list[str]]:
 
 async def flip(control_dir: str, resource: str, device: str, health: str) -> bool:
     """Ask a running plugin to change a device's health, as `devctl plugin set-health` does."""
-    from devctl.plugin.control import ControlError, NoPlugin, control
+    from devctl.lab.plugin.control import ControlError, NoPlugin, control
 
     try:
         reply = await control(control_dir, resource, {"op": "set-health", "id": device, "health": health}, 5.0)

@@ -5,7 +5,7 @@ times a second (every ListAndWatch message is the whole list), each time with
 one device's health flipped. The app runs in this process, driven by textual's
 Pilot (headless, 100x30), wired as ``devctl tui`` wires it: ``NodeFeed`` over
 the plugins dir, so it polls with ``collect`` and follows the plugin with
-``devctl.watch``, and its event log grows by 20 lines a second.
+``devctl.core.watch``, and its event log grows by 20 lines a second.
 
 key latency = from posting the key event to the app until the first frame the
 app renders after the key took effect (the cursor moved, the view changed).
@@ -13,7 +13,7 @@ Frames are seen by wrapping ``App._display``, which textual calls with every
 rendered update, also when headless. loop lag = how late a 20 ms sleep on the
 app's event loop wakes up: the time a key would wait before it is even read.
 
-A second node has four DRA drivers of 1,000 devices each (``devctl.plugin.dra``,
+A second node has four DRA drivers of 1,000 devices each (``devctl.lab.plugin.dra``,
 in a process of their own), each sending its full health list 20 times a second
 with one device flipped (issue 9: the key answer stays under 100 ms there).
 
@@ -118,8 +118,8 @@ def serve_dra(root: str, drivers: int, devices: int, rate: float) -> None:
 
     Each sends its full health list ``rate`` times a second, one device flipped each time.
     """
+    from devctl.lab.plugin.dra import DraDevice, DraDriver, DraSpec
     from devctl.model import HEALTHY, UNHEALTHY
-    from devctl.plugin.dra import DraDevice, DraDriver, DraSpec
 
     async def main() -> None:
         served = []

@@ -216,9 +216,9 @@ async def run_phase(devices: int, phase: Phase, devctl: list[str]) -> Phase:
 
 def breakdown(devices: int, runs: int = 15) -> dict[str, float]:
     """Median ms per 10,000-device message of each step devctl takes, measured in this process."""
+    from devctl.core.watch import counts, diff
     from devctl.model import Device
     from devctl.node import convert
-    from devctl.watch import counts, diff
 
     plugin = BusyPlugin(devices)
     raw = plugin.message.SerializeToString()
@@ -254,7 +254,7 @@ def report(devices: int, phases: list[Phase], steps: dict[str, float], load: tup
         " message to gRPC to this script reading the line devctl printed for it. CPU is devctl's own"
         " (user + system) over the whole run, start-up and first list included. Skipped: lists devctl"
         " said (on stderr) it skipped to show the newest, because the oldest waiting had waited longer than"
-        " `devctl.watch.follow.BEHIND`; their changes are folded into one diff, so no event is missed.",
+        " `devctl.core.watch.follow.BEHIND`; their changes are folded into one diff, so no event is missed.",
         "",
         f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()},"
         f" grpcio {grpc.__version__}; load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}"
@@ -279,8 +279,8 @@ def report(devices: int, phases: list[Phase], steps: dict[str, float], load: tup
         f"| parse the message | grpc / protobuf (C) | {steps['parse']:.1f} |",
         f"| protobuf to `Device` objects, every device (the first list) | `devctl.node.convert.device`"
         f" | {steps['convert']:.1f} |",
-        f"| diff against the previous list | `devctl.watch.diff` | {steps['diff']:.1f} |",
-        f"| count devices and healthy ones | `devctl.watch.counts` (once per list) | {steps['counts']:.1f} |",
+        f"| diff against the previous list | `devctl.core.watch.diff` | {steps['diff']:.1f} |",
+        f"| count devices and healthy ones | `devctl.core.watch.counts` (once per list) | {steps['counts']:.1f} |",
         "",
         "Converting every device of a message would cost about"
         f" {steps['convert']:.0f} ms, too slow for 20 messages a second on one core. So"

@@ -23,7 +23,7 @@ one). Reported: medians of wall and CPU time (user and system apart; CPU time
 counts every thread and child), the larger of the caller's and the worker's
 CPU time (the default scan's wall time on an idle two-CPU machine), the share
 of the slices the caller read, a worker's start (an interpreter importing
-devctl/node/fdscan.py, no slice) in wall time, and the one-process
+devctl/fast/fdscan.py, no slice) in wall time, and the one-process
 scan's CPU time as a ratio to each floor's from the same rounds: on a loaded
 machine wall time mostly measures the other jobs, the ratio does not.
 
@@ -64,7 +64,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from devctl.node import fdscan, procs  # noqa: E402 (the path above first)
+from devctl.fast import fdscan  # noqa: E402 (the path above first)
+from devctl.node import procs  # noqa: E402 (the path above first)
 from devctl.node.procs import Watch, scan  # noqa: E402
 
 GPUS = [f"/dev/nvidia{i}" for i in range(8)]

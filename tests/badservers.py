@@ -22,6 +22,7 @@ import grpc
 
 from devctl.api.deviceplugin.v1beta1 import api_pb2 as dp
 from devctl.api.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
+from devctl.lab.sim.podresources import PodResourcesServer
 from devctl.model import (
     AllocatableResources,
     ContainerDevices,
@@ -30,7 +31,6 @@ from devctl.model import (
     PodResources,
 )
 from devctl.node import convert
-from devctl.sim.podresources import PodResourcesServer
 
 LIST_AND_WATCH = "/v1beta1.DevicePlugin/ListAndWatch"
 

@@ -17,7 +17,7 @@ import pytest
 from helpers import BOUND
 
 if TYPE_CHECKING:
-    from devctl.sim.thread import SimHandle
+    from devctl.lab.sim.thread import SimHandle
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -49,8 +49,8 @@ def sim_node(short_root: Path) -> Iterator[SimHandle]:
     or ``--root``; flip devices with ``sim_node.set_health(resource, id, health)``
     and restart its kubelet with ``sim_node.restart_kubelet()`` from the test's thread.
     """
-    from devctl.sim.scenario import default_scenario
-    from devctl.sim.thread import running_sim
+    from devctl.lab.sim.scenario import default_scenario
+    from devctl.lab.sim.thread import running_sim
 
     with running_sim(short_root, default_scenario()) as handle:
         yield handle

@@ -29,7 +29,7 @@ DEVCTL = [sys.executable, "-m", "devctl"]
 # or simulator (their libraries; no test runs them as nobody), nor __main__ (it runs the app).
 IMPORT_ALL = """
 import importlib, pkgutil
-for _pkg in ("devctl", "devctl.cli", "devctl.node", "devctl.analyze", "devctl.render", "devctl.watch"):
+for _pkg in ("devctl", "devctl.cli", "devctl.node", "devctl.analyze", "devctl.render", "devctl.core.watch"):
     for _m in pkgutil.iter_modules(importlib.import_module(_pkg).__path__, _pkg + "."):
         if not _m.ispkg and _m.name != "devctl.__main__":
             importlib.import_module(_m.name)

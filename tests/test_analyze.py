@@ -27,7 +27,7 @@ from devctl.model import (
     SocketStatus,
     SourceError,
 )
-from devctl.serial import to_plain
+from devctl.model.serial import to_plain
 
 GPU = "nvidia.com/gpu"
 NIC = "example.com/nic"

@@ -16,7 +16,7 @@ import yaml
 from badservers import hung_server, malformed_plugin, stale_socket
 from helpers import devctl, invoke, run_devctl
 
-from devctl.sim.thread import SimHandle
+from devctl.lab.sim.thread import SimHandle
 
 GPU, NIC, FOO = "nvidia.com/gpu", "intel.com/sriov_netdevice", "hardware-vendor.example/foo"
 

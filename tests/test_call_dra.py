@@ -14,9 +14,9 @@ import pytest
 import yaml
 from helpers import devctl
 
-from devctl.plugin.cdi import claim_spec_path
-from devctl.plugin.dra import DraDevice, DraDriver, DraSpec
-from devctl.sim.thread import SimHandle
+from devctl.lab.plugin.cdi import claim_spec_path
+from devctl.lab.plugin.dra import DraDevice, DraDriver, DraSpec
+from devctl.lab.sim.thread import SimHandle
 
 DRIVER = "gpu.example.com"
 CHANGES_STATE = {"NodePrepareResources", "NodeUnprepareResources", "NotifyRegistrationStatus"}

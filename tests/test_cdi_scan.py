@@ -123,7 +123,7 @@ def test_a_helper_that_hangs_is_killed_at_its_deadline(tmp_path: Path) -> None:
 def test_nothing_beside_devctl_shadows_the_helpers_standard_library(tmp_path: Path, monkeypatch) -> None:
     """devctl may sit in site-packages beside a module named like one of the standard library's."""
     import devctl
-    from devctl.node import helper
+    from devctl.fast import helper
 
     site = tmp_path / "site-packages"
     site.mkdir()

@@ -19,9 +19,9 @@ from helpers import devctl
 
 from devctl.api.podresources.v1 import api_pb2 as v1
 from devctl.api.podresources.v1 import api_pb2_grpc as v1_grpc
+from devctl.lab.sim.podresources import list_to_pb
 from devctl.model import ClaimDevice, ContainerResources, DynamicResource, PodResources
 from devctl.node.convert import claim_devices, pods_wire
-from devctl.sim.podresources import list_to_pb
 
 DRIVER = "gpu.example.com"
 CDI = "k8s.gpu.example.com/claim=u1-"  # the NVIDIA-style per-claim name, + the device
@@ -209,9 +209,9 @@ def test_the_simulated_node_sends_repeats_and_devctl_shows_each_name_once(sim_no
 
 def test_the_simulated_kubelet_lists_the_share_id_its_driver_prepared(tmp_path: Path) -> None:
     # GIVEN the simulated DRA manager holding a claim whose driver prepared gpu-1 with a share id
+    from devctl.lab.sim.dramanager import ClaimInfo, DraManager
+    from devctl.lab.sim.scenario_dra import DraScenario
     from devctl.node.dra_checkpoint import RawDevice
-    from devctl.sim.dramanager import ClaimInfo, DraManager
-    from devctl.sim.scenario_dra import DraScenario
 
     manager = DraManager(str(tmp_path), str(tmp_path), DraScenario())
     info = ClaimInfo("u1", "gpus", "vm", DRIVER, users={("pod-uid", "trainer")})

@@ -88,7 +88,7 @@ def test_verbose_logs_devctl_s_own_rpcs_with_durations_and_nothing_of_grpc_or_as
         re.search(r"ListAndWatch \S+nvidia-gpu\.sock: first list \(\d+ devices\) in [\d.]+ ms$", x) for x in lines
     )
     # ... each source its time ...
-    assert logged(r"devctl\.collect: read pod-resources in [\d.]+ ms$")
+    assert logged(r"devctl\.core\.collect: read pod-resources in [\d.]+ ms$")
     # ... and no line comes from gRPC's or asyncio's loggers
     names = {m.group(1) for x in lines if (m := re.match(r"\S+ \S+ (\S+): ", x))}
     assert names and all(n.startswith("devctl") for n in names), names

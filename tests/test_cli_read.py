@@ -27,13 +27,13 @@ from helpers import DEVCTL, devctl, invoke, run_devctl
 from shared_data import needs_shared, shared
 
 from devctl.cli.common import NO_RIGHTS
+from devctl.lab.plugin.server import DevicePluginServer
+from devctl.lab.plugin.spec import PluginSpec
+from devctl.lab.sim.scenario import KubeletOptions, default_scenario, load_scenario
+from devctl.lab.sim.scenario_dra import claim_uid
+from devctl.lab.sim.thread import running_sim
 from devctl.model import Device
 from devctl.node.checkpoint import fnv1a32, render_spew
-from devctl.plugin.server import DevicePluginServer
-from devctl.plugin.spec import PluginSpec
-from devctl.sim.scenario import KubeletOptions, default_scenario, load_scenario
-from devctl.sim.scenario_dra import claim_uid
-from devctl.sim.thread import running_sim
 
 GPU, NIC, FOO = "nvidia.com/gpu", "intel.com/sriov_netdevice", "hardware-vendor.example/foo"
 DRA = "gpu.example.com"  # the default node's DRA driver: its rows follow the device plugins'

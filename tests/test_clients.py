@@ -32,6 +32,7 @@ from badservers import (
 
 from devctl.api.podresources.v1 import api_pb2 as v1
 from devctl.api.podresources.v1 import api_pb2_grpc as v1_grpc
+from devctl.lab.sim.podresources import RATE_LIMITED, PodResourcesServer
 from devctl.model import (
     AllocatableResources,
     ContainerDevices,
@@ -44,7 +45,6 @@ from devctl.model import (
 from devctl.node.deviceplugin import DevicePluginClient, register, registry_info
 from devctl.node.podresources import PodNotFound, PodResourcesClient
 from devctl.node.rpc import RpcFailure, check_socket
-from devctl.sim.podresources import RATE_LIMITED, PodResourcesServer
 
 TIMEOUT = 0.3  # the clients' deadline where the deadline itself is tested
 ANSWER = 5.0  # the clients' deadline where an answer or a prompt failure is expected: far above a loaded CI's delays

@@ -33,7 +33,7 @@ from helpers import BOUND, DEVCTL, IMPORT_ALL, devctl_env
 from devctl import analyze
 from devctl.api.pluginregistration.v1 import api_pb2 as reg
 from devctl.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
-from devctl.collect import (
+from devctl.core.collect import (
     SnapshotError,
     collect,
     dump_snapshot,
@@ -41,6 +41,10 @@ from devctl.collect import (
     infer_resource,
     load_snapshot,
 )
+from devctl.lab.plugin.server import DevicePluginServer
+from devctl.lab.plugin.spec import PluginSpec
+from devctl.lab.sim.podresources import PodResourcesServer
+from devctl.lab.sim.sysfs import write_topology
 from devctl.model import (
     AllocatableResources,
     ContainerDevices,
@@ -55,10 +59,6 @@ from devctl.model import (
 from devctl.node.checkpoint import RawEntry, write_checkpoint
 from devctl.node.paths import resolve_paths
 from devctl.node.podresources import PodNotFound
-from devctl.plugin.server import DevicePluginServer
-from devctl.plugin.spec import PluginSpec
-from devctl.sim.podresources import PodResourcesServer
-from devctl.sim.sysfs import write_topology
 
 GPU = "nvidia.com/gpu"
 NIC = "example.com/nic"
@@ -369,7 +369,7 @@ def test_without_rights_every_kubelet_source_is_permission_denied(sim_process, s
 import asyncio, json, os
 import concurrent.futures.thread
 from devctl import analyze
-from devctl.collect import collect
+from devctl.core.collect import collect
 from devctl.node.paths import resolve_paths
 os.setgroups([]); os.setgid(65534); os.setuid(65534)
 snap = asyncio.run(collect(resolve_paths(root={str(sim_process.root)!r}, env={{}}), {ANSWER!r}))
@@ -435,7 +435,7 @@ def test_bad_snapshot_files(tmp_path, content, reason):
 
 
 async def test_progress_says_what_is_pending_and_shows_what_answered(node):
-    from devctl.collect import Progress
+    from devctl.core.collect import Progress
 
     d = node.plugins_dir
     seen: list[Progress] = []

@@ -7,7 +7,7 @@ import contextlib
 import gc
 import warnings
 
-from devctl.collect import collect
+from devctl.core.collect import collect
 from devctl.node.paths import resolve_paths
 
 

@@ -25,12 +25,12 @@ import pytest
 from helpers import devctl, run_devctl
 from test_watch_cli import start, watches  # noqa: F401  (watches: a fixture)
 
+from devctl.lab.plugin.spec import PluginSpec
+from devctl.lab.sim.scenario import default_scenario
+from devctl.lab.sim.scenario_dra import DraScenario
+from devctl.lab.sim.thread import running_sim
 from devctl.model import Device
 from devctl.node.pciids import pci_names
-from devctl.plugin.spec import PluginSpec
-from devctl.sim.scenario import default_scenario
-from devctl.sim.scenario_dra import DraScenario
-from devctl.sim.thread import running_sim
 
 WIDTH = 80
 NAME = 16  # a name up to this long fits its column; a longer one widens it by the excess

@@ -16,7 +16,7 @@ import pytest
 from helpers import DEVCTL, devctl, devctl_env
 from test_columns import sim_root
 
-from devctl.sim.scenario import default_scenario
+from devctl.lab.sim.scenario import default_scenario
 
 
 @pytest.fixture(scope="module")

@@ -132,7 +132,7 @@ def test_completion_imports_only_what_it_reads(tmp_path: Path) -> None:
     modules = set(__import__("json").loads(out.stderr))
     assert "devctl.cli.complete" in modules
     loaded = {m.split(".")[0] for m in modules} | {m for m in modules if m.startswith("devctl.")}
-    for heavy in ("grpc", "asyncio", "textual", "tabulate", "yaml", "devctl.analyze", "devctl.collect"):
+    for heavy in ("grpc", "asyncio", "textual", "tabulate", "yaml", "devctl.analyze", "devctl.core.collect"):
         assert heavy not in loaded, heavy
     assert not any(m.startswith("devctl.render") for m in modules)
 

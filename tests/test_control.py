@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from devctl.control import AccessDenied, ControlSocketError, LineServer, NotListening, request
+from devctl.lab.lineserver import LineServer
+from devctl.node.control import AccessDenied, ControlSocketError, NotListening, request
 
 
 async def echo(message: dict[str, Any]) -> dict[str, Any]:
@@ -222,6 +223,6 @@ async def test_another_user_is_refused_by_peer_credentials(
         AccessDenied.__name__,
         f"{served}: permission denied: only uid 0 and root may use this socket",
     )
-    refusals = [r.getMessage() for r in caplog.records if r.name == "devctl.control"]
+    refusals = [r.getMessage() for r in caplog.records if r.name == "devctl.lab.lineserver"]
     assert len(refusals) == 1
     assert refusals[0].startswith(f"{served}: refused a connection of uid 65534 (pid ")

@@ -413,7 +413,7 @@ def test_the_wheel_builds_from_what_the_containerfile_copies(tmp_path: Path) -> 
     assert p.returncode == 0, p.stdout + p.stderr
     (wheel,) = (tmp_path / "wheels").glob("devctl-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert "devctl/cli/start.py" in names and any(n.startswith("devctl/sim/scenarios/") for n in names)
+    assert "devctl/cli/start.py" in names and any(n.startswith("devctl/lab/sim/scenarios/") for n in names)
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert "devctl = devctl.cli.start:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
 

@@ -1,4 +1,4 @@
-"""``devctl doctor`` on simulated nodes made sick on purpose, and ``devctl.doctor`` on snapshots.
+"""``devctl doctor`` on simulated nodes made sick on purpose, and ``devctl.analyze.doctor`` on snapshots.
 
 Each node problem is made for real (a dead socket file, a hung or babbling
 plugin, a changed checkpoint, a device that goes bad under a running
@@ -23,7 +23,11 @@ from badservers import GARBAGE, hung_server, malformed_plugin, newest_stream_onl
 from helpers import devctl, run_devctl, run_devctl_async
 
 from devctl.analyze import POD_RESOURCES
-from devctl.doctor import diagnose, fails_on
+from devctl.analyze.doctor import diagnose, fails_on
+from devctl.lab.plugin.server import DevicePluginServer
+from devctl.lab.plugin.spec import PluginSpec
+from devctl.lab.sim.scenario import KubeletOptions, default_scenario, parse_scenario
+from devctl.lab.sim.thread import SimHandle, running_sim
 from devctl.model import (
     AllocatableResources,
     ContainerDevices,
@@ -41,10 +45,6 @@ from devctl.node.checkpoint import fnv1a32, render_spew
 from devctl.node.deviceplugin import DevicePluginClient, register
 from devctl.node.paths import resolve_paths
 from devctl.node.podresources import PodResourcesClient
-from devctl.plugin.server import DevicePluginServer
-from devctl.plugin.spec import PluginSpec
-from devctl.sim.scenario import KubeletOptions, default_scenario, parse_scenario
-from devctl.sim.thread import SimHandle, running_sim
 
 GPU, NIC, FOO = "nvidia.com/gpu", "intel.com/sriov_netdevice", "hardware-vendor.example/foo"
 FIELDS = ["severity", "code", "subject", "message", "hint"]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from helpers import add_dra_claims, devctl
 
-from devctl.doctor import diagnose
+from devctl.analyze.doctor import diagnose
 from devctl.model import (
     DraCheckpoint,
     DraDeviceHealth,

@@ -11,9 +11,9 @@ import json
 import pytest
 from shared_data import needs_shared, shared
 
+from devctl.lab.sim.dra_state import dump_dra_checkpoint, write_dra_checkpoint
 from devctl.node.dra_checkpoint import crc32, model_claim, read_dra_checkpoint, read_dra_raw
 from devctl.node.gojson import CheckpointError
-from devctl.sim.dra_state import dump_dra_checkpoint, write_dra_checkpoint
 
 DATA = shared("dra")
 pytestmark = needs_shared("dra")

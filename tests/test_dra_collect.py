@@ -22,10 +22,10 @@ from helpers import run_devctl_async
 
 from devctl.api.pluginregistration.v1 import api_pb2 as reg
 from devctl.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
-from devctl.collect import collect
+from devctl.core.collect import collect
+from devctl.lab.plugin.dra import DraDevice, DraDriver, DraSpec
 from devctl.model import CDI, DRA_CHECKPOINT, PLUGINS, ErrorKind, PluginStatus
 from devctl.node.paths import resolve_paths
-from devctl.plugin.dra import DraDevice, DraDriver, DraSpec
 
 DRIVER = "gpu.example.com"
 SPEC = DraSpec(driver=DRIVER, pool="node-a", devices=(DraDevice("gpu-0", (0,)), DraDevice("gpu-1", (1,))))

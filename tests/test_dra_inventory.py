@@ -24,7 +24,7 @@ from helpers import add_dra_claims
 
 from devctl.analyze import CDI, CHECKPOINT, DRA_CHECKPOINT, IDENTITIES, PLUGINS, POD_RESOURCES
 from devctl.analyze.dra_inventory import dra_inventory
-from devctl.collect import collect
+from devctl.core.collect import collect
 from devctl.model import NodeSnapshot
 
 DRIVER = "gpu.example.com"

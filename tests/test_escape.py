@@ -24,15 +24,15 @@ from helpers import devctl, run_devctl
 from test_watch_cli import start, watches  # noqa: F401  (watches: a fixture)
 
 from devctl.cli.common import EscapingFormatter
-from devctl.escape import escape, escape_quoted
-from devctl.escape import unescape as devctl_unescape
+from devctl.core.watch import WatchEvent
+from devctl.lab.sim.thread import SimHandle
 from devctl.model import Device, ErrorKind, SourceError
+from devctl.model.escape import escape, escape_quoted
+from devctl.model.escape import unescape as devctl_unescape
 from devctl.render import structured
 from devctl.render.events import EventTable, json_line
 from devctl.render.style import paint
 from devctl.render.table import TableStyle, grid, warnings
-from devctl.sim.thread import SimHandle
-from devctl.watch import WatchEvent
 
 FOO = "hardware-vendor.example/foo"
 

@@ -281,7 +281,7 @@ def _pod_resources_server(node) -> Any:
 
 def test_pod_resources_rate_limited_is_source_down_and_no_zeros(sim_node) -> None:
     """GIVEN pod-resources refusing every call WHEN scraped THEN source_up 0 and no allocation series at all."""
-    from devctl.sim.ratelimit import TokenBucket
+    from devctl.lab.sim.ratelimit import TokenBucket
 
     async def refuse_all(node) -> None:
         _pod_resources_server(node).bucket = TokenBucket(rate=0, burst=0)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from devctl.events import ADDED, DISCONNECTED, HEALTH, REMOVED, SNAPSHOT, WatchEvent
+from devctl.core.events import ADDED, DISCONNECTED, HEALTH, REMOVED, SNAPSHOT, WatchEvent
 from devctl.exporter.dra import DriverLive, apply, live_probes
 from devctl.model import DraDeviceHealth, DraEndpoint, PluginProbe, PluginStatus, RegistryInfo
 

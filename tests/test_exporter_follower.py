@@ -32,7 +32,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from devctl.exporter.live import LiveSocket, PluginStreams
 from devctl.model import Device, NodePaths, PluginStatus
 from devctl.node.paths import resolve_paths
-from devctl.waits import cancel_and_wait
+from devctl.node.waits import cancel_and_wait
 
 STUB = "example.com/stub"
 DEVICES = (Device("s0"), Device("s1"), Device("s2", health="Unhealthy"))
@@ -185,9 +185,9 @@ async def test_a_failed_session_is_not_held_while_the_follower_waits(paths: Node
     import gc
     import socket as sockets
 
+    from devctl.core.watch import Backoff
+    from devctl.core.watch.follow import Follower, StreamEnd
     from devctl.node.deviceplugin import DevicePluginClient
-    from devctl.watch import Backoff
-    from devctl.watch.follow import Follower, StreamEnd
 
     path = f"{paths.plugins_dir}/never.sock"
     listening = sockets.socket(sockets.AF_UNIX)

@@ -21,9 +21,9 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from devctl.analyze import DeviceRow, Holder
+from devctl.core.watch import numa_text
 from devctl.exporter.metrics import HEALTH_HELP, HealthLines, Layout, Refresh, health_value
 from devctl.model import Device
-from devctl.watch import numa_text
 
 WEIRD = 'GPU "x"\\y\nz\r\x1b[2J\x07 é \u202e'
 

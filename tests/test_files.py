@@ -18,13 +18,13 @@ from pathlib import Path
 import pytest
 from helpers import run_devctl
 
+from devctl.lab.sim.scenario import ScenarioError, default_scenario, load_scenario
+from devctl.lab.sim.thread import running_sim
 from devctl.model import ErrorKind
 from devctl.node.checkpoint import read_checkpoint
 from devctl.node.files import MAX_FILE_BYTES, FileReadError, read_file
 from devctl.node.gojson import CheckpointError
 from devctl.node.sysfs import read_topology
-from devctl.sim.scenario import ScenarioError, default_scenario, load_scenario
-from devctl.sim.thread import running_sim
 
 GPU = "nvidia.com/gpu"
 BOUND = 10  # seconds: a read that blocks is a failure, not a slow pass

@@ -26,8 +26,8 @@ import yaml
 from helpers import invoke
 from test_exporter import exporter
 
-from devctl.sim.scenario import parse_scenario
-from devctl.sim.thread import running_sim
+from devctl.lab.sim.scenario import parse_scenario
+from devctl.lab.sim.thread import running_sim
 
 PROMETHEUS = shutil.which("prometheus")
 WAIT = 20.0

@@ -24,12 +24,12 @@ from registry import plugin_info, registry_server
 from test_plugin_fakes import devctl
 
 from devctl.api.pluginregistration.v1 import api_pb2 as reg
+from devctl.core.guard import live_server_for
+from devctl.lab.plugin.server import DevicePluginServer
+from devctl.lab.plugin.spec import PluginSpec
 from devctl.model import Device, NodePaths, SourceError
 from devctl.node.checkpoint import write_checkpoint
 from devctl.node.paths import resolve_paths
-from devctl.plugin.guard import live_server_for
-from devctl.plugin.server import DevicePluginServer
-from devctl.plugin.spec import PluginSpec
 
 REAL = PluginSpec(resource="vendor.example/gpu", devices=(Device("GPU-a1"), Device("GPU-b2")), socket="vendor.sock")
 EVIL = "evil.example/x"
@@ -152,7 +152,7 @@ async def test_a_nul_dra_endpoint_leaves_watch_and_call_one_line(paths: NodePath
 async def test_the_exporter_tells_a_sockets_failure_from_the_sources(paths: NodePaths) -> None:
     # devctl_source_up{source="plugins"} is 1 when the source was read whole (docs/exporter.md); one
     # socket's failure is that socket's devctl_plugin_up 0
-    from devctl.collect import collect
+    from devctl.core.collect import collect
     from devctl.exporter.metrics import source_up
 
     async with healthy_plugin(paths), _hostile(paths, "nul"):

@@ -80,9 +80,9 @@ def test_ls_on_a_node_without_kubelet_imports_no_tabulate(tmp_path):
 CORE = """
 import importlib, json, pkgutil, sys
 
-core = ["devctl.model", "devctl.events", "devctl.serial", "devctl.units", "devctl.collect", "devctl.doctor",
-        "devctl.control"]
-for package in ("devctl.node", "devctl.analyze", "devctl.plugin", "devctl.sim", "devctl.watch"):
+core = []
+for package in ("devctl.model", "devctl.fast", "devctl.node", "devctl.analyze", "devctl.core", "devctl.core.watch",
+                "devctl.lab", "devctl.lab.plugin", "devctl.lab.sim"):
     core += [package, *(m.name for m in pkgutil.iter_modules(importlib.import_module(package).__path__, package + "."))]
 for name in core:
     importlib.import_module(name)
@@ -98,17 +98,19 @@ else:
 def test_core_modules_import_no_ui_library():
     out = subprocess.run([sys.executable, "-c", CORE], check=True, capture_output=True, text=True, timeout=60)
     said = json.loads(out.stdout)
-    assert {"devctl.collect", "devctl.node.rpc", "devctl.sim.node", "devctl.plugin.server"} <= set(said["imported"])
+    assert {"devctl.core.collect", "devctl.node.rpc", "devctl.lab.sim.node", "devctl.lab.plugin.server"} <= set(
+        said["imported"]
+    )
     assert "ui" not in said, said
 
 
 def test_the_event_renderer_does_not_import_the_watch_machinery():
-    # render sits above the core and names watch items from devctl.events, never from devctl.watch
+    # render sits above the core and names watch items from devctl.core.events, never from devctl.core.watch
     probe = "import json, sys, devctl.render.events; print(json.dumps(sorted(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True, timeout=60)
     modules = set(json.loads(out.stdout))
-    assert "devctl.events" in modules
-    assert heavy(modules, "devctl.watch") == []
+    assert "devctl.core.events" in modules
+    assert heavy(modules, "devctl.core.watch") == []
 
 
 def test_read_commands_on_a_root_without_a_kubelet_import_no_grpc(tmp_path):
@@ -117,7 +119,7 @@ def test_read_commands_on_a_root_without_a_kubelet_import_no_grpc(tmp_path):
     env = {**os.environ, "DEVCTL_ROOT": str(tmp_path / "empty")}
     for args in (["ls"], ["devices"], ["pods"], ["ls", "-o", "json"]):
         modules = modules_after(args, tmp_path, env=env, entry="start")
-        assert "devctl.collect" in modules, args
+        assert "devctl.core.collect" in modules, args
         for library in ("grpc", "google.protobuf", "devctl.api"):
             assert heavy(modules, library) == [], (args, library)
 

@@ -21,11 +21,11 @@ from badservers import DEFAULT_RECEIVE_LIMIT, huge_pod_resources, too_large_list
 from helpers import BOUND, devctl
 from test_watch_cli import Watch
 
+from devctl.lab.sim.thread import SimHandle
 from devctl.model import ErrorKind, PluginOptions, PluginStatus
 from devctl.node.deviceplugin import DevicePluginClient, register
 from devctl.node.podresources import PodResourcesClient
 from devctl.node.rpc import KUBELET_RECEIVE_BYTES, RpcFailure
-from devctl.sim.thread import SimHandle
 
 BIG = "example.com/big"
 GPU = "nvidia.com/gpu"
@@ -139,7 +139,7 @@ def kubelet_log() -> Iterator[list[str]]:
         def emit(self, record: logging.LogRecord) -> None:
             said.append(record.getMessage())
 
-    logger = logging.getLogger("devctl.sim.kubelet")
+    logger = logging.getLogger("devctl.lab.sim.kubelet")
     handler, level = Keep(logging.INFO), logger.level
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)

@@ -1,11 +1,11 @@
-"""devctl.made.Made removes only what a run recorded, with rmdir: what it did not make stays."""
+"""devctl.lab.made.Made removes only what a run recorded, with rmdir: what it did not make stays."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from devctl.made import Made
+from devctl.lab.made import Made
 
 
 def test_a_made_directory_keeps_a_directory_it_did_not_make(tmp_path: Path) -> None:

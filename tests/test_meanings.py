@@ -125,7 +125,7 @@ def test_hints_carry_the_real_names(sim_node) -> None:
 
 def test_a_socket_hint_names_the_socket() -> None:
     """A plugin serving devices no resource is tied to: the hint's `devctl call` names its socket, not SOCKET."""
-    from devctl.doctor import diagnose
+    from devctl.analyze.doctor import diagnose
     from devctl.model import Device, NodeSnapshot, PluginProbe, PluginStatus
     from devctl.node.paths import resolve_paths
 
@@ -154,10 +154,10 @@ def test_two_thousand_host_processes_on_one_device_are_one_finding(short_root: P
 
     import yaml
 
-    from devctl.sim.scenario import parse_scenario
-    from devctl.sim.thread import running_sim
+    from devctl.lab.sim.scenario import parse_scenario
+    from devctl.lab.sim.thread import running_sim
 
-    data = yaml.safe_load(resources.files("devctl.sim").joinpath("scenarios/default.yaml").read_text())
+    data = yaml.safe_load(resources.files("devctl.lab.sim").joinpath("scenarios/default.yaml").read_text())
     data["processes"] = [{"command": f"worker-{i} --serve", "open": ["/dev/nvidia-uvm"]} for i in range(2000)]
     with running_sim(short_root, parse_scenario(data)):
         result = run_devctl("--timeout", "20", "doctor", "-o", "json", root=short_root, timeout=60)

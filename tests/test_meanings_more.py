@@ -18,8 +18,8 @@ import pytest
 import yaml
 from helpers import DEVCTL, devctl_env, run_devctl
 
-from devctl.sim.scenario import parse_scenario
-from devctl.sim.thread import SimHandle, running_sim
+from devctl.lab.sim.scenario import parse_scenario
+from devctl.lab.sim.thread import SimHandle, running_sim
 
 SETPRIV = shutil.which("setpriv")
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from devctl.names import likely, not_found
+from devctl.model.names import likely, not_found
 
 KNOWN = ["nvidia.com/gpu", "intel.com/sriov_netdevice", "hardware-vendor.example/foo"]
 

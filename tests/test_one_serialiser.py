@@ -1,7 +1,7 @@
-"""One serialiser for model objects: event lines, JSON documents and snapshot files all go through devctl.serial.
+"""One serialiser for model objects: event lines, JSON documents and snapshot files all go through devctl.model.serial.
 
 The TUI keeps a ``devctl watch -o json`` child (NodeFeed's docstring says why): the child writes
-its lines with devctl.serial and the TUI reads them back with it, so nothing the child says is lost
+its lines with devctl.model.serial and the TUI reads them back with it, so nothing the child says is lost
 on the way (a DRA driver's message, a notice's resource and socket).
 """
 
@@ -18,8 +18,7 @@ from pathlib import Path
 import pytest
 from test_serial import full_snapshot
 
-from devctl import serial
-from devctl.events import (
+from devctl.core.events import (
     ADDED,
     DISCONNECTED,
     HEALTH,
@@ -30,11 +29,11 @@ from devctl.events import (
     Notice,
     WatchEvent,
 )
-from devctl.model import NodeSnapshot
+from devctl.lab.plugin.dra import DraDevice, DraDriver, DraSpec
+from devctl.model import NodeSnapshot, serial
+from devctl.model.serial import PlainError, from_json_line
 from devctl.node.paths import resolve_paths
-from devctl.plugin.dra import DraDevice, DraDriver, DraSpec
 from devctl.render.events import json_line
-from devctl.serial import PlainError, from_json_line
 from devctl.tui.feeds import event_from_json, notice_from_line, watch_in_child
 
 # Times as the contract writes them: to the millisecond, in UTC (another offset is the same instant).
@@ -171,18 +170,19 @@ DEVCTL = Path(__file__).resolve().parent.parent / "devctl"
 
 # Every other json.dump/dumps/JSONEncoder in devctl, with why it is not a model object's serialiser.
 ALLOWED = {
-    "serial.py": "the serialiser itself (lines, and a bad value quoted in an error)",
+    "model/serial.py": "the serialiser itself (lines, and a bad value quoted in an error)",
     "render/structured.py": "the document writer: json's C encoder over serial.fields_of / serial.to_plain",
-    "collect.py": "the snapshot file: json.dump of serial.to_plain's form, indented",
-    "control.py": "the control socket's request/reply protocol: plain dicts, no model objects",
+    "core/collect.py": "the snapshot file: json.dump of serial.to_plain's form, indented",
+    "node/control.py": "the control socket's requests: plain dicts, no model objects",
+    "lab/lineserver.py": "the control socket's replies: plain dicts, no model objects",
     "node/checkpoint.py": "the kubelet's checkpoint format (Go's spelling) and keys quoted in errors",
     "node/procs.py": "the fd-scan worker's request: plain lists",
-    "node/fdscan.py": "the fd-scan worker's reply: plain lists, standard library only",
-    "sim/dra_state.py": "the kubelet's dra_manager_state as Go's encoding/json writes it",
-    "sim/dramanager.py": "the simulated kubelet's health cache file",
-    "sim/workload.py": "the kubelet's cpu/memory manager state files",
-    "sim/dranode.py": "a simulated driver's record file",
-    "sim/temproot.py": "the temporary root's owner record",
+    "fast/fdscan.py": "the fd-scan worker's reply: plain lists, standard library only",
+    "lab/sim/dra_state.py": "the kubelet's dra_manager_state as Go's encoding/json writes it",
+    "lab/sim/dramanager.py": "the simulated kubelet's health cache file",
+    "lab/sim/workload.py": "the kubelet's cpu/memory manager state files",
+    "lab/sim/dranode.py": "a simulated driver's record file",
+    "lab/sim/temproot.py": "the temporary root's owner record",
     "fleet/views.py": "the --job regex as a PromQL string literal (JSON's escaping is PromQL's)",
 }
 JSON_WRITE = re.compile(r"\bjson\.(dumps?|JSONEncoder)\b|\bJSONEncoder\(")

@@ -1,7 +1,7 @@
 """A snapshot taken while a socket is still awaited says nothing is absent that the socket may serve.
 
 The TUI shows the node as far as it answered while the first read waits for a
-hung socket (devctl.collect's Progress). Plugins and DRA drivers that have not
+hung socket (devctl.core.collect's Progress). Plugins and DRA drivers that have not
 answered yet are not missing: a partial snapshot that called them so put a
 `dra-driver-missing` error and `no-plugin` findings on the first screen of a
 healthy node for as long as the hung socket was awaited.
@@ -18,11 +18,11 @@ import pytest
 
 from devctl.analyze.claim_state import DRIVER_MISSING
 from devctl.analyze.claims import claims_view
+from devctl.analyze.doctor import diagnose
 from devctl.analyze.inventory import WAITING, resources_view
-from devctl.collect import Progress, collect
-from devctl.doctor import diagnose
+from devctl.core.collect import Progress, collect
+from devctl.lab.sim.thread import SimHandle
 from devctl.model import NodeSnapshot, PluginStatus
-from devctl.sim.thread import SimHandle
 
 DRIVER = "gpu.example.com"
 TIMEOUT = 1.0

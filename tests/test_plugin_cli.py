@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from test_plugin_fakes import FakeKubelet, Serving, devctl
 
+from devctl.lab.plugin.spec import SpecError
 from devctl.model import HEALTHY, UNHEALTHY
-from devctl.plugin.spec import SpecError
 
 RESOURCE = "example.com/gpu"
 

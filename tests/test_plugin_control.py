@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from devctl.lab.plugin.control import ControlError, NoPlugin, control, control_path, running
+from devctl.lab.plugin.server import DevicePluginServer
+from devctl.lab.plugin.spec import PluginSpec
 from devctl.model import HEALTHY, UNHEALTHY, Device
 from devctl.node.deviceplugin import DevicePluginClient
-from devctl.plugin.control import ControlError, NoPlugin, control, control_path, running
-from devctl.plugin.server import DevicePluginServer
-from devctl.plugin.spec import PluginSpec
 
 SPEC = PluginSpec(resource="example.com/fpga", devices=(Device("f0", numa_nodes=(0,)), Device("f1")))
 

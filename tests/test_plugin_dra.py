@@ -21,9 +21,9 @@ from devctl.api.drahealth.v1alpha1 import api_pb2 as health
 from devctl.api.drahealth.v1alpha1 import api_pb2_grpc as health_grpc
 from devctl.api.pluginregistration.v1 import api_pb2 as reg
 from devctl.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
+from devctl.lab.plugin.dra import DraDevice, DraDriver, DraSpec
 from devctl.model import UNHEALTHY
 from devctl.node.rpc import channel
-from devctl.plugin.dra import DraDevice, DraDriver, DraSpec
 
 DRIVER = "gpu.example.com"
 SPEC = DraSpec(driver=DRIVER, pool="node-a", devices=(DraDevice("gpu-0", (0,)), DraDevice("gpu-1", (1,))))
@@ -59,7 +59,7 @@ async def test_get_info_says_what_the_kubelet_needs(driver: DraDriver, short_roo
 
 
 async def test_a_refusal_is_one_clear_line(driver: DraDriver, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, "devctl.plugin.dra")
+    caplog.set_level(logging.INFO, "devctl.lab.plugin.dra")
     async with channel(driver.registration_path) as ch:
         await reg_grpc.RegistrationStub(ch).NotifyRegistrationStatus(
             reg.RegistrationStatus(plugin_registered=False, error="no supported version"), timeout=5
@@ -213,7 +213,7 @@ async def test_the_cli_driver_is_controlled_from_another_shell_and_cleans_up(sho
 
 async def test_on_a_simulated_node_the_driver_knows_the_recorded_allocations(sim_node) -> None:
     """Without --claims, `plugin serve --dra` on a simulated node takes the claims the simulator allocated."""
-    from devctl.sim.scenario_dra import claim_uid
+    from devctl.lab.sim.scenario_dra import claim_uid
 
     # GIVEN the default node with its own gpu.example.com driver stopped
     await asyncio.to_thread(sim_node.call, lambda node: node.dra_drivers.pop(DRIVER).stop())
@@ -245,7 +245,7 @@ async def test_on_a_simulated_node_the_driver_knows_the_recorded_allocations(sim
 
 
 async def test_add_and_remove_from_another_shell_reach_the_health_stream(short_root: Path) -> None:
-    from devctl.plugin.control import default_control_dir
+    from devctl.lab.plugin.control import default_control_dir
 
     control = default_control_dir(str(short_root))
     async with (

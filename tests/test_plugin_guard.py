@@ -14,13 +14,13 @@ import pytest
 from registry import plugin_info, registry_server
 from test_plugin_fakes import FakePodResources, Serving, devctl
 
+from devctl.core.guard import LiveServer, live_server_for
+from devctl.lab.plugin.control import default_control_dir
+from devctl.lab.plugin.server import DevicePluginServer
+from devctl.lab.plugin.spec import PluginSpec
 from devctl.model import AllocatableResources, ContainerDevices, ContainerResources, Device, NodePaths, PodResources
 from devctl.node.checkpoint import RawEntry, write_checkpoint
 from devctl.node.paths import resolve_paths
-from devctl.plugin.control import default_control_dir
-from devctl.plugin.guard import LiveServer, live_server_for
-from devctl.plugin.server import DevicePluginServer
-from devctl.plugin.spec import PluginSpec
 
 REAL = PluginSpec(resource="vendor.example/gpu", devices=(Device("GPU-a1"), Device("GPU-b2")), socket="vendor.sock")
 OTHER = PluginSpec(resource="vendor.example/nic", devices=(Device("0000:3b:00.1"),), socket="nic.sock")
@@ -100,7 +100,7 @@ class Held:
 
 @contextlib.asynccontextmanager
 async def all_unhealthy(paths: NodePaths) -> AsyncIterator[str]:
-    from devctl.sim.podresources import PodResourcesServer
+    from devctl.lab.sim.podresources import PodResourcesServer
 
     # The checkpoint as the kubelet writes it then: RegisteredDevices empty (healthy only), the allocation kept.
     write_checkpoint(paths.checkpoint, [RawEntry("uid-1", "main", REAL.resource, {"-1": ["GPU-a1"]}, b"")], {})

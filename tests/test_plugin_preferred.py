@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from devctl.lab.plugin.preferred import preferred_allocation
 from devctl.model import UNHEALTHY, Device
-from devctl.plugin.preferred import preferred_allocation
 
 
 def gpus(*numa: int | tuple[int, ...] | None) -> list[Device]:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from helpers import DEVCTL, call_as_nobody, devctl_env, run_devctl
 
-from devctl.plugin.control import ControlError, control
+from devctl.lab.plugin.control import ControlError, control
 
 RESOURCE = "example.com/gpu"
 TIMEOUT = 30.0

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from test_plugin_fakes import Serving, devctl
 
-from devctl.plugin.guard import live_server_for
-from devctl.sim.node import SimNode
-from devctl.sim.scenario import default_scenario
+from devctl.core.guard import live_server_for
+from devctl.lab.sim.node import SimNode
+from devctl.lab.sim.scenario import default_scenario
 
 GPU = "nvidia.com/gpu"
 NEW = "example.com/widget"

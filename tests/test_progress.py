@@ -19,8 +19,8 @@ import pytest
 from helpers import DEVCTL, devctl_env
 
 from devctl.cli.progress import DELAY, Waiting, waiting_text
-from devctl.collect import Progress
-from devctl.sim.thread import SimHandle
+from devctl.core.collect import Progress
+from devctl.lab.sim.thread import SimHandle
 
 
 @pytest.fixture

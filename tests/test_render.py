@@ -179,7 +179,7 @@ def test_coloured_tables_keep_their_columns_aligned():
 
 
 def test_plain_is_serial_to_plain():
-    from devctl.serial import to_plain
+    from devctl.model.serial import to_plain
 
     node = gpu_node(errors=(SourceError("checkpoint", "/cp: gone"),))
     for view in (

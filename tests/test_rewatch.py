@@ -10,7 +10,7 @@ import time
 
 from helpers import DEVCTL, devctl_env
 
-from devctl.sim.thread import SimHandle
+from devctl.lab.sim.thread import SimHandle
 
 GPU = "nvidia.com/gpu"
 

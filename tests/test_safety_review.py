@@ -18,7 +18,7 @@ import pytest
 from helpers import DEVCTL, devctl_env, run_devctl
 from test_files import BOUND, make
 
-from devctl.sim.thread import SimHandle
+from devctl.lab.sim.thread import SimHandle
 
 TIMEOUT = 30.0
 

@@ -33,8 +33,8 @@ from devctl.model import (
     RegistryInfo,
     SourceError,
 )
+from devctl.model.serial import PlainError, from_plain, to_plain
 from devctl.node.paths import resolve_paths
-from devctl.serial import PlainError, from_plain, to_plain
 
 
 def full_snapshot() -> NodeSnapshot:

@@ -16,12 +16,12 @@ import pytest
 from helpers import run_devctl_async
 from registry import plugin_info, registry_server
 
+from devctl.lab.plugin.control import default_control_dir
+from devctl.lab.plugin.server import DevicePluginServer
+from devctl.lab.plugin.spec import PluginSpec
 from devctl.model import Device, NodePaths
 from devctl.node.checkpoint import write_checkpoint
 from devctl.node.paths import resolve_paths
-from devctl.plugin.control import default_control_dir
-from devctl.plugin.server import DevicePluginServer
-from devctl.plugin.spec import PluginSpec
 
 GPU = "vendor.example/gpu"
 SICK = PluginSpec(GPU, (Device("GPU-a1", "Unhealthy", (0,)), Device("GPU-b2", "Unhealthy", (1,))), "vendor.sock")

@@ -316,7 +316,7 @@ def test_ctrl_c_at_any_moment_of_start_up_is_one_clean_exit(short_root: Path, po
 def test_another_user_cannot_restart_the_kubelet_whatever_the_umask(short_root: Path) -> None:
     from helpers import call_as_nobody
 
-    from devctl.sim.control import request
+    from devctl.lab.sim.control import request
 
     root = short_root / "node"
     proc = subprocess.Popen(

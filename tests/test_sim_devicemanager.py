@@ -15,15 +15,15 @@ from devctl.api.deviceplugin.v1beta1 import api_pb2 as dp
 from devctl.api.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
 from devctl.api.podresources.v1 import api_pb2 as pr
 from devctl.api.podresources.v1 import api_pb2_grpc as pr_grpc
+from devctl.lab.sim.devicemanager import DeviceManager
+from devctl.lab.sim.node import SimNode
+from devctl.lab.sim.registration import RegistrationServer
+from devctl.lab.sim.scenario import Scenario, parse_scenario
 from devctl.model import UNHEALTHY, ContainerDevices, ContainerMemory, PluginOptions
 from devctl.node.checkpoint import read_checkpoint
 from devctl.node.deviceplugin import register
 from devctl.node.podresources import PodResourcesClient
 from devctl.node.rpc import channel
-from devctl.sim.devicemanager import DeviceManager
-from devctl.sim.node import SimNode
-from devctl.sim.registration import RegistrationServer
-from devctl.sim.scenario import Scenario, parse_scenario
 
 WAIT = 5.0
 

@@ -19,13 +19,13 @@ from devctl.api.drahealth.v1alpha1 import api_pb2 as health
 from devctl.api.drahealth.v1alpha1 import api_pb2_grpc as health_grpc
 from devctl.api.pluginregistration.v1 import api_pb2 as reg
 from devctl.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
+from devctl.lab.plugin.dra import DraDevice, DraDriver, DraSpec
+from devctl.lab.sim.dramanager import DraManager
+from devctl.lab.sim.pluginwatcher import PluginWatcher
+from devctl.lab.sim.scenario import PodSpec
+from devctl.lab.sim.scenario_dra import DraScenario, parse_dra
 from devctl.model import HEALTHY, UNHEALTHY
 from devctl.node.dra_checkpoint import read_dra_checkpoint, read_dra_raw
-from devctl.plugin.dra import DraDevice, DraDriver, DraSpec
-from devctl.sim.dramanager import DraManager
-from devctl.sim.pluginwatcher import PluginWatcher
-from devctl.sim.scenario import PodSpec
-from devctl.sim.scenario_dra import DraScenario, parse_dra
 
 DRIVER = "gpu.example.com"
 WAIT = 5.0

@@ -11,17 +11,17 @@ from pathlib import Path
 import pytest
 from namespaces import in_mount_namespace
 
+from devctl.lab.plugin.server import DevicePluginServer
+from devctl.lab.plugin.spec import PluginSpec, counted_devices
+from devctl.lab.sim import node as sim_node_module
+from devctl.lab.sim.control import SimNotRunning, request
+from devctl.lab.sim.node import SimError, SimNode, stop_part
+from devctl.lab.sim.scenario import default_scenario
 from devctl.model import UNHEALTHY
 from devctl.node.checkpoint import read_checkpoint
 from devctl.node.identity import read_pod_identities
 from devctl.node.podresources import PodResourcesClient
 from devctl.node.sysfs import read_topology
-from devctl.plugin.server import DevicePluginServer
-from devctl.plugin.spec import PluginSpec, counted_devices
-from devctl.sim import node as sim_node_module
-from devctl.sim.control import SimNotRunning, request
-from devctl.sim.node import SimError, SimNode, stop_part
-from devctl.sim.scenario import default_scenario
 
 WAIT = 10.0
 GPU = "nvidia.com/gpu"
@@ -180,8 +180,8 @@ async def test_a_second_node_on_the_same_root_is_refused(node: SimNode) -> None:
 OVER_THE_REAL_ROOT = """
 import asyncio, json
 from pathlib import Path
-from devctl.sim.node import SimError, SimNode
-from devctl.sim.scenario import default_scenario
+from devctl.lab.sim.node import SimError, SimNode
+from devctl.lab.sim.scenario import default_scenario
 
 async def main():
     node = SimNode(Path("/"), default_scenario())

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from helpers import run_devctl_async
 
+from devctl.lab.sim.control import request
+from devctl.lab.sim.node import SimNode
+from devctl.lab.sim.scenario import default_scenario
 from devctl.node.checkpoint import read_checkpoint
 from devctl.node.dra_checkpoint import read_dra_checkpoint
-from devctl.sim.control import request
-from devctl.sim.node import SimNode
-from devctl.sim.scenario import default_scenario
 
 WAIT = 10.0
 DRIVER = "gpu.example.com"
@@ -124,9 +124,9 @@ async def test_a_device_plugin_registered_through_plugins_registry_goes_to_the_d
     from test_sim_dra import registration
 
     from devctl.api.pluginregistration.v1 import api_pb2 as reg
+    from devctl.lab.plugin.server import DevicePluginServer
+    from devctl.lab.plugin.spec import PluginSpec
     from devctl.model import Device
-    from devctl.plugin.server import DevicePluginServer
-    from devctl.plugin.spec import PluginSpec
 
     spec = PluginSpec(resource="example.com/watched", devices=(Device("w-0"), Device("w-1")), socket="watched.sock")
     registry = Path(node.paths.plugins_registry)
@@ -146,8 +146,8 @@ async def test_a_device_plugin_registered_through_plugins_registry_goes_to_the_d
 
 
 async def test_after_a_kubelet_restart_the_claims_come_back_from_the_checkpoint(node: SimNode) -> None:
+    from devctl.lab.sim.dranode import wait_drivers
     from devctl.node.podresources import PodResourcesClient
-    from devctl.sim.dranode import wait_drivers
 
     await node.restart_kubelet()
     await wait_drivers(node.dra_manager, node.scenario.dra, WAIT)

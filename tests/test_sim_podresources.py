@@ -20,6 +20,8 @@ from devctl.api.podresources.v1 import api_pb2 as v1
 from devctl.api.podresources.v1 import api_pb2_grpc as v1_grpc
 from devctl.api.podresources.v1alpha1 import api_pb2 as v1alpha1
 from devctl.api.podresources.v1alpha1 import api_pb2_grpc as v1alpha1_grpc
+from devctl.lab.sim.podresources import GET_DISABLED, RATE_LIMITED, PodResourcesServer
+from devctl.lab.sim.ratelimit import TokenBucket
 from devctl.model import (
     AllocatableResources,
     ClaimDevice,
@@ -29,8 +31,6 @@ from devctl.model import (
     DynamicResource,
     PodResources,
 )
-from devctl.sim.podresources import GET_DISABLED, RATE_LIMITED, PodResourcesServer
-from devctl.sim.ratelimit import TokenBucket
 
 DEADLINE = 2.0  # every raw call below has it, so a broken server fails the test instead of hanging it
 

@@ -13,13 +13,13 @@ import pytest
 
 from devctl.api.deviceplugin.v1beta1 import api_pb2 as dp
 from devctl.api.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
+from devctl.lab.plugin.server import DevicePluginServer
+from devctl.lab.plugin.spec import PluginSpec, counted_devices
+from devctl.lab.sim.devicemanager import DeviceManager
+from devctl.lab.sim.registration import RegistrationServer
+from devctl.lab.sim.scenario import Scenario
 from devctl.node.deviceplugin import register
 from devctl.node.rpc import RpcFailure, channel
-from devctl.plugin.server import DevicePluginServer
-from devctl.plugin.spec import PluginSpec, counted_devices
-from devctl.sim.devicemanager import DeviceManager
-from devctl.sim.registration import RegistrationServer
-from devctl.sim.scenario import Scenario
 
 WAIT = 5.0
 

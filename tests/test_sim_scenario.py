@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from devctl.lab.sim.scenario import ScenarioError, default_scenario, load_scenario, parse_scenario, pod_uid
 from devctl.model import ClaimDevice, ContainerMemory, DynamicResource, Hugepages
-from devctl.sim.scenario import ScenarioError, default_scenario, load_scenario, parse_scenario, pod_uid
 
 MINIMAL = {
     "numa_nodes": [{"id": 0, "cpus": "0-3", "memory": "8Gi"}, {"id": 1, "cpus": "4-7", "memory": "8Gi"}],

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from test_sim_scenario import MINIMAL
 
-from devctl.sim.scenario import ScenarioError, parse_scenario
-from devctl.sim.scenario_dra import claim_uid
+from devctl.lab.sim.scenario import ScenarioError, parse_scenario
+from devctl.lab.sim.scenario_dra import claim_uid
 
 DRIVER = {
     "name": "gpu.example.com",

@@ -9,10 +9,10 @@ import test_sim_node
 from helpers import run_devctl_async
 from test_sim_node import GPU, VF, WAIT
 
+from devctl.lab.plugin.dra import default_major
+from devctl.lab.sim.node import SimNode
+from devctl.lab.sim.scenario import default_scenario
 from devctl.node.checkpoint import read_checkpoint
-from devctl.plugin.dra import default_major
-from devctl.sim.node import SimNode
-from devctl.sim.scenario import default_scenario
 
 FOO = "hardware-vendor.example/foo"
 node = test_sim_node.node  # the fixture: the default scenario's node, running

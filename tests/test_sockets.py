@@ -12,7 +12,9 @@ from badservers import stale_socket
 from registry import plugin_info, registry_server
 
 from devctl import analyze
-from devctl.collect import collect
+from devctl.core.collect import collect
+from devctl.lab.plugin.server import DevicePluginServer
+from devctl.lab.plugin.spec import PluginSpec
 from devctl.model import (
     Checkpoint,
     CheckpointEntry,
@@ -25,8 +27,6 @@ from devctl.model import (
 )
 from devctl.node.paths import resolve_paths
 from devctl.node.sockets import OutsideRoot, in_root, known_ids, plugin_sockets, registry_sockets
-from devctl.plugin.server import DevicePluginServer
-from devctl.plugin.spec import PluginSpec
 
 GPU = "vendor.example/gpu"
 ANSWER = 5.0

@@ -13,7 +13,9 @@ import pytest
 from helpers import call_as_nobody
 from namespaces import in_mount_namespace
 
+from devctl.lab.sim.sysfs import write_topology
 from devctl.model import HostTopology, Hugepages, NumaNode, PciDevice
+from devctl.model.serial import from_plain, to_plain
 from devctl.node.sysfs import (
     TopologyError,
     normalize_pci_address,
@@ -22,8 +24,6 @@ from devctl.node.sysfs import (
     pci_index,
     read_topology,
 )
-from devctl.serial import from_plain, to_plain
-from devctl.sim.sysfs import write_topology
 
 NODES = (
     NumaNode(
@@ -214,7 +214,7 @@ UDEV_NAMES = {GPU.address: ("NVIDIA Corporation", "GA100 [A100 PCIe 80GB]")}
 READ_AS_THE_HOST = """
 import json, shutil, sys
 from devctl.node.sysfs import read_topology
-from devctl.serial import to_plain
+from devctl.model.serial import to_plain
 
 named = read_topology("/sys")
 simulated = read_topology(sys.argv[1])  # the same tree at its own path

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from test_tui_support import demo_app, screen_text, sim, until, until_view  # noqa: F401  (sim: a fixture)
 
-from devctl.sim.node import SimNode
+from devctl.lab.sim.node import SimNode
 from devctl.tui.app import DevctlApp
 from devctl.tui.widgets.table import RowTable
 
@@ -135,8 +135,8 @@ async def test_a_health_flip_the_kubelet_already_has_is_no_disagreement(sim: Sim
     from collections.abc import AsyncIterator
     from datetime import datetime, timezone
 
-    from devctl.collect import collect
-    from devctl.events import WatchEvent
+    from devctl.core.collect import collect
+    from devctl.core.events import WatchEvent
     from devctl.model import ALL_SOURCES, HOLDER_SOURCES
     from devctl.tui.app import make_app
     from devctl.tui.feeds import NodeFeed
@@ -173,7 +173,7 @@ async def test_the_top_line_keeps_the_clock_on_a_sick_node(sim: SimNode) -> None
 
     from test_tui_support import ScriptedFeed, pinned_clock
 
-    from devctl.collect import collect
+    from devctl.core.collect import collect
     from devctl.model import PluginStatus, SourceError
     from devctl.tui.app import make_app
 

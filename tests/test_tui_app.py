@@ -31,9 +31,10 @@ from test_tui_support import (  # noqa: F401  (sim: a fixture)
     until_view,
 )
 
-from devctl.collect import collect
+from devctl.core.collect import collect
+from devctl.core.watch import WatchEvent
+from devctl.lab.sim.node import SimNode
 from devctl.model import NodeSnapshot
-from devctl.sim.node import SimNode
 from devctl.tui.app import DevctlApp, make_app
 from devctl.tui.feeds import NodeFeed, PluginControls, captured_logs
 from devctl.tui.interpreter import FULL_EVERY, SWITCH_INTERVAL, FullCollections, full_collections
@@ -43,7 +44,6 @@ from devctl.tui.screens.node import TITLES
 from devctl.tui.source import NodeSource
 from devctl.tui.widgets.table import RowTable
 from devctl.tui.widgets.viewbar import ViewBar, spans
-from devctl.watch import WatchEvent
 
 GPU = "nvidia.com/gpu"
 NIC = "intel.com/sriov_netdevice"
@@ -424,7 +424,7 @@ async def test_log_records_go_to_the_event_log_not_over_the_screen(sim: SimNode)
             await until_view(pilot)
             await pilot.press("5")
             # WHEN something in this process logs a warning THEN it is a line of the event log
-            logging.getLogger("devctl.plugin").warning("register example.com/x: refused (retrying in 0.1s)")
+            logging.getLogger("devctl.lab.plugin").warning("register example.com/x: refused (retrying in 0.1s)")
             await until(pilot, lambda: "register example.com/x: refused" in screen_text(app), "the log line")
     assert logging.getLogger().handlers != [logs]  # and the handlers are back afterwards
 
@@ -552,7 +552,7 @@ class _SlowFeed(ScriptedFeed):
         self.release = threading.Event()  # set from the test's loop; the feed runs on the poll thread's
 
     async def snapshot(self, progress=None) -> NodeSnapshot:
-        from devctl.collect import Progress
+        from devctl.core.collect import Progress
 
         if progress is not None and not self.release.is_set():
             progress(Progress(frozenset({self.pending, "plugins"}), lambda: self.partial))

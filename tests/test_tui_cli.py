@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from devctl.sim.thread import SimHandle
+from devctl.lab.sim.thread import SimHandle
 
 DEVCTL = str(Path(sys.executable).with_name("devctl"))
 ANSI = re.compile(rb"\x1b(\[[0-9;?<>=]*[ -/]*[@-~]|\][^\x07]*\x07|[()][0-9A-Za-z]|[=>])")

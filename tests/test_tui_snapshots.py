@@ -20,19 +20,19 @@ import pytest
 from test_tui_support import FIXED_PATHS, PINNED, ScriptedFeed, pin_snapshot, pinned_clock, until, until_view
 from textual.pilot import Pilot
 
+from devctl.core.watch import WatchEvent
 from devctl.model import NodeSnapshot
 from devctl.tui.app import DevctlApp, make_app
 from devctl.tui.widgets.table import RowTable
-from devctl.watch import WatchEvent
 
 GPU = "nvidia.com/gpu"
 
 
 @pytest.fixture(scope="module")
 def node() -> Iterator[NodeSnapshot]:
-    from devctl.collect import collect
-    from devctl.sim.scenario import default_scenario
-    from devctl.sim.thread import running_sim
+    from devctl.core.collect import collect
+    from devctl.lab.sim.scenario import default_scenario
+    from devctl.lab.sim.thread import running_sim
 
     root = Path(tempfile.mkdtemp(prefix="dc", dir="/tmp"))
     try:

@@ -7,6 +7,9 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from devctl.core.watch import Notice, WatchEvent
+from devctl.lab.plugin.server import DevicePluginServer
+from devctl.lab.plugin.spec import PluginSpec
 from devctl.model import (
     AllocatableResources,
     ContainerDevices,
@@ -20,11 +23,8 @@ from devctl.model import (
     PodResources,
     SourceError,
 )
-from devctl.plugin.server import DevicePluginServer
-from devctl.plugin.spec import PluginSpec
 from devctl.tui.feeds import ControlError, PluginControls, event_from_json, next_device_id
 from devctl.tui.state import apply_events, build_view, event_line, view_changes
-from devctl.watch import Notice, WatchEvent
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
 PATHS = NodePaths("/", "/var/lib/kubelet", "/dp", "/var/lib/kubelet/pod-resources/kubelet.sock", "/sys", "/var/log")

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from textual.pilot import Pilot
 
+from devctl.lab.sim.node import SimNode
 from devctl.model import NodePaths, NodeSnapshot
-from devctl.sim.node import SimNode
 from devctl.tui.app import DevctlApp, make_app
 from devctl.tui.feeds import NodeFeed, PluginControls
 from devctl.tui.source import NodeSource
@@ -66,7 +66,7 @@ def source(app: DevctlApp) -> NodeSource:
 @pytest.fixture
 async def sim(short_root: Path) -> AsyncIterator[SimNode]:
     """The default scenario's simulated node on the test's own event loop, ready."""
-    from devctl.sim.scenario import default_scenario
+    from devctl.lab.sim.scenario import default_scenario
 
     async with SimNode(short_root, default_scenario()) as node:
         await asyncio.wait_for(node.ready(), 15)

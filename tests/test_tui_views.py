@@ -25,17 +25,17 @@ from test_tui_support import (  # noqa: F401  (sim: a fixture)
 )
 
 from devctl.analyze.claims import claims_view
-from devctl.collect import collect
-from devctl.events import Notice
+from devctl.core.collect import collect
+from devctl.core.events import Notice
+from devctl.core.watch import WatchEvent
+from devctl.lab.sim.node import SimNode
 from devctl.model import ALL_SOURCES, HOLDER_SOURCES, NodeSnapshot
-from devctl.sim.node import SimNode
 from devctl.tui.app import DevctlApp, make_app
 from devctl.tui.feeds import NodeFeed
 from devctl.tui.screens.detail import ContainerScreen
 from devctl.tui.screens.help import HELP, HelpScreen
 from devctl.tui.screens.text import TextScreen
 from devctl.tui.widgets.table import RowTable
-from devctl.watch import WatchEvent
 
 DRIVER = "gpu.example.com"
 

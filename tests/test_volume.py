@@ -378,7 +378,7 @@ def test_json_of_many_rows_is_written_in_pieces_with_the_same_text() -> None:
 
 def test_a_device_list_reads_and_round_trips_as_the_tuple_of_its_devices() -> None:
     from devctl.model import PluginProbe, PluginStatus
-    from devctl.serial import from_plain, to_plain
+    from devctl.model.serial import from_plain, to_plain
 
     devices = (Device("a", "Healthy", (0,)), Device("b", "Unhealthy", ()))
     listed = DeviceList.of(devices)

@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 from badservers import dying_stream_plugin, frozen_socket, hung_server, malformed_plugin
 
+from devctl.core.watch import Notice, UnknownTarget, WatchEvent, WatchItem, watch
+from devctl.lab.plugin.server import DevicePluginServer
+from devctl.lab.plugin.spec import PluginSpec, counted_devices
 from devctl.model import Device, NodePaths
 from devctl.node.paths import resolve_paths
-from devctl.plugin.server import DevicePluginServer
-from devctl.plugin.spec import PluginSpec, counted_devices
-from devctl.watch import Notice, UnknownTarget, WatchEvent, WatchItem, watch
 
 RESOURCE = "example.com/gpu"
 
@@ -323,7 +323,7 @@ async def test_once_ends_even_when_a_target_fails(paths: NodePaths) -> None:
 
 
 async def test_the_whole_node_is_watched_including_plugins_that_start_later(paths: NodePaths) -> None:
-    # No kubelet here, so the default resolver (devctl.collect) cannot name the resources.
+    # No kubelet here, so the default resolver (devctl.core.collect) cannot name the resources.
     async with (
         DevicePluginServer(spec("example.com/a", 2), paths.plugins_dir, register=False) as a,
         timeline(paths) as t,

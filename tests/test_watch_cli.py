@@ -21,7 +21,7 @@ import pytest
 from badservers import stale_socket
 from helpers import DEVCTL, devctl_env, run_devctl
 
-from devctl.sim.thread import SimHandle
+from devctl.lab.sim.thread import SimHandle
 
 CONTRACT_KEYS = {"time", "resource", "socket", "event", "device", "from", "to", "devices", "healthy"}
 GPU = "nvidia.com/gpu"

@@ -8,10 +8,10 @@ from datetime import datetime, timezone
 
 import pytest
 
+from devctl.core.watch import ADDED, HEALTH, REMOVED, TOPOLOGY, Backoff, Change, WatchEvent, counts, diff
 from devctl.model import Device
 from devctl.node.udev import KernelEvent
 from devctl.render.events import EventTable, clock_time, event_object, iso_time, json_line
-from devctl.watch import ADDED, HEALTH, REMOVED, TOPOLOGY, Backoff, Change, WatchEvent, counts, diff
 
 CONTRACT_KEYS = {"time", "resource", "socket", "event", "device", "from", "to", "devices", "healthy"}
 T = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=timezone.utc)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from helpers import DEVCTL, devctl_env, run_devctl_async
 
-from devctl.plugin.dra import DraDevice, DraDriver, DraSpec
+from devctl.lab.plugin.dra import DraDevice, DraDriver, DraSpec
 
 DRIVER = "gpu.example.com"
 SPEC = DraSpec(driver=DRIVER, pool="node-a", devices=(DraDevice("gpu-0", (0,)), DraDevice("gpu-1", (1,))))

@@ -18,9 +18,9 @@ import pytest
 from registry import plugin_info, registry_server
 from test_watch import timeline
 
+from devctl.core.watch import WatchEvent, watch
 from devctl.model import Device, NodePaths
 from devctl.node.paths import resolve_paths
-from devctl.watch import WatchEvent, watch
 
 STUB = "example.com/stub"
 DEVICES = (Device("s0"), Device("s1"), Device("s2", health="Unhealthy"))

@@ -104,8 +104,8 @@ CHILD = """
 import asyncio, json, sys
 sys.path.insert(0, {tests!r})
 from test_watch_udev import send_udev_event
-from devctl.plugin.server import DevicePluginServer
-from devctl.plugin.spec import PluginSpec, counted_devices
+from devctl.lab.plugin.server import DevicePluginServer
+from devctl.lab.plugin.spec import PluginSpec, counted_devices
 
 async def main():
     spec = PluginSpec(resource="example.com/gpu", devices=counted_devices("example.com/gpu", 2), socket="g.sock")
@@ -207,8 +207,8 @@ def test_without_pyudev_the_watch_says_so_once_and_goes_on(short_root: Path) -> 
         textwrap.dedent(
             f"""
             import asyncio, subprocess, sys
-            from devctl.plugin.server import DevicePluginServer
-            from devctl.plugin.spec import PluginSpec, counted_devices
+            from devctl.lab.plugin.server import DevicePluginServer
+            from devctl.lab.plugin.spec import PluginSpec, counted_devices
 
             # The watch runs in a Python where `import pyudev` fails, as on a host without it.
             RUN = "import sys; sys.modules['pyudev'] = None; from devctl.cli.app import main; main()"

@@ -22,15 +22,16 @@ import yaml
 from badservers import hung_server
 from helpers import call_as_nobody, devctl
 
+from devctl.fast import helper
+from devctl.lab.sim.scenario import parse_scenario
+from devctl.lab.sim.thread import running_sim
+from devctl.lab.sim.workload import container_id
 from devctl.model import ErrorKind, ProcScan
-from devctl.node import helper, procs
+from devctl.node import procs
 from devctl.node.cri import read_runtime
 from devctl.node.paths import resolve_paths
 from devctl.node.procs import CHUNK, Watch, parse_cgroup, scan
 from devctl.node.rpc import RpcFailure
-from devctl.sim.scenario import parse_scenario
-from devctl.sim.thread import running_sim
-from devctl.sim.workload import container_id
 
 GPU = "nvidia.com/gpu"
 CID = "a" * 64
@@ -289,7 +290,7 @@ def test_scan_matches_by_major_minor_whatever_the_process_calls_the_node(tmp_pat
 
 async def test_the_scan_does_not_wait_behind_a_hung_plugin(short_root):
     # GIVEN a node whose one plugin socket never answers, and a process under its <proc>
-    from devctl.collect import PLUGINS, PROCS, Progress, collect
+    from devctl.core.collect import PLUGINS, PROCS, Progress, collect
 
     paths = resolve_paths(root=str(short_root), env={})
     os.makedirs(paths.plugins_dir)
@@ -393,7 +394,7 @@ def test_a_device_of_which_no_node_is_known_says_so(sim_node):
 def test_who_finds_the_nodes_of_a_device_plugins_cdi_names(short_root):
     # nvidia.com/gpu's Allocate replies carry the CDI name nvidia.com/gpu=<first ID> (default scenario); a
     # spec naming /dev/nvidia<N> for it makes that node this device's, given to the container.
-    data = yaml.safe_load(resources.files("devctl.sim").joinpath("scenarios/default.yaml").read_text())
+    data = yaml.safe_load(resources.files("devctl.lab.sim").joinpath("scenarios/default.yaml").read_text())
     data["processes"] = [{"command": "cuda-app", "pod": "ml/train-0", "container": "trainer", "open": ["/dev/nvidia0"]}]
     spec = {
         "cdiVersion": "0.6.0",
@@ -445,7 +446,7 @@ def test_doctor_on_the_default_node_has_no_holder_findings(sim_node):
 
 
 def _planted() -> dict:
-    data = yaml.safe_load(resources.files("devctl.sim").joinpath("scenarios/default.yaml").read_text())
+    data = yaml.safe_load(resources.files("devctl.lab.sim").joinpath("scenarios/default.yaml").read_text())
     data["processes"] = [
         {"command": "node_exporter --collector.gpu", "pod": "monitoring/node-exporter-7xk2p",
          "container": "node-exporter", "open": "all"},
@@ -477,7 +478,7 @@ def test_doctor_finds_a_privileged_process_a_leftover_and_an_idle_container(shor
 
 
 def test_scenario_processes_are_checked():
-    from devctl.sim.scenario import ScenarioError
+    from devctl.lab.sim.scenario import ScenarioError
 
     for bad in (
         [{"pod": "ml/train-0", "container": "trainer"}],
@@ -497,7 +498,7 @@ def test_tui_container_detail_lists_its_holders(sim_node):
     from datetime import datetime, timezone
 
     from devctl.analyze.holders import container_holders
-    from devctl.collect import collect
+    from devctl.core.collect import collect
     from devctl.model import ALL_SOURCES, HOLDER_SOURCES
     from devctl.tui.screens.detail import detail_text
     from devctl.tui.state import build_view

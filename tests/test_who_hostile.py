@@ -18,16 +18,16 @@ import pytest
 import yaml
 from helpers import devctl
 
+from devctl.lab.sim.scenario import parse_scenario
+from devctl.lab.sim.thread import running_sim
 from devctl.model import ErrorKind
 from devctl.node.procs import Watch, scan
-from devctl.sim.scenario import parse_scenario
-from devctl.sim.thread import running_sim
 
 GPU = "nvidia.com/gpu"
 
 
 def _default() -> dict:
-    return yaml.safe_load(resources.files("devctl.sim").joinpath("scenarios/default.yaml").read_text())
+    return yaml.safe_load(resources.files("devctl.lab.sim").joinpath("scenarios/default.yaml").read_text())
 
 
 # --- host paths that climb out of the root (issue 28, item 7) -------------------------------------
@@ -189,7 +189,7 @@ def test_a_health_message_naming_a_device_three_times_counts_it_once(sim_node):
     from dataclasses import replace
 
     from devctl.analyze.inventory import devices_view, resources_view
-    from devctl.collect import collect
+    from devctl.core.collect import collect
 
     # GIVEN the DRA driver's health message, with its first device listed twice more
     snap = asyncio.run(collect(sim_node.paths, 2.0))

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from helpers import devctl
 
-from devctl.sim.scenario import default_scenario
-from devctl.sim.thread import running_sim
+from devctl.lab.sim.scenario import default_scenario
+from devctl.lab.sim.thread import running_sim
 
 WIDTH = 80
 FOO, NIC = "hardware-vendor.example/foo", "intel.com/sriov_netdevice"

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from devctl.node import yamlsubset
-from devctl.plugin.cdi import CdiDevice, write_claim_spec
+from devctl.fast import yamlsubset
+from devctl.lab.plugin.cdi import CdiDevice, write_claim_spec
 
 GO_YAML = """\
 cdiVersion: 0.5.0
@@ -136,7 +136,7 @@ def test_a_driver_spec_is_read_without_importing_pyyaml(tmp_path) -> None:
     devices = [CdiDevice(f"0f3c-gpu-{i}", f"/dev/dra/d/gpu-{i}", 240, i, (f"E{i}=p/gpu-{i}",)) for i in range(2)]
     text = Path(write_claim_spec(str(tmp_path), "gpu.example.com", "0f3c-uid", devices)).read_text()
     code = (
-        "import sys; from devctl.node import yamlsubset; "
+        "import sys; from devctl.fast import yamlsubset; "
         "yamlsubset._scan(sys.stdin.read()); print('yaml' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], input=text, capture_output=True, text=True, check=True)

@@ -1,6 +1,6 @@
 """What people ask of a node, derived from one NodeSnapshot: pure functions, no I/O.
 
-Each ``*_view`` function returns frozen dataclasses whose ``devctl.serial.to_plain``
+Each ``*_view`` function returns frozen dataclasses whose ``devctl.model.serial.to_plain``
 form is exactly the JSON of the CLI contract (``docs/commands.md``), so the JSON,
 YAML and table renderers and the TUI all read the same rows. One module per view
 family; every public name is importable from ``devctl.analyze`` itself.

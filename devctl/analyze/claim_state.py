@@ -37,7 +37,7 @@ def device_health(snapshot: NodeSnapshot, now: float | None = None) -> dict[tupl
 
     Older as of when the stream was read (``now`` when given): a ``--from``
     snapshot answers as its node did then, not with every device gone Unknown
-    half a minute later (as doctor judges it, devctl.doctor_dra).
+    half a minute later (as doctor judges it, devctl.analyze.doctor_dra).
     """
     out = {}
     for p in snapshot.plugins:

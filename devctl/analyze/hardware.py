@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from devctl.analyze.cdi import resolver
 from devctl.analyze.inventory import DeviceRow
 from devctl.model import NodeSnapshot, PciDevice
-from devctl.node.sysfs import normalize_pci_address
+from devctl.model.pci import normalize_pci_address
 
 
 @dataclass(frozen=True)

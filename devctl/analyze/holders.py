@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 
 from devctl.analyze.cdi import Resolver, resolver
 from devctl.model import PROCS, RUNTIME, CheckpointEntry, ErrorKind, Finding, NodeSnapshot, Process
-from devctl.node.procs import device_nodes
+from devctl.model.allocations import device_nodes
 
 DEVICE_PLUGIN = "device-plugin"
 DRA = "dra"

@@ -250,7 +250,7 @@ class CallResult:
     socket: str
     resource: str | None
     request: Request
-    reply: Any  # the model object(s) the RPC returned, as devctl.serial shapes them
+    reply: Any  # the model object(s) the RPC returned, as devctl.model.serial shapes them
     latency_ms: float
 
 
@@ -261,7 +261,7 @@ async def _socket_of(paths: NodePaths, timeout: float, resource: str) -> str:
     may not open (not root), or a resource name that is almost one served.
     """
     from devctl.analyze import CHECKPOINT, PLUGINS, POD_RESOURCES
-    from devctl.collect import collect
+    from devctl.core.collect import collect
     from devctl.node.sockets import serving_sockets
 
     snapshot = await collect(paths, timeout, want={PLUGINS, POD_RESOURCES, CHECKPOINT})
@@ -280,7 +280,7 @@ def _not_served(paths: NodePaths, plugins: Sequence[PluginProbe], resource: str,
     import os
 
     from devctl.model import PluginStatus
-    from devctl.names import likely
+    from devctl.model.names import likely
     from devctl.node.paths import not_a_node
     from devctl.node.rpc import RpcFailure
 
@@ -360,7 +360,7 @@ def _print(result: CallResult, output: CallOutput) -> None:
 
 def reply_table(result: CallResult, style: TableStyle) -> str:
     """The reply as a table: options, devices, preferred IDs, or what Allocate gives the container."""
-    from devctl.escape import escape
+    from devctl.model.escape import escape
     from devctl.render.style import word
     from devctl.render.table import grid
 

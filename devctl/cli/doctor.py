@@ -1,7 +1,7 @@
 """``devctl doctor``: every check on the node, as findings that each say what to do.
 
 The command collects every source (or loads ``--from FILE``), hands the snapshot
-to ``devctl.doctor.diagnose`` and prints the findings. Only typer and the
+to ``devctl.analyze.doctor.diagnose`` and prints the findings. Only typer and the
 standard library are imported at module level.
 """
 
@@ -44,8 +44,8 @@ def doctor(
     kubelet's (run it as root).
     """
     from devctl.analyze import ALL_SOURCES, errors_of, sources_read
+    from devctl.analyze.doctor import RECHECK_AFTER, diagnose, fails_on, recheck_sockets
     from devctl.analyze.holders import without_absent_runtime
-    from devctl.doctor import RECHECK_AFTER, diagnose, fails_on, recheck_sockets
     from devctl.model import EXTRA_SOURCES
     from devctl.render.table import findings_table
 
@@ -54,7 +54,7 @@ def doctor(
     again = None
     sockets = recheck_sockets(snapshot)
     if sockets and not opts.from_file:
-        from devctl.collect import reread
+        from devctl.core.collect import reread
 
         again = run(reread(snapshot, opts.timeout, sockets, after=min(RECHECK_AFTER, opts.timeout)))
     findings = diagnose(snapshot, again)

@@ -63,7 +63,7 @@ def register(app: typer.Typer, modules: Iterable[str]) -> None:
 
 
 # ctx.meta key: the words after `devctl sim ... --`, the command the simulated node runs (devctl.cli.sim).
-SIM_COMMAND = "devctl.sim.command"
+SIM_COMMAND = "devctl.lab.sim.command"
 
 
 def cut_sim_command(args: Sequence[str]) -> tuple[list[str], list[str] | None]:

@@ -243,7 +243,7 @@ def node_snapshot(ctx: typer.Context, want: Iterable[str]) -> NodeSnapshot:
     """The live node's sources in ``want``, or the ``--from`` snapshot with the errors of those sources."""
     from devctl.analyze import only_sources
     from devctl.cli.progress import collect_saying_what_waits
-    from devctl.collect import SnapshotError, load_snapshot
+    from devctl.core.collect import SnapshotError, load_snapshot
 
     opts = options(ctx)
     if opts.from_file:

@@ -14,11 +14,11 @@ import typer
 
 from devctl.cli.common import ExitCode, GlobalOptions, fail, options, run, say
 from devctl.cli.complete import device_ids, resources
-from devctl.escape import escape
+from devctl.model.escape import escape
 
 if TYPE_CHECKING:
     from devctl.cli.signals import Stopper
-    from devctl.plugin.spec import PluginSpec
+    from devctl.lab.plugin.spec import PluginSpec
 
 plugin_app = typer.Typer(
     name="plugin",
@@ -87,7 +87,7 @@ def serve(
     the newest registration.
     """
     from devctl.cli.signals import catch_early, run_until_signal
-    from devctl.plugin.spec import SpecError
+    from devctl.lab.plugin.spec import SpecError
 
     catch_early()
     opts = options(ctx)
@@ -107,7 +107,7 @@ def serve(
         spec = build_spec(resource, count, device or [], config, socket, preferred, pre_start, env or [])
     except (SpecError, OSError) as e:
         fail(str(e))
-    logging.getLogger("devctl.plugin").setLevel(logging.DEBUG if opts.verbose else logging.INFO)
+    logging.getLogger("devctl.lab.plugin").setLevel(logging.DEBUG if opts.verbose else logging.INFO)
     code = run_until_signal(lambda stopper: _serve(spec, opts, stopper, register=not no_register, force=force))
     raise typer.Exit(code)
 
@@ -125,7 +125,7 @@ def build_spec(
     """The PluginSpec the flags describe: the config file first, then each flag given on top of it."""
     from dataclasses import replace
 
-    from devctl.plugin.spec import SpecError, counted_devices, parse_device, socket_name_error, spec_from_mapping
+    from devctl.lab.plugin.spec import SpecError, counted_devices, parse_device, socket_name_error, spec_from_mapping
 
     if count is not None and devices:
         raise SpecError("give either --count or --device, not both")
@@ -168,8 +168,8 @@ def build_spec(
 def _load_config(path: str) -> dict[str, Any]:
     import yaml
 
+    from devctl.lab.plugin.spec import SpecError
     from devctl.node.files import FileReadError, read_file
-    from devctl.plugin.spec import SpecError
 
     try:
         data = yaml.safe_load(read_file(path))
@@ -185,9 +185,9 @@ def _load_config(path: str) -> dict[str, Any]:
 async def _serve(spec: PluginSpec, opts: GlobalOptions, stopper: Stopper, *, register: bool, force: bool) -> int:
     import asyncio
 
-    from devctl.plugin.control import default_control_dir
-    from devctl.plugin.guard import live_server_for
-    from devctl.plugin.server import DevicePluginServer, ServeError
+    from devctl.core.guard import live_server_for
+    from devctl.lab.plugin.control import default_control_dir
+    from devctl.lab.plugin.server import DevicePluginServer, ServeError
 
     paths = opts.paths()
     control_dir = default_control_dir(paths.root)
@@ -217,7 +217,7 @@ async def _serve(spec: PluginSpec, opts: GlobalOptions, stopper: Stopper, *, reg
 
 
 def _control(ctx: typer.Context, resource: str, request: dict[str, Any]) -> None:
-    from devctl.plugin.control import ControlError, NoPlugin, control, default_control_dir
+    from devctl.lab.plugin.control import ControlError, NoPlugin, control, default_control_dir
 
     opts = options(ctx)
     control_dir = default_control_dir(opts.paths().root)
@@ -255,7 +255,7 @@ def add(
     health: Annotated[Health, typer.Option("--health", help="Its health.", case_sensitive=False)] = Health.healthy,
 ) -> None:
     """Add a device to a running plugin."""
-    from devctl.plugin.spec import SpecError, parse_device
+    from devctl.lab.plugin.spec import SpecError, parse_device
 
     try:
         parsed = parse_device(device)

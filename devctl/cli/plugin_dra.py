@@ -19,15 +19,15 @@ from devctl.cli.common import GlobalOptions, fail
 
 if TYPE_CHECKING:
     from devctl.cli.signals import Stopper
-    from devctl.plugin.dra import DraSpec
+    from devctl.lab.plugin.dra import DraSpec
 
 MAX_COUNT = 4096  # devices of one driver from --count: a debugging driver, not a load generator
 
 
 def build_dra_spec(driver: str, count: int | None, devices: Sequence[str], pool: str | None, health: bool) -> DraSpec:
     """The DraSpec of the flags; ValueError (one line) for a bad combination."""
-    from devctl.plugin.dra import DraDevice, DraSpec
-    from devctl.plugin.spec import SpecError, parse_device
+    from devctl.lab.plugin.dra import DraDevice, DraSpec
+    from devctl.lab.plugin.spec import SpecError, parse_device
 
     if not driver or "/" in driver:
         raise ValueError(f"--dra {driver!r}: a DRA driver name is a DNS name such as gpu.example.com")
@@ -90,7 +90,7 @@ def serve_dra(
         allocations = load_claims(claims) if claims else {}
     except ValueError as e:
         fail(str(e))
-    logging.getLogger("devctl.plugin").setLevel(logging.DEBUG if opts.verbose else logging.INFO)
+    logging.getLogger("devctl.lab.plugin").setLevel(logging.DEBUG if opts.verbose else logging.INFO)
     from devctl.cli.signals import run_until_signal
 
     code = run_until_signal(lambda stopper: _serve(spec, opts, allocations, register, stopper))
@@ -101,9 +101,9 @@ async def _serve(
     spec: DraSpec, opts: GlobalOptions, allocations: dict[str, tuple[str, ...]], register: bool, stopper: Stopper
 ) -> int:
     """Serve until a stop signal (SIGINT, SIGTERM, SIGHUP: as the device plugin does), then remove our sockets."""
-    from devctl.plugin.control import default_control_dir
-    from devctl.plugin.dra import DraDriver, recorded_allocation
-    from devctl.plugin.server import ServeError
+    from devctl.lab.plugin.control import default_control_dir
+    from devctl.lab.plugin.dra import DraDriver, recorded_allocation
+    from devctl.lab.plugin.server import ServeError
 
     paths = opts.paths()
     recorded = recorded_allocation(paths.root, spec.driver)

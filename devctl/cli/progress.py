@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import IO, TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from devctl.collect import Progress
+    from devctl.core.collect import Progress
     from devctl.model import NodePaths, NodeSnapshot
 
 # Said only past this: most commands finish well before it.
@@ -74,7 +74,7 @@ class Waiting:
 
 async def collect_saying_what_waits(paths: NodePaths, timeout: float, want: set[str]) -> NodeSnapshot:
     """``collect``, with the waiting line on stderr when it is a terminal."""
-    from devctl.collect import collect
+    from devctl.core.collect import collect
 
     waiting = Waiting(sys.stderr)
     if not waiting.enabled:

@@ -34,7 +34,7 @@ from devctl.cli.output import (
     table_style,
     write_structured,
 )
-from devctl.escape import escape
+from devctl.model.escape import escape
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -71,7 +71,7 @@ def _unknown_resources(asked: list[str] | None, snap: NodeSnapshot) -> list[str]
     if not asked:
         return []
     from devctl import analyze
-    from devctl.names import not_found
+    from devctl.model.names import not_found
 
     known = {r.name for r in analyze.resources_view(snap)}
     return [not_found("resource", name, known) for name in dict.fromkeys(asked) if name not in known]
@@ -86,7 +86,7 @@ _COMMANDS_AS_POD |= {"claims": "claims", "claim": "claims", "resourceclaims": "c
 def _pod_not_found(pod: str, namespace: str, snapshot: NodeSnapshot) -> str:
     """``get``'s one line for a pod not found: the command meant, the namespaces where a pod of that name runs,
     or a likely name."""
-    from devctl.names import likely
+    from devctl.model.names import likely
 
     message = f"pod {pod} in namespace {namespace} not found"
     if pod in _COMMANDS_AS_POD:
@@ -174,7 +174,7 @@ def _resources_and_ids(asked: list[str] | None, snap: NodeSnapshot) -> tuple[lis
     if not asked:
         return [], None, []
     from devctl import analyze
-    from devctl.names import likely, not_found
+    from devctl.model.names import likely, not_found
 
     known = {r.name for r in analyze.resources_view(snap)}
     named = [n for n in dict.fromkeys(asked) if n in known]
@@ -382,7 +382,7 @@ def get(
     from devctl import analyze
     from devctl.analyze.claims import with_claim_health
     from devctl.analyze.pods import device_health
-    from devctl.collect import SnapshotError, collect, get_pod, load_snapshot
+    from devctl.core.collect import SnapshotError, collect, get_pod, load_snapshot
     from devctl.model import ErrorKind
     from devctl.node.paths import not_a_node
     from devctl.node.podresources import PodNotFound
@@ -451,9 +451,9 @@ def topo(
     """NUMA nodes: CPUs (allocatable, exclusive, shared pool), memory, devices; alignment per container."""
     from devctl import analyze
     from devctl.analyze.kubeletstate import kubelet_state_view
+    from devctl.model.serial import to_plain
     from devctl.render.kubeletstate import kubelet_state_table
     from devctl.render.table import topology_table
-    from devctl.serial import to_plain
 
     # The checkpoint names the resource behind each plugin socket when pod-resources cannot.
     sources = {
@@ -546,7 +546,7 @@ def snapshot(
 ) -> None:
     """Every source at once as one JSON document, for `devctl --from FILE ...` anywhere else."""
     from devctl.analyze import ALL_SOURCES, sources_read
-    from devctl.collect import dump_snapshot
+    from devctl.core.collect import dump_snapshot
     from devctl.model import EXTRA_SOURCES
     from devctl.render.table import warnings
 

@@ -22,11 +22,11 @@ import typer
 from devctl.cli.common import ExitCode, GlobalOptions, fail, options, run, say
 from devctl.cli.complete import namespaced_pods
 from devctl.cli.lazy import SIM_COMMAND
-from devctl.escape import escape
+from devctl.model.escape import escape
 
 if TYPE_CHECKING:
     from devctl.cli.signals import Stopper
-    from devctl.sim.scenario import Scenario
+    from devctl.lab.sim.scenario import Scenario
 
 READY_TIMEOUT = 30.0
 RESTART_WAIT = 10.0  # plugins register again within 5 s of kubelet.sock coming back
@@ -73,7 +73,7 @@ def sim(
     command = ctx.meta.get(SIM_COMMAND)
     if command is not None and not command:
         fail("nothing to run after --; give a command, e.g. devctl sim -- devctl ls")
-    from devctl.sim.scenario import ScenarioError, default_scenario, load_scenario
+    from devctl.lab.sim.scenario import ScenarioError, default_scenario, load_scenario
 
     try:
         node_scenario = load_scenario(scenario) if scenario else default_scenario()
@@ -93,9 +93,9 @@ def sim(
     elif command is None:
         # In the foreground the simulator's log is what a kubelet's journal would show.
         # One line per event (a registration, an admission, a health change), not one per RPC: -v has those.
-        for name in ("devctl.sim", "devctl.plugin"):
+        for name in ("devctl.lab.sim", "devctl.lab.plugin"):
             logging.getLogger(name).setLevel(logging.INFO)
-        for name in ("devctl.plugin.rpc", "devctl.plugin.dra.rpc"):
+        for name in ("devctl.lab.plugin.rpc", "devctl.lab.plugin.dra.rpc"):
             logging.getLogger(name).setLevel(logging.WARNING)
     code = run_until_signal(lambda stopper: _serve(Path(given) if given else None, node_scenario, command, stopper))
     raise typer.Exit(code)
@@ -119,10 +119,10 @@ async def _serve(root: Path | None, scenario: Scenario, command: list[str] | Non
     """
     import asyncio
 
-    from devctl.made import Made
-    from devctl.plugin.server import ServeError
-    from devctl.sim import temproot
-    from devctl.sim.node import SimError, SimNode
+    from devctl.lab.made import Made
+    from devctl.lab.plugin.server import ServeError
+    from devctl.lab.sim import temproot
+    from devctl.lab.sim.node import SimError, SimNode
 
     made = Made()
     ready = False
@@ -234,7 +234,7 @@ def restart_kubelet(
     again; the checkpoint is kept and running pods keep their devices. The
     node is the one at --root (or DEVCTL_ROOT).
     """
-    from devctl.sim.control import SimNotRunning, request
+    from devctl.lab.sim.control import SimNotRunning, request
 
     opts = options(ctx)
     parent = ctx.parent.params if ctx.parent is not None else {}
@@ -259,7 +259,7 @@ def restart_kubelet(
 
 def _pod_request(ctx: typer.Context, message: dict[str, Any]) -> dict[str, Any]:
     """Send a pod operation to the running simulator of --root (or DEVCTL_ROOT); exit 1 with its refusal."""
-    from devctl.sim.control import SimNotRunning, request
+    from devctl.lab.sim.control import SimNotRunning, request
 
     opts = options(ctx)
     parent = ctx.parent.params if ctx.parent is not None else {}

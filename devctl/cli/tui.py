@@ -16,8 +16,8 @@ from devctl.cli.common import ExitCode, GlobalOptions, fail, options, run
 
 if TYPE_CHECKING:
     from devctl.cli.signals import Stopper
-    from devctl.plugin.spec import PluginSpec
-    from devctl.sim.scenario import Scenario
+    from devctl.lab.plugin.spec import PluginSpec
+    from devctl.lab.sim.scenario import Scenario
     from devctl.tui.feeds import Feed
 
 DEMO_READY_TIMEOUT = 30.0
@@ -71,7 +71,7 @@ def demo(
     from devctl.cli.signals import catch_early, run_until_signal
 
     catch_early()
-    from devctl.sim.scenario import ScenarioError, default_scenario, load_scenario
+    from devctl.lab.sim.scenario import ScenarioError, default_scenario, load_scenario
 
     opts = options(ctx)
     try:
@@ -83,7 +83,7 @@ def demo(
 
 def _plugin_spec(path: str) -> PluginSpec:
     from devctl.cli.plugin import build_spec
-    from devctl.plugin.spec import SpecError
+    from devctl.lab.plugin.spec import SpecError
 
     try:
         return build_spec(None, None, [], path, None, None, False, [])
@@ -92,7 +92,7 @@ def _plugin_spec(path: str) -> PluginSpec:
 
 
 def _snapshot_feed(path: str) -> Feed:
-    from devctl.collect import SnapshotError, load_snapshot
+    from devctl.core.collect import SnapshotError, load_snapshot
     from devctl.tui.feeds import SnapshotFeed
 
     try:
@@ -125,9 +125,9 @@ async def _run_app(feed: Feed, label: str, stopper: Stopper | None = None) -> No
 
 
 async def _tui(opts: GlobalOptions, specs: list[PluginSpec], force: bool, stopper: Stopper) -> int:
-    from devctl.plugin.control import default_control_dir
-    from devctl.plugin.guard import live_server_for
-    from devctl.plugin.server import DevicePluginServer, ServeError
+    from devctl.core.guard import live_server_for
+    from devctl.lab.plugin.control import default_control_dir
+    from devctl.lab.plugin.server import DevicePluginServer, ServeError
     from devctl.tui.feeds import NodeFeed, PluginControls
 
     paths = opts.paths()
@@ -159,9 +159,9 @@ async def _tui(opts: GlobalOptions, specs: list[PluginSpec], force: bool, stoppe
 
 
 async def _demo(opts: GlobalOptions, scenario: Scenario, stopper: Stopper) -> int:
-    from devctl.made import Made
-    from devctl.sim import temproot
-    from devctl.sim.node import SimError, SimNode
+    from devctl.lab.made import Made
+    from devctl.lab.sim import temproot
+    from devctl.lab.sim.node import SimError, SimNode
     from devctl.tui.dra import DraHandle
     from devctl.tui.feeds import NodeFeed, PluginControls, PluginHandle
 

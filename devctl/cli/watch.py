@@ -1,7 +1,7 @@
 """``devctl watch``: live ListAndWatch streams (and kernel device events) on one timeline.
 
 The command parses its options and hands them to ``_follow``, which consumes
-``devctl.watch.watch`` and prints; fetching and printing stay apart.
+``devctl.core.watch.watch`` and prints; fetching and printing stay apart.
 Only typer and the standard library are imported at module level.
 """
 
@@ -123,14 +123,14 @@ async def _follow(
     """Print events until ``count``, ``duration``, ``once``, SIGINT or SIGTERM ends the watch.
 
     Every event line, on stdout with ``-o json`` and in the ``--record`` file,
-    is ``devctl.serial``'s (``render.events.json_line``); with ``json_notices``
+    is ``devctl.model.serial``'s (``render.events.json_line``); with ``json_notices``
     (the TUI's child) so is every notice on stderr, read back whole by the TUI.
     """
     import asyncio
 
+    from devctl.core.watch import NoPluginsDir, NoRights, Notice, UnknownResource, UnknownTarget, plugin_sockets, watch
+    from devctl.model.serial import json_line as notice_line
     from devctl.render.events import EventTable, json_line
-    from devctl.serial import json_line as notice_line
-    from devctl.watch import NoPluginsDir, NoRights, Notice, UnknownResource, UnknownTarget, plugin_sockets, watch
 
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()

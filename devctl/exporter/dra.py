@@ -3,7 +3,7 @@
 A DRA driver's device health must reach Prometheus as the kubelet sees it —
 from the stream, as a device plugin's does, not from the one message each
 refresh reads. The streams are followed by devctl's own watch
-(``devctl.watch.watch`` with the drivers' names: the same follower, backoff
+(``devctl.core.watch.watch`` with the drivers' names: the same follower, backoff
 and reconnection as ``devctl watch DRIVER``), and every event is kept here as
 a change of one device, stamped with the time it arrived.
 
@@ -22,8 +22,7 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
-from devctl.model import DraDeviceHealth, NodePaths, PluginProbe, PluginStatus
-from devctl.watch import (
+from devctl.core.watch import (
     ADDED,
     DISCONNECTED,
     HEALTH,
@@ -34,6 +33,7 @@ from devctl.watch import (
     WatchEvent,
     watch,
 )
+from devctl.model import DraDeviceHealth, NodePaths, PluginProbe, PluginStatus
 
 log = logging.getLogger(__name__)
 

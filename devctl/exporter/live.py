@@ -2,7 +2,7 @@
 
 Device health must reach Prometheus as the kubelet sees it — from the stream,
 not from a fresh RPC per scrape. The sockets are found by the watch's one
-discovery (``devctl.watch.sockets.discover``: the plugins dir, and device
+discovery (``devctl.core.watch.sockets.discover``: the plugins dir, and device
 plugins registered in ``plugins_registry/``), and each is followed by the
 watch's ``Follower``: its own stream client, reconnects with backoff when the
 stream breaks, the newest list taken when it falls behind; a socket file
@@ -29,11 +29,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from devctl.core.watch import DISCOVERY_POLL, Backoff, WatchItem
+from devctl.core.watch.follow import Follower, StreamEnd
+from devctl.core.watch.sockets import Registered, discover
 from devctl.model import Device, NodePaths, PluginStatus
-from devctl.waits import cancel_and_wait
-from devctl.watch import DISCOVERY_POLL, Backoff, WatchItem
-from devctl.watch.follow import Follower, StreamEnd
-from devctl.watch.sockets import Registered, discover
+from devctl.node.waits import cancel_and_wait
 
 log = logging.getLogger(__name__)
 

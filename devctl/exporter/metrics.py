@@ -2,7 +2,7 @@
 
 Names and labels are the CLI contract's (cli.md, ``devctl exporter``). Work is
 split by how often its input changes. Once per interval, ``prepare`` runs
-devctl's own views (``devctl.analyze``) and checks (``devctl.doctor``) on the
+devctl's own views (``devctl.analyze``) and checks (``devctl.analyze.doctor``) on the
 refreshed snapshot, with the live streams' device lists in place of the
 interval's probes, so ``devctl ls`` on the node and ``devctl fleet ls`` tell the
 same story. On every stream update, ``families`` only lays the live device
@@ -50,13 +50,13 @@ from devctl.analyze import (
 )
 from devctl.analyze.claim_state import DRA_TYPE
 from devctl.analyze.claims import claims_view
+from devctl.analyze.doctor import diagnose
 from devctl.analyze.dra_inventory import dra_inventory
 from devctl.analyze.inventory import FREE_MEANING, free_count
-from devctl.doctor import diagnose
+from devctl.core.watch import numa_text
 from devctl.exporter.dra import DriverLive, live_probes
 from devctl.exporter.live import LiveSocket
 from devctl.model import CDI, HEALTHY, Device, NodeSnapshot, PluginProbe, PluginStatus
-from devctl.watch import numa_text
 
 # The ``kind`` label: devices of device plugins, and DRA drivers' devices (the views' ``kind``).
 DEVICE_PLUGIN = "device-plugin"

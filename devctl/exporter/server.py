@@ -28,10 +28,11 @@ from prometheus_client import disable_created_metrics
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from devctl.exporter.dra import DraStreams, followable
-from devctl.exporter.httpd import FRAME
 from devctl.exporter.live import PluginStreams
 from devctl.exporter.metrics import SOURCES, prepare
 from devctl.exporter.state import ExporterState
+from devctl.fast import httpd
+from devctl.fast.httpd import FRAME
 from devctl.model import NodePaths
 
 log = logging.getLogger(__name__)
@@ -71,7 +72,7 @@ class HttpProcess:
         family = socket.AF_INET6 if ":" in listen[0] else socket.AF_INET
         self.socket = socket.create_server(listen, family=family, backlog=128)
         self.address = self.socket.getsockname()[:2]
-        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "httpd.py")
+        script = os.path.abspath(httpd.__file__)  # run as a script: the standard library only
         self.proc = subprocess.Popen(
             [sys.executable, "-I", script, str(self.socket.fileno()), CONTENT_TYPE_LATEST, *limits],
             stdin=subprocess.PIPE,
@@ -106,7 +107,7 @@ class HttpProcess:
 
 async def _refresh(paths: NodePaths, timeout: float, interval: float, state: ExporterState, dra: DraStreams) -> None:
     """Read every source once per ``interval``, never more often, and publish the snapshot."""
-    from devctl.collect import collect
+    from devctl.core.collect import collect
 
     while True:
         started = time.monotonic()

@@ -66,7 +66,7 @@ def _yaml(text: str) -> Any:
 
     PyYAML is imported only for a spec outside yamlsubset's lines (~20 ms: most commands').
     """
-    from devctl.node import yamlsubset
+    from devctl.fast import yamlsubset
 
     try:
         return yamlsubset.load(text, unique=True)

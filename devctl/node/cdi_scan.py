@@ -1,7 +1,7 @@
 """Many CDI spec files scanned by a helper process, so that their YAML does not hold devctl's one core.
 
 A node with 1,000 DRA claims has 1,000 spec files, and scanning their YAML
-(``devctl.node.yamlsubset``) is pure Python: about half of ``devctl claims``'
+(``devctl.fast.yamlsubset``) is pure Python: about half of ``devctl claims``'
 extra time on such a node (docs/dra.md), run on a thread that holds the GIL
 while the RPCs' answers wait to be read. A second interpreter does the
 reading and the scan on another core instead, and hands back each file's
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 # Below this many YAML files the helper's start (~45 ms on another core) costs more than their scan in process.
 MIN_FILES = 100
 DEADLINE = 5.0  # seconds for the helper as a whole; then it is killed and the caller reads the files itself
-_RUN = "from devctl.node.cdi_scan import main; main(int(sys.argv[2]))"  # a helper's program (devctl.node.helper)
+_RUN = "from devctl.node.cdi_scan import main; main(int(sys.argv[2]))"  # a helper's program (devctl.fast.helper)
 
 
 def scan_in_child(
@@ -51,7 +51,7 @@ def scan_in_child(
     """
     import subprocess  # here, not at the top: the helper itself never starts one
 
-    from devctl.node.helper import helper_command
+    from devctl.fast.helper import helper_command
 
     argv = helper_command(_RUN, str(limit))
     if not argv:
@@ -81,7 +81,7 @@ def scan_in_child(
 
 def main(limit: int) -> None:
     """The helper: NUL-separated paths on stdin, a marshalled list of :data:`Scanned` on stdout."""
-    from devctl.node import yamlsubset
+    from devctl.fast import yamlsubset
 
     paths = sys.stdin.buffer.read().decode("utf-8", "surrogateescape").split("\0")
     out: list[Scanned] = []

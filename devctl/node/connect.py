@@ -16,7 +16,7 @@ import stat
 from typing import TYPE_CHECKING
 
 from devctl.model import ErrorKind, PluginStatus
-from devctl.waits import within
+from devctl.node.waits import within
 
 if TYPE_CHECKING:
     import grpc

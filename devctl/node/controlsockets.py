@@ -3,8 +3,8 @@
 A devctl plugin (``devctl plugin serve``, the simulator's plugins) listens on
 ``<root>/run/devctl/plugins/<its socket name>.ctl`` beside its plugin socket;
 its ``info`` reply names the resource and the plugin socket. The socket
-resolver (``devctl.collect``, ``devctl.node.sockets``) reads them as one more
-source, so this side lives in ``node/``; the server side is ``devctl.plugin.control``.
+resolver (``devctl.core.collect``, ``devctl.node.sockets``) reads them as one more
+source, so this side lives in ``node/``; the server side is ``devctl.lab.plugin.control``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import asyncio
 import os
 from typing import Any
 
-from devctl.control import AccessDenied, ControlSocketError, request
+from devctl.node.control import AccessDenied, ControlSocketError, request
 
 SUFFIX = ".ctl"
 

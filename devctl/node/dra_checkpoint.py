@@ -12,7 +12,7 @@ releases) is not recomputed.
 
 ``RawDraData`` keeps what Go would tell apart (a null list against an empty
 one, null devices of a failed prepare) so that the simulated kubelet's writer
-(``devctl.sim.dra_state``) can reproduce a file byte for byte; the model's
+(``devctl.lab.sim.dra_state``) can reproduce a file byte for byte; the model's
 ``DraCheckpoint`` is what the views read. Reading reuses the device manager
 checkpoint's safe file reading and Go-like JSON decoding.
 """

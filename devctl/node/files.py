@@ -23,7 +23,7 @@ import os
 import re
 import stat
 
-TYPE_CHECKING = False  # typing's own: this module is imported by helper processes too (devctl.node.helper)
+TYPE_CHECKING = False  # typing's own: this module is imported by helper processes too (devctl.fast.helper)
 if TYPE_CHECKING:
     from devctl.model import ErrorKind
 
@@ -72,7 +72,7 @@ def read_file(path: str, limit: int = MAX_FILE_BYTES, *, inside: str | None = No
 
 
 def read_regular(path: str, limit: int = MAX_FILE_BYTES, *, inside: str | None = None) -> bytes:
-    """:func:`read_file` without devctl.model (for a helper process, devctl.node.helper); raises FileRefused.
+    """:func:`read_file` without devctl.model (for a helper process, devctl.fast.helper); raises FileRefused.
 
     ``inside``: a resolved directory (``os.path.realpath``) the file itself
     must be directly in, wherever its path's symlinks lead.

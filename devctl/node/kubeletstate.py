@@ -60,9 +60,9 @@ from devctl.model import (
     MemoryManagerState,
     SourceError,
 )
+from devctl.model.units import parse_cpulist
 from devctl.node.checkpoint import fnv1a32
 from devctl.node.files import FileReadError, excerpt, read_file
-from devctl.units import parse_cpulist
 
 # Larger than any real state file by far; a bigger one is not the kubelet's.
 MAX_BYTES = 64 * 1024 * 1024

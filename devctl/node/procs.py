@@ -14,7 +14,7 @@ and did not match by path. Processes that exit during the scan are skipped
 without a word; fds that cannot be read for lack of rights are counted into one
 error. The cost is the kernel's: per process an open, a listing and a close of
 its ``fd/`` directory, per fd a ``readlink`` relative to that open directory
-(no path walk); devctl/node/fdscan.py does that part. Nothing cheaper says what
+(no path walk); devctl/fast/fdscan.py does that part. Nothing cheaper says what
 an fd is: a listing of ``fd/`` gives only numbers, and a ``stat`` through the
 link costs as much as reading it. bench/bench_who.py times this against the
 same system calls made from C (the kernel's floor). Threads, whose system calls
@@ -35,10 +35,10 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from devctl.model import CdiState, Checkpoint, ErrorKind, Process, ProcScan, SourceError
-from devctl.node.fdscan import MAX_SLICES, TOKEN, Matcher, Row, claims
+from devctl.fast.fdscan import MAX_SLICES, TOKEN, Matcher, Row, claims
+from devctl.fast.helper import helper_command
+from devctl.model import ErrorKind, Process, ProcScan, SourceError
 from devctl.node.files import FileReadError, read_file
-from devctl.node.helper import helper_command
 from devctl.node.sockets import OutsideRoot, in_root
 
 PROCS_SOURCE = "procs"
@@ -48,7 +48,7 @@ PROC_FILE_LIMIT = 1024 * 1024
 # threads measured no faster (see the module's docstring). bench/bench_who.py times one beside it.
 SCAN_WORKERS = 2
 # The processes per reader at least: fewer are read by the caller alone, as starting a worker (an interpreter
-# and devctl/node/fdscan.py) costs about what reading a few hundred processes does.
+# and devctl/fast/fdscan.py) costs about what reading a few hundred processes does.
 CHUNK = 4096
 # The processes a slice holds (more when there would be more than MAX_SLICES): small enough that neither
 # reader waits long for the other's last one, large enough that claiming one (a read of a pipe) costs nothing.
@@ -60,8 +60,8 @@ WORKER_GRACE = 5.0
 # Under a deadline, how long past it the caller waits for a worker's answer (a worker checks the clock before each
 # process, so it stops within one process' fds of the deadline); then it is stopped and its slices count as unread.
 DEADLINE_GRACE = 1.0
-# The worker's program (devctl.node.helper: fdscan, imported from where the caller's devctl was).
-_WORKER = "from devctl.node.fdscan import worker_main; worker_main()"
+# The worker's program (devctl.fast.helper: fdscan, imported from where the caller's devctl was).
+_WORKER = "from devctl.fast.fdscan import worker_main; worker_main()"
 
 # The last path element of a container's cgroup: containerd (systemd driver)
 # "cri-containerd-<id>.scope", CRI-O "crio-<id>.scope", Docker "docker-<id>.scope",
@@ -92,35 +92,6 @@ def parse_cgroup(text: str) -> tuple[str | None, str | None]:
         if container is not None:
             break
     return container, pod
-
-
-def device_nodes(checkpoint: Checkpoint | None) -> dict[tuple[str, str], tuple[str, ...]]:
-    """Each allocated device's node host paths, from the Allocate replies the checkpoint keeps.
-
-    One reply answers for every device of a container's request: its device
-    specs belong to all of them (``/dev/nvidiactl`` serves every GPU of the
-    request); a reply for one device names that device's own nodes.
-    """
-    out: dict[tuple[str, str], dict[str, None]] = {}
-    for entry in checkpoint.entries if checkpoint is not None else ():
-        if entry.allocation is None:
-            continue
-        paths = [d.host_path for d in entry.allocation.devices if d.host_path]
-        for ids in entry.device_ids.values():
-            for device_id in ids:
-                out.setdefault((entry.resource, device_id), {}).update(dict.fromkeys(paths))
-    return {key: tuple(paths) for key, paths in out.items()}
-
-
-def cdi_nodes(cdi: CdiState | None) -> set[str]:
-    """The host paths of every device node any valid CDI spec names: a superset of those of the CDI names in
-    use (resolving names is the views' work), cheap to watch as each costs a set lookup per fd."""
-    out: set[str] = set()
-    for spec in cdi.specs if cdi is not None else ():
-        if spec.error is None:
-            for edits in (spec.edits, *(d.edits for d in spec.devices)):
-                out.update(n.host_path for n in edits.device_nodes)
-    return out
 
 
 def _rdev(path: str) -> int | None:
@@ -193,7 +164,7 @@ class _Worker:
 
     The job (the PIDs, the slice size, the watch) is a memory file the worker inherits, so nothing waits for
     the worker to read a pipe; the worker claims slices from the caller's pipe of slice numbers
-    (devctl/node/fdscan.py) and prints the slices it read with their holders. A worker that cannot start,
+    (devctl/fast/fdscan.py) and prints the slices it read with their holders. A worker that cannot start,
     fails, says something unreadable or takes too long gives None, and the caller reads its slices itself.
     """
 

@@ -16,9 +16,10 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from devctl.model import ErrorKind, HostTopology, Hugepages, NumaNode, PciDevice
+from devctl.model.pci import normalize_pci_address
+from devctl.model.units import parse_cpulist
 from devctl.node.files import FileReadError, read_file
 from devctl.node.pciids import database, hex_id, pci_names
-from devctl.units import parse_cpulist
 
 # Layout as the kernel writes it: drivers/base/node.c (node<N>/cpulist, meminfo,
 # hugepages/), mm/hugetlb.c (nr_hugepages, free_hugepages), drivers/pci/pci-sysfs.c
@@ -36,7 +37,6 @@ _HUGEPAGES_NAME = re.compile(r"hugepages-(\d+)kB")
 _MEMTOTAL = re.compile(r"^Node\s+\d+\s+MemTotal:\s+(\d+)\s*kB", re.MULTILINE)
 # domain:bus:slot.function; the kernel prints the domain with at least four hex
 # digits, nvidia-smi with eight, and some tools leave it out.
-_PCI_ADDRESS = re.compile(r"(?:([0-9a-fA-F]{1,8}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])")
 
 
 class TopologyError(Exception):
@@ -223,19 +223,6 @@ def _named(device: PciDevice, names: tuple[str | None, str | None] | None) -> Pc
 
 
 # --- lookups on a topology ----------------------------------------------------------
-
-
-def normalize_pci_address(text: str) -> str | None:
-    """The kernel's spelling of a PCI address, or None if ``text`` is not one.
-
-    Device plugins and tools write the same slot differently: nvidia-smi says
-    ``00000000:3B:00.0``, lspci ``3b:00.0``, sysfs ``0000:3b:00.0``.
-    """
-    match = _PCI_ADDRESS.fullmatch(text.strip())
-    if match is None:
-        return None
-    domain, bus, slot, function = match.groups()
-    return f"{int(domain or '0', 16):04x}:{bus.lower()}:{slot.lower()}.{function}"
 
 
 def pci_index(topology: HostTopology) -> Mapping[str, PciDevice]:

@@ -7,9 +7,9 @@ width that fits 80 columns: TIME, EVENT, CHANGE (a longer change is cut with
 ``…``), then OBJECT, the resource or driver and, for a per-device event, the
 device as ``<resource>/<device>`` (doctor's spelling), whatever its length.
 A snapshot's device counts are its change. Every cell is escaped
-(devctl.escape): a device ID or health string from a plugin is one cell of
+(devctl.model.escape): a device ID or health string from a plugin is one cell of
 one line. JSON lines keep every field whole and escape every non-ASCII
-character themselves; ``devctl.serial`` writes them (the TUI reads them back
+character themselves; ``devctl.model.serial`` writes them (the TUI reads them back
 with it), from the fields of ``WatchEvent`` as they declare their keys.
 """
 
@@ -18,12 +18,12 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from devctl import serial
-from devctl.escape import escape
-from devctl.events import WatchEvent
+from devctl.core.events import WatchEvent
+from devctl.model import serial
+from devctl.model.escape import escape
+from devctl.model.serial import iso_time
 from devctl.node.udev import KernelEvent
 from devctl.render.style import NONE
-from devctl.serial import iso_time
 
 __all__ = ["COLUMNS", "EventTable", "clock_time", "event_object", "iso_time", "json_line"]
 
@@ -47,7 +47,7 @@ def event_object(item: WatchEvent | KernelEvent) -> dict[str, Any]:
     per-device events, ``from``/``to`` appear where the event has them.
     ``resource`` is ``null`` when no source names the socket's resource (it
     applies, but is not known). A watch event's object is its plain form
-    (``devctl.serial``; the fields declare their keys). A kernel event
+    (``devctl.model.serial``; the fields declare their keys). A kernel event
     (``--udev``, an extension, never read back) is a view of its own: ``time``,
     ``event`` and ``device`` (the kernel's device name), plus ``subsystem``,
     ``devpath`` and ``driver`` (``null`` when none is bound).
@@ -66,7 +66,7 @@ def event_object(item: WatchEvent | KernelEvent) -> dict[str, Any]:
 
 
 def json_line(item: WatchEvent | KernelEvent) -> str:
-    """One event as one line of JSON (no newline), as ``devctl.serial`` writes it and reads it back."""
+    """One event as one line of JSON (no newline), as ``devctl.model.serial`` writes it and reads it back."""
     return serial.json_line(item if isinstance(item, WatchEvent) else event_object(item))
 
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from devctl.analyze.kubeletstate import KubeletStateView
-from devctl.escape import escape
+from devctl.model.escape import escape
+from devctl.model.units import format_cpulist
 from devctl.render.table import TableStyle, grid
-from devctl.units import format_cpulist
 
 
 def _checksum(ok: bool | None) -> str:

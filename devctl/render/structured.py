@@ -1,14 +1,14 @@
 """JSON and YAML output: the contract's shapes, with the source errors under ``errors``.
 
 The views are dataclasses whose plain form is the contract's JSON, exactly as
-``devctl.serial`` makes it (``to_plain``, or ``fields_of`` under json's C
+``devctl.model.serial`` makes it (``to_plain``, or ``fields_of`` under json's C
 encoder); nothing here walks or reshapes them, so JSON, YAML and ``--from``
 snapshots cannot drift apart.
 
 Both keep every string as it is when parsed back, and neither writes a
 character that drives a terminal: JSON escapes control characters itself and
 DEL, C1 controls and bidi overrides are written as ``\\uXXXX`` here
-(``devctl.escape.escape_quoted``); YAML double-quotes such strings and escapes them too.
+(``devctl.model.escape.escape_quoted``); YAML double-quotes such strings and escapes them too.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import json
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from devctl.escape import escape_quoted
 from devctl.model import SourceError
-from devctl.serial import fields_of, to_plain
+from devctl.model.escape import escape_quoted
+from devctl.model.serial import fields_of, to_plain
 
 
 def plain(value: Any) -> Any:

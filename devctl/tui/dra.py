@@ -1,7 +1,7 @@
 """DRA drivers' health streams in the TUI: followed live, and laid over the last polled snapshot.
 
 A DRA driver's ``DRAResourceHealth`` stream is followed by the whole-node watch
-(``devctl.watch``: every driver in ``plugins_registry/``, ones that register
+(``devctl.core.watch``: every driver in ``plugins_registry/``, ones that register
 later too), the same one ``devctl watch`` uses, so the event log shows the same
 events with the same words (``snapshot``, ``health`` with the driver's
 message, ``disconnected``/``reconnected``). Here: telling those events apart
@@ -14,11 +14,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from devctl.events import ADDED, HEALTH, REMOVED, WatchEvent
+from devctl.core.events import ADDED, HEALTH, REMOVED, WatchEvent
 from devctl.model import HEALTHY, Device, DraDeviceHealth, NodeSnapshot
 
 if TYPE_CHECKING:
-    from devctl.plugin.dra import DraDriver
+    from devctl.lab.plugin.dra import DraDriver
 
 
 def is_dra_event(item: object) -> bool:
@@ -93,7 +93,7 @@ class DraHandle:
         self.driver.set_health(device_id, health, "" if health == HEALTHY else self.MESSAGE)
 
     def add(self, device: Device) -> None:
-        from devctl.plugin.dra import DraDevice
+        from devctl.lab.plugin.dra import DraDevice
 
         self.driver.add(DraDevice(device.id, device.numa_nodes, device.health))
 

@@ -2,8 +2,8 @@
 
 The app never reaches for a socket itself: it is handed a feed, an object with
 ``snapshot()``, ``events(resolve)`` and ``change_token()``, and optionally
-``controls``. ``NodeFeed`` reads a live node through ``devctl.collect`` and
-``devctl.watch``; ``SnapshotFeed`` shows a saved snapshot; tests pass their
+``controls``. ``NodeFeed`` reads a live node through ``devctl.core.collect`` and
+``devctl.core.watch``; ``SnapshotFeed`` shows a saved snapshot; tests pass their
 own small objects of the same shape. No widgets here.
 """
 
@@ -20,16 +20,16 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Mappi
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Protocol
 
-from devctl.escape import unescape
-from devctl.events import Notice, WatchEvent
+from devctl.core.events import Notice, WatchEvent
 from devctl.model import HEALTHY, UNHEALTHY, Device, NodePaths, NodeSnapshot
-from devctl.serial import from_json_line
-from devctl.waits import within
+from devctl.model.escape import unescape
+from devctl.model.serial import from_json_line
+from devctl.node.waits import within
 
 if TYPE_CHECKING:
-    from devctl.collect import Progress
+    from devctl.core.collect import Progress
 
-# socket path -> resource, for ``watch`` (see devctl.watch.Resolver)
+# socket path -> resource, for ``watch`` (see devctl.core.watch.Resolver)
 Resolver = Callable[[], Awaitable[Mapping[str, str | None]]]
 
 
@@ -40,7 +40,7 @@ class Feed(Protocol):
         """Everything at once (pod-resources, plugins, checkpoint, topology); failures inside as SourceErrors.
 
         ``progress``, when given, hears what is still awaited and can show what
-        has answered meanwhile (``devctl.collect.Progress``).
+        has answered meanwhile (``devctl.core.collect.Progress``).
         """
         ...
 
@@ -54,7 +54,7 @@ class Feed(Protocol):
 
 
 class PluginHandle(Protocol):
-    """The part of ``devctl.plugin.server.DevicePluginServer`` that the keys use."""
+    """The part of ``devctl.lab.plugin.server.DevicePluginServer`` that the keys use."""
 
     @property
     def devices(self) -> tuple[Device, ...]: ...
@@ -170,7 +170,7 @@ class NodeFeed:
         self.watch_subprocess = watch_subprocess
 
     async def snapshot(self, progress: Callable[[Progress], None] | None = None) -> NodeSnapshot:
-        from devctl.collect import collect
+        from devctl.core.collect import collect
         from devctl.model import ALL_SOURCES, HOLDER_SOURCES
 
         return await collect(self.paths, self.timeout, want=ALL_SOURCES | HOLDER_SOURCES, progress=progress)
@@ -178,7 +178,7 @@ class NodeFeed:
     def events(self, resolve: Resolver) -> AsyncGenerator[object, None]:
         if self.watch_subprocess:
             return watch_in_child(self.paths, self.timeout)
-        from devctl.watch import watch
+        from devctl.core.watch import watch
 
         return watch(self.paths, wait=True, timeout=self.timeout, resolve=resolve)
 
@@ -188,8 +188,8 @@ class NodeFeed:
     async def reread(self, snapshot: NodeSnapshot, sockets: tuple[str, ...]) -> NodeSnapshot:
         """The kubelet's allocatable devices and these plugin sockets read again a moment later, as
         ``devctl doctor`` reads them before it calls a plugin and the kubelet in disagreement."""
-        from devctl.collect import reread
-        from devctl.doctor import RECHECK_AFTER
+        from devctl.analyze.doctor import RECHECK_AFTER
+        from devctl.core.collect import reread
 
         return await reread(snapshot, self.timeout, sockets, after=min(RECHECK_AFTER, self.timeout))
 
@@ -201,7 +201,7 @@ class WatchStopped(Exception):
 def watch_command(paths: NodePaths, timeout: float) -> list[str]:
     """``devctl watch`` of every plugin of this node, one JSON object per event (cli.md), waiting for plugins.
 
-    ``--notices=json``: its notices come on stderr as ``devctl.serial`` JSON lines too.
+    ``--notices=json``: its notices come on stderr as ``devctl.model.serial`` JSON lines too.
     """
     return [
         sys.executable,
@@ -224,7 +224,7 @@ def watch_command(paths: NodePaths, timeout: float) -> list[str]:
 def event_from_json(line: bytes) -> object | None:
     """One line of ``devctl watch -o json`` as a WatchEvent (None for a line that is not one).
 
-    Read by ``devctl.serial``, which wrote it: every key the child wrote comes back, ``message`` too.
+    Read by ``devctl.model.serial``, which wrote it: every key the child wrote comes back, ``message`` too.
     """
     try:
         return from_json_line(WatchEvent, line)
@@ -233,7 +233,7 @@ def event_from_json(line: bytes) -> object | None:
 
 
 def notice_from_line(raw: bytes) -> Notice:
-    """One line of the child's stderr as a Notice: a ``devctl.serial`` JSON line comes back whole
+    """One line of the child's stderr as a Notice: a ``devctl.model.serial`` JSON line comes back whole
     (its time, resource and socket); any other line (a ``devctl: ...`` line, ending the child) is its message."""
     if raw.startswith(b"{"):
         with contextlib.suppress(ValueError):

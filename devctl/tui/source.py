@@ -24,7 +24,7 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.worker import Worker, WorkerState
 
-from devctl.events import WatchEvent
+from devctl.core.events import WatchEvent
 from devctl.model import NodeSnapshot
 from devctl.tui.dra import is_dra_event, with_dra_health
 from devctl.tui.feeds import Feed, LogCapture
@@ -32,7 +32,7 @@ from devctl.tui.pools import use_started_pool
 from devctl.tui.state import LogLine, NodeView, build_view, event_line, view_changes
 
 if TYPE_CHECKING:
-    from devctl.collect import Progress
+    from devctl.core.collect import Progress
 
 Clock = Callable[[], datetime]
 
@@ -328,7 +328,7 @@ class NodeSource(Widget):
 
     def _learn_names(self, snapshot: NodeSnapshot) -> None:
         """Remember which resource each socket serves, before the live stream may ask (see _resolve)."""
-        from devctl.watch import socket_resources
+        from devctl.core.watch import socket_resources
 
         learned = {socket: name for socket, name in socket_resources(snapshot).items() if name is not None}
         self._names = {**self._names, **learned}
@@ -343,7 +343,7 @@ class NodeSource(Widget):
         # loop, which an asyncio.Event cannot be, hence a threading.Event looked at briefly.
         while not self._polled_once.is_set():  # noqa: ASYNC110
             await asyncio.sleep(0.05)
-        # The watch follows the DRA drivers' health streams too, on the same timeline (devctl.watch).
+        # The watch follows the DRA drivers' health streams too, on the same timeline (devctl.core.watch).
         await self._follow_plugins()
 
     def _take(self, item: object) -> None:

@@ -25,7 +25,7 @@ from devctl.analyze import (
     TopologyView,
 )
 from devctl.analyze.hardware import with_hardware
-from devctl.events import (
+from devctl.core.events import (
     ADDED,
     DISCONNECTED,
     HEALTH,

@@ -16,9 +16,9 @@ from textual.widgets import Static
 from devctl.analyze.cdi import Resolver
 from devctl.analyze.claim_state import CHECKPOINTED, DRIVER_MISSING, PREPARED, STALE
 from devctl.analyze.claims import ClaimDeviceRow, ClaimRow
-from devctl.escape import escape
+from devctl.model.escape import escape
+from devctl.model.units import UNKNOWN_COUNT, format_numa
 from devctl.tui.widgets.table import Column, Row, RowSet, RowTable
-from devctl.units import UNKNOWN_COUNT, format_numa
 
 # At 80 columns the health and the device names stay whole: the driver gives way first, then the pods and
 # the claim's name; HEALTH is never cut (its floor is its cap).

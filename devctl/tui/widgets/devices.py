@@ -7,12 +7,12 @@ from textual.containers import Vertical
 from textual.widgets import Static
 
 from devctl.analyze import DeviceRow
-from devctl.escape import escape
+from devctl.model.escape import escape
+from devctl.model.units import UNKNOWN_COUNT, format_count
 from devctl.tui.state import NodeView
 from devctl.tui.widgets.resources import numa_list
 from devctl.tui.widgets.table import Column, Row, RowSet, RowTable
 from devctl.tui.widgets.text import show_text
-from devctl.units import UNKNOWN_COUNT, format_count
 
 COLUMNS = (
     Column("DEVICE", 36, min_width=12),

@@ -12,9 +12,9 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from devctl.analyze import AlignmentRow, DeviceCount, NumaRow
-from devctl.escape import escape
+from devctl.model.escape import escape
+from devctl.model.units import format_bytes, format_count, format_cpulist
 from devctl.tui.state import NodeView
-from devctl.units import format_bytes, format_count, format_cpulist
 
 EXCLUSIVE, SHARED, RESERVED = "█", "▒", "·"
 HELD, FREE, UNHEALTHY = "■", "□", "✗"

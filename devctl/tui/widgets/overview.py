@@ -1,7 +1,7 @@
 """Under the resources on the first screen: doctor's findings and the last few events.
 
 A person who opens the TUI on a sick node should see what is wrong without
-pressing a key: the findings are ``devctl doctor``'s (``devctl.doctor.diagnose``
+pressing a key: the findings are ``devctl doctor``'s (``devctl.analyze.doctor.diagnose``
 on the same view, errors first), each opening its hint on Enter, and the newest
 lines of the event log follow them in whatever height is left.
 """
@@ -16,8 +16,8 @@ from textual.containers import Vertical
 from textual.timer import Timer
 from textual.widgets import Static
 
-from devctl.escape import escape
 from devctl.model import Finding
+from devctl.model.escape import escape
 from devctl.tui.state import LogLine
 from devctl.tui.widgets.edge import EdgeTable
 from devctl.tui.widgets.events import COLUMNS as EVENT_COLUMNS

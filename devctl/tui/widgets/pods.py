@@ -8,9 +8,9 @@ from textual.widgets import Static
 
 from devctl.analyze import AlignmentRow
 from devctl.model import ContainerResources
+from devctl.model.units import format_bytes, format_cpulist
 from devctl.tui.state import NodeView, container_key
 from devctl.tui.widgets.table import Column, Row, RowSet, RowTable
-from devctl.units import format_bytes, format_cpulist
 
 COLUMNS = (
     Column("POD", 36, min_width=20),

@@ -9,13 +9,13 @@ from textual.containers import Vertical
 from textual.widgets import Static
 
 from devctl.analyze.inventory import WAITING
-from devctl.escape import escape
 from devctl.model import PluginStatus, SocketStatus
+from devctl.model.escape import escape
+from devctl.model.units import format_count, format_numa
 from devctl.tui.state import NodeView
 from devctl.tui.widgets.edge import EdgeTable
 from devctl.tui.widgets.table import Column, Row, RowSet, RowTable
 from devctl.tui.widgets.text import show_text
-from devctl.units import format_count, format_numa
 
 COLUMNS = (
     Column("RESOURCE", 40, min_width=20, give=1),

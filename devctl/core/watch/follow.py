@@ -1,0 +1,589 @@
+"""Following one target's ListAndWatch stream across plugin and kubelet restarts.
+
+A target is a socket (``--socket``, or each socket of a whole-node watch),
+or a resource, whose socket the scouts find. We open our own stream on a
+plugin socket (a plugin serves many streams; the kubelet's own is untouched),
+and the first list of that very stream is the snapshot: nothing is probed
+first and streamed later, so no change falls between the two.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Protocol
+
+from devctl.core.events import DISCONNECTED, RECONNECTED, SNAPSHOT, Change, Notice, WatchEvent
+from devctl.core.watch.backoff import Backoff
+from devctl.core.watch.diff import counts, diff
+from devctl.core.watch.sockets import Namer, Registered, plugin_sockets
+from devctl.model import Device, PluginStatus
+from devctl.node.deviceplugin import DevicePluginClient
+from devctl.node.rpc import RpcFailure, check_socket
+from devctl.node.udev import KernelEvent
+from devctl.node.waits import within
+
+log = logging.getLogger(__name__)
+
+WatchItem = WatchEvent | KernelEvent | Notice
+
+# How often a live stream checks that its socket file is still the one it dialled.
+# A kubelet restart deletes every socket in the plugins dir
+# (pkg/kubelet/cm/devicemanager/plugin/v1beta1/server.go, Start -> cleanup); the
+# kubelet then cannot reach a plugin until the plugin serves a new socket, even
+# if our old connection still lives.
+SOCKET_POLL = 0.25
+# A connection that lived this long resets the backoff; a flapping stream does not.
+STABLE_AFTER = 2.0
+# When the oldest list not yet taken from a stream waited longer than this, take the newest
+# instead: each list is the full list, and a person wants the present, not a queue of the past.
+BEHIND = 0.1
+# How often at most a stream says that it skipped lists to keep up.
+SKIP_NOTICE_EVERY = 5.0
+# How often the scouts list the plugins dir, and when they dial a failed socket again.
+SCOUT_POLL = 0.2
+SCOUT_RETRY = 1.0
+SCOUT_RETRY_CAP = 8.0
+
+
+def now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class _Ended(Exception):
+    """A stream session ended; the message says why, in one line, and ``status`` how a source is shown for it."""
+
+    def __init__(self, message: str, status: PluginStatus = PluginStatus.UNREACHABLE):
+        super().__init__(message)
+        self.status = status
+
+
+class Sink(Protocol):
+    """Where a follower puts its timeline items: the watch's queue, or a sink that keeps none (the exporter)."""
+
+    def put_nowait(self, item: WatchItem, /) -> None: ...
+
+
+@dataclass(frozen=True)
+class StreamEnd:
+    """Why a followed stream ended or could not start, typed: a status and one line naming its socket."""
+
+    status: PluginStatus
+    message: str
+
+
+class Listener(Protocol):
+    """Who hears a follower's full lists and ends besides its timeline (the exporter's live device lists)."""
+
+    def listed(self, socket: str, devices: tuple[Device, ...], took: float | None) -> None:
+        """A full list; ``took``: the seconds the first list of a session took (the RPC's time), else None."""
+
+    def ended(self, socket: str, end: StreamEnd) -> None:
+        """The stream ended or could not be opened; the follower tries again with backoff."""
+
+
+def _exists(path: str | None) -> bool:
+    return path is not None and os.path.exists(path)
+
+
+def _inode(path: str) -> int | None:
+    try:
+        return os.stat(path).st_ino
+    except OSError:
+        return None
+
+
+@dataclass
+class _Open:
+    """A ListAndWatch stream with its first list already read: what a session starts from."""
+
+    socket: str
+    inode: int | None
+    client: DevicePluginClient
+    stream: AsyncIterator[tuple[Device, ...]]
+    first: tuple[Device, ...]
+    took: float  # seconds from the call to its first list
+
+    async def close(self) -> None:
+        with contextlib.suppress(Exception):
+            await self.stream.aclose()  # type: ignore[attr-defined]
+        await self.client.close()
+
+
+async def _open(socket: str, timeout: float, first_within: float | None) -> _Open:
+    """Dial ``socket`` and read its first list (within ``first_within`` seconds, or however long it takes)."""
+    await check_socket(socket, timeout)
+    inode = _inode(socket)
+    client = DevicePluginClient(socket, timeout)
+    stream = client.list_and_watch(behind=BEHIND)
+    try:
+        clock = time.perf_counter()
+        try:
+            first = await within(stream.__anext__(), first_within)
+        except asyncio.TimeoutError:
+            raise _Ended(f"{socket}: no device list within {first_within:g}s", PluginStatus.TIMEOUT) from None
+        except StopAsyncIteration:
+            raise _Ended(f"{socket}: ListAndWatch ended before the first list") from None
+    except BaseException:
+        with contextlib.suppress(Exception):
+            await stream.aclose()  # type: ignore[attr-defined]
+        await client.close()
+        raise
+    return _Open(socket, inode, client, stream, first, time.perf_counter() - clock)
+
+
+@dataclass
+class _Scouted:
+    inode: int | None
+    settled: bool = False  # answered, failed, or passed its deadline
+    resource: str | None = None
+    named: bool = False
+    retry_at: float | None = None  # for a failed dial: when to try again
+    task: asyncio.Future[None] | None = None
+
+
+class Scouts:
+    """Dial every socket of the plugins dir at once and name each from its own first list.
+
+    A socket found to serve a wanted resource keeps its stream open for that
+    resource's follower (``take``); the others are closed. A hung socket holds
+    nobody up: it is only "settled" once its deadline passes, and if it
+    answers later still, it is named then and joins the watch.
+    """
+
+    def __init__(
+        self,
+        plugins_dir: str,
+        wanted: set[str],
+        name: Namer,
+        timeout: float,
+        root: str | None = None,
+        registered: Registered | None = None,
+    ):
+        self.plugins_dir = plugins_dir
+        self.root = root
+        self.registered = registered  # device plugins registered in plugins_registry/: their sockets are dialled too
+        self.wanted = wanted
+        self.name = name
+        self.timeout = timeout
+        self.scanned = False
+        self._seen: dict[str, _Scouted] = {}
+        self._handoff: dict[str, _Open] = {}
+        self._changed = asyncio.Event()
+        self._closing: set[asyncio.Future[None]] = set()  # streams being closed, kept from the collector
+        self._tries: dict[str, int] = {}  # failed or unnamed dials of each socket in a row
+
+    def _notify(self) -> None:
+        self._changed.set()
+
+    async def changed(self, timeout: float) -> None:
+        """Return when something was found or failed, or after ``timeout``."""
+        self._changed.clear()
+        with contextlib.suppress(asyncio.TimeoutError):
+            await within(self._changed.wait(), timeout)
+
+    def serving(self, resource: str) -> list[str]:
+        return sorted(s for s, seen in self._seen.items() if seen.named and seen.resource == resource)
+
+    def names(self) -> set[str | None]:
+        return {seen.resource for seen in self._seen.values() if seen.named}
+
+    def settled(self) -> bool:
+        """Every socket listed so far (and every registration's) has answered, failed, or passed its deadline."""
+        if self.registered is not None and not (
+            self.registered.settled() and all(s in self._seen for s in self.registered.sockets())
+        ):
+            return False
+        return self.scanned and all(seen.settled for seen in self._seen.values())
+
+    def take(self, resource: str, prefer: str | None) -> _Open | None:
+        """An open stream of a socket serving ``resource`` (``prefer``'s when it is one), or None."""
+        ready = [s for s in self.serving(resource) if s in self._handoff]
+        if not ready:
+            return None
+        return self._handoff.pop(prefer if prefer in ready else ready[0])
+
+    def release(self, resource: str) -> None:
+        """Dial the sockets of ``resource`` again: its stream ended, and it may come back on any of them."""
+        for socket in self.serving(resource):
+            self._forget(socket)
+
+    async def run(self) -> None:
+        try:
+            while True:
+                self._scan()
+                await asyncio.sleep(SCOUT_POLL)
+        finally:
+            for seen in self._seen.values():
+                if seen.task is not None:
+                    seen.task.cancel()
+            for opened in self._handoff.values():
+                await opened.close()
+            self._handoff.clear()
+
+    def _listed(self) -> list[str]:
+        listed = plugin_sockets(self.plugins_dir, self.root)
+        if self.registered is None:
+            return listed
+        return list(dict.fromkeys([*listed, *self.registered.sockets()]))
+
+    def _scan(self) -> None:
+        listed = self._listed()
+        for socket in set(self._seen) - set(listed):
+            self._forget(socket)
+        for socket in listed:
+            inode = _inode(socket)
+            seen = self._seen.get(socket)
+            if seen is not None and seen.inode == inode and (seen.retry_at is None or time.monotonic() < seen.retry_at):
+                continue
+            if seen is not None:
+                self._forget(socket)
+            seen = self._seen[socket] = _Scouted(inode)
+            seen.task = asyncio.ensure_future(self._scout(socket, seen))
+        if not self.scanned:
+            self.scanned = True
+            self._notify()
+
+    def _retry_at(self, socket: str) -> float:
+        """When to dial a socket again that failed or could not be named: sooner at first, then less often."""
+        tries = self._tries[socket] = self._tries.get(socket, 0) + 1
+        return time.monotonic() + min(SCOUT_RETRY * 2.0 ** (tries - 1), SCOUT_RETRY_CAP)
+
+    def _forget(self, socket: str) -> None:
+        seen = self._seen.pop(socket)
+        if seen.task is not None:
+            seen.task.cancel()
+        opened = self._handoff.pop(socket, None)
+        if opened is not None:
+            closing = asyncio.ensure_future(opened.close())
+            self._closing.add(closing)
+            closing.add_done_callback(self._closing.discard)
+        self._notify()
+
+    async def _scout(self, socket: str, seen: _Scouted) -> None:
+        def passed_deadline() -> None:
+            seen.settled = True
+            self._notify()
+
+        deadline = asyncio.get_running_loop().call_later(self.timeout, passed_deadline)
+        try:
+            opened = await _open(socket, self.timeout, None)
+        except Exception as e:  # stale, hung past nothing, another API: a socket that does not serve, for now
+            log.debug("scouting %s: %s", socket, e)
+            seen.settled = True
+            seen.retry_at = self._retry_at(socket)
+            self._notify()
+            return
+        finally:
+            deadline.cancel()
+        try:
+            seen.resource = await self.name(socket, opened.first)
+        except BaseException:
+            await opened.close()
+            raise
+        seen.named = seen.settled = True
+        if seen.resource is None:
+            seen.retry_at = self._retry_at(socket)  # the kubelet may learn its devices later
+        else:
+            self._tries.pop(socket, None)
+        if seen.resource in self.wanted and self._seen.get(socket) is seen:
+            self._handoff[socket] = opened
+        else:
+            await opened.close()
+        self._notify()
+
+
+def _named_once(name: str, reason: str) -> str:
+    """``reason`` prefixed with the target's name, unless it starts with it already ("sock: …", "sock ListAndWatch: …").
+
+    A socket followed before its resource is known is named by its path, and
+    most reasons (a failed RPC, the socket deleted) start with that path: the
+    notice names its subject once.
+    """
+    if reason.startswith(name) and reason[len(name) : len(name) + 1] in (":", " "):
+        return reason
+    return f"{name}: {reason}"
+
+
+async def _never() -> str:
+    await asyncio.Event().wait()
+    return ""
+
+
+def stream_end(socket: str, error: Exception | None, ended: str) -> StreamEnd:
+    """Why a session of ``socket`` ended, typed: ``error``'s status, or the stream's own end (``ended``)."""
+    if isinstance(error, RpcFailure):
+        return StreamEnd(error.status, error.message)
+    if isinstance(error, (AttributeError, TypeError)):
+        # grpc.aio hands back None for a reply it cannot decode: another API on this socket.
+        return StreamEnd(PluginStatus.UNREACHABLE, f"{socket}: the reply could not be decoded (not a device plugin)")
+    if isinstance(error, _Ended):
+        return StreamEnd(error.status, _named_once(socket, error.args[0]))
+    reason = ended if error is None else f"{type(error).__name__}: {error}"
+    return StreamEnd(PluginStatus.UNREACHABLE, _named_once(socket, reason))
+
+
+class Reconnecting:
+    """What every followed stream shares: connect, follow, and after each end say why and try again with backoff.
+
+    A device plugin's ListAndWatch (``Follower``) and a DRA driver's health
+    stream (``watch.dra.DraFollower``) differ in how they connect and what
+    they read; the bookkeeping around a session is this one loop: a
+    ``disconnected`` event and a "reconnecting" notice when a live stream
+    ends, a notice only when the reason changes while it stays down, the
+    backoff reset after a stable connection, and ``settled`` for ``--once``.
+    """
+
+    ENDED = "stream ended"  # the reason when a stream ends without an error
+
+    def __init__(self, out: Sink, *, wait: bool, once: bool, timeout: float, backoff: Backoff):
+        self.out = out
+        self.wait = wait
+        # ``--once`` without ``wait`` gives up after the first failure: no "retrying" then.
+        self.retries = wait or not once
+        self.timeout = timeout
+        self.backoff = backoff
+        self.connected = False
+        self.said: str | None = None  # the last notice given while not connected, not to repeat it
+        # Set once the first list arrived, or (without wait) the first attempt failed: ``--once`` waits on it.
+        self.settled = asyncio.Event()
+
+    @property
+    def name(self) -> str:
+        raise NotImplementedError
+
+    def _notice(self, message: str) -> None:
+        raise NotImplementedError
+
+    def _disconnected(self) -> None:
+        """Emit the ``disconnected`` event, with the counts of the last list."""
+        raise NotImplementedError
+
+    async def _session(self) -> bool:
+        """Connect and follow until the stream ends (True, or raise why); False: nothing to connect to yet."""
+        raise NotImplementedError
+
+    async def _ended(self) -> None:
+        """Called after a session ended, before it is reported."""
+
+    def _failed(self, error: Exception | None) -> None:
+        """Called with why each session ended (None: the stream ended by itself), before the notice."""
+
+    async def _idle(self) -> None:
+        await asyncio.sleep(self.backoff.next())
+
+    async def run(self) -> None:
+        """Follow the target for ever: connect, stream, and after a failure try again with backoff."""
+        while True:
+            started = time.monotonic()
+            error: Exception | None = None
+            try:
+                if not await self._session():
+                    await self._idle()
+                    continue
+                reason = self.ENDED
+            except (_Ended, RpcFailure) as e:
+                reason, error = e.args[0], e
+            except Exception as e:  # one misbehaving plugin or driver must never end the watch of the others
+                log.debug("watching %s failed", self.name, exc_info=True)
+                reason, error = f"{type(e).__name__}: {e}", e
+            await self._ended()
+            self._failed(error)
+            # Not kept while idle: its traceback holds this frame and the session's (a closed channel among them), a
+            # cycle per failed attempt that a process with a high gc threshold (devctl.cli.start) frees late.
+            error = None
+            why = _named_once(self.name, reason)
+            if self.connected:
+                self.connected = False
+                self._disconnected()
+                self.said = f"{why}; reconnecting"
+                self._notice(self.said)
+                if time.monotonic() - started >= STABLE_AFTER:
+                    self.backoff.reset()
+            elif self.said != (message := f"{why}; retrying" if self.retries else why):
+                self._notice(message)
+                self.said = message
+            if not self.wait:
+                self.settled.set()
+            await self._idle()
+
+
+class Follower(Reconnecting):
+    """One watched device-plugin target (a resource, or a socket) and the last device list known for it."""
+
+    ENDED = "ListAndWatch stream ended"
+
+    def __init__(
+        self,
+        out: Sink,
+        name: Namer,
+        *,
+        resource: str | None,
+        socket: str | None,
+        scouts: Scouts | None,
+        wait: bool,
+        once: bool,
+        timeout: float,
+        backoff: Backoff,
+        listener: Listener | None = None,
+        watch_file: bool = True,
+    ):
+        super().__init__(out, wait=wait, once=once, timeout=timeout, backoff=backoff)
+        self.listener = listener
+        # Whether a live stream ends when its socket file is deleted or created again (SOCKET_POLL); off where the
+        # caller's own discovery looks at the files already (the exporter), so no follower wakes up to look too.
+        self.watch_file = watch_file
+        self.namer = name
+        self.resource = resource
+        self.socket = socket
+        self.scouts = scouts  # a resource's; a socket target (None) is dialled directly
+        self.last: tuple[Device, ...] | None = None
+        self.tally = (0, 0)  # (devices, healthy) of the last list
+
+    @property
+    def name(self) -> str:
+        return self.resource or self.socket or "?"
+
+    def _notice(self, message: str) -> None:
+        self.out.put_nowait(Notice(now(), message, self.resource, self.socket))
+
+    def _event(self, event: str, tally: tuple[int, int], change: Change | None = None) -> None:
+        self.out.put_nowait(
+            WatchEvent(
+                time=now(),
+                resource=self.resource,
+                socket=self.socket,
+                event=event,
+                device=change.device if change else None,
+                from_=change.from_ if change else None,
+                to=change.to if change else None,
+                devices=tally[0],
+                healthy=tally[1],
+            )
+        )
+
+    def _disconnected(self) -> None:
+        self._event(DISCONNECTED, self.tally)
+
+    def _failed(self, error: Exception | None) -> None:
+        if self.listener is not None and self.socket is not None:
+            self.listener.ended(self.socket, stream_end(self.socket, error, self.ENDED))
+
+    def _changes(self, devices: tuple[Device, ...]) -> None:
+        """Emit what changed since the last list; counts are taken once per list, not per event."""
+        changes = diff(self.last or (), devices)
+        if changes:
+            self.tally = counts(devices)
+            for change in changes:
+                self._event(change.event, self.tally, change)
+        self.last = devices
+
+    async def _connect(self) -> _Open | None:
+        """A stream to follow now, with its first list read; None when nothing serves the target yet."""
+        if self.scouts is None:
+            if not _exists(self.socket):
+                return None
+            assert self.socket is not None
+            return await _open(self.socket, self.timeout, self.timeout)
+        assert self.resource is not None
+        opened = self.scouts.take(self.resource, self.socket)
+        if opened is not None:
+            served = self.scouts.serving(self.resource)
+            if len(served) > 1 and self.socket not in served:
+                self._notice(f"{self.resource} is served by {len(served)} sockets; following {opened.socket}")
+            self.socket = opened.socket
+        return opened
+
+    async def _idle(self) -> None:
+        if self.scouts is None:
+            await asyncio.sleep(self.backoff.next())
+        else:
+            await self.scouts.changed(self.backoff.next())
+
+    async def _session(self) -> bool:
+        opened = await self._connect()
+        if opened is None:
+            # A resource is "not served" only once every socket has answered or timed out.
+            if self.scouts is None or self.scouts.settled():
+                message = f"waiting for {self.name} to be served" if self.resource else f"waiting for {self.name}"
+                if self.said is None:
+                    self._notice(message)
+                    self.said = message
+                if not self.wait:
+                    self.settled.set()
+            return False
+        await self._follow(opened)
+        return True
+
+    async def _ended(self) -> None:
+        if self.resource is None and self.socket is not None and self.last is not None:
+            self.resource = await self.namer(self.socket, self.last)  # as late as possible: see _consume
+        if self.scouts is not None and self.resource is not None:
+            self.scouts.release(self.resource)
+
+    async def _follow(self, opened: _Open) -> None:
+        """Emit the stream's first list and every change; return or raise when the stream ends."""
+        try:
+            if self.resource is None:
+                self.resource = await self.namer(opened.socket, opened.first)
+            self._first_list(opened.first)
+            if self.listener is not None:
+                self.listener.listed(opened.socket, opened.first, opened.took)
+            consume = asyncio.ensure_future(self._consume(opened))
+            watched = self._until_replaced(opened.socket, opened.inode) if self.watch_file else _never()
+            replaced = asyncio.ensure_future(watched)
+            try:
+                await asyncio.wait({consume, replaced}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for task in (consume, replaced):
+                    task.cancel()
+                await asyncio.gather(consume, replaced, return_exceptions=True)
+            if replaced.done() and not replaced.cancelled() and replaced.exception() is None:
+                raise _Ended(replaced.result())
+            consume.result()  # re-raises the RpcFailure that ended the stream
+        finally:
+            await opened.close()
+
+    def _first_list(self, devices: tuple[Device, ...]) -> None:
+        self.connected = True
+        self.tally = counts(devices)
+        if self.last is None:
+            self._event(SNAPSHOT, self.tally)
+            self.last = devices
+        else:
+            self._event(RECONNECTED, self.tally)
+            self._changes(devices)
+        self.settled.set()
+
+    async def _consume(self, opened: _Open) -> None:
+        told, told_at = opened.client.skipped, -SKIP_NOTICE_EVERY
+        async for devices in opened.stream:
+            if self.resource is None:
+                # Not known at the first list (the node's sources had not answered yet): ask again, so that
+                # later events, a disconnect among them, carry the resource as soon as it is known.
+                self.resource = await self.namer(opened.socket, devices)
+            self._changes(devices)
+            if self.listener is not None:
+                self.listener.listed(opened.socket, devices, None)
+            skipped = opened.client.skipped
+            if skipped != told and time.monotonic() - told_at >= SKIP_NOTICE_EVERY:
+                self._notice(
+                    f"{self.name}: behind the plugin; skipped {skipped - told} list(s) to show the newest"
+                    " (their changes are folded into one diff)"
+                )
+                told, told_at = skipped, time.monotonic()
+
+    async def _until_replaced(self, socket: str, inode: int | None) -> str:
+        while True:
+            await asyncio.sleep(SOCKET_POLL)
+            current = _inode(socket)
+            if current is None:
+                return f"{socket} was deleted (plugin or kubelet restart)"
+            if current != inode:
+                return f"{socket} was created again (plugin or kubelet restart)"

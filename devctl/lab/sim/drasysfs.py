@@ -1,0 +1,101 @@
+"""Hardware behind the simulated devices: PCI functions and ``/sys/dev/char/<major>:<minor>`` links.
+
+On a real host a CDI device node leads to hardware: ``stat(hostPath)`` gives
+major:minor, ``/sys/dev/char/<major>:<minor>`` links into the device's PCI
+function (``…/devices/pci0000:3b/0000:3b:00.0/…``), whose ``numa_node`` says
+where it sits. The simulator writes the same for each DRA device of the
+scenario (its character device numbers are the in-process driver's: the
+driver's major, the device's index as minor), so a DRA claim's CDI names
+resolve to a PCI address and a NUMA node as on a real host.
+
+Device-plugin devices whose Allocate template gives device nodes or CDI names
+get the same: each such resource a major of that range (derived from its
+name as a DRA driver's, moved to the next free one if a DRA driver or an
+earlier resource holds it), each device its index in the resource's device
+list as minor. A device whose ID is a PCI function of the scenario (an SR-IOV
+VF) links to that function; any other gets a new one on the simulated buses.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Collection, Iterator, Sequence
+from pathlib import Path
+
+from devctl.lab.plugin.dra import default_major
+from devctl.lab.plugin.spec import PluginSpec
+from devctl.lab.sim.scenario_dra import DraScenario
+from devctl.model import PciDevice
+
+CHAR_DIR = "dev/char"
+FIRST_BUS = 0xD0  # simulated functions sit on buses the scenario's own devices rarely use
+# A simulated accelerator (3D controller class); the vendor is PCI-SIG's reserved test ID.
+VENDOR, DEVICE, CLASS = "0x0001", "0x0d7a", "0x030200"
+LOCAL_MAJORS = range(234, 255)  # Linux's character majors for local use (Documentation/admin-guide/devices.txt)
+
+
+def _addresses(taken: Collection[str]) -> Iterator[str]:
+    for bus in range(FIRST_BUS, 0x100):
+        for slot in range(32):
+            address = f"0000:{bus:02x}:{slot:02x}.0"
+            if address not in taken:
+                yield address
+
+
+def _function(address: str, numa_nodes: Sequence[int], driver: str) -> PciDevice:
+    return PciDevice(address, numa_nodes[0] if numa_nodes else -1, VENDOR, DEVICE, CLASS, driver)
+
+
+def char_devices(
+    dra: DraScenario, resources: Sequence[PluginSpec], scenario_pci: Sequence[PciDevice]
+) -> dict[tuple[int, int], PciDevice]:
+    """The PCI function behind each simulated character device, keyed by its (major, minor).
+
+    DRA devices first, then device-plugin devices (see the module's docstring);
+    functions the scenario lists are reused, the others get free addresses.
+    """
+    listed = {d.address: d for d in scenario_pci}
+    free = _addresses(listed)
+    out: dict[tuple[int, int], PciDevice] = {}
+    for spec in dra.drivers:
+        driver = spec.driver.split(".", 1)[0]
+        for minor, device in enumerate(spec.devices):
+            out[(spec.major, minor)] = _function(next(free), device.numa_nodes, driver)
+    majors = {major for major, _ in out}
+    for resource in resources:
+        if not (resource.allocate.devices or resource.allocate.cdi_devices):
+            continue
+        major = _free_major(default_major(resource.resource), majors)
+        if major is None:
+            break  # every local major is taken: the rest get no links
+        majors.add(major)
+        driver = resource.resource.rsplit("/", 1)[-1]
+        for minor, plugin_device in enumerate(resource.devices):
+            pci = listed.get(plugin_device.id) or _function(next(free), plugin_device.numa_nodes, driver)
+            out[(major, minor)] = pci
+    return out
+
+
+def _free_major(wanted: int, taken: Collection[int]) -> int | None:
+    """``wanted``, or the next major of LOCAL_MAJORS (wrapping round) that is not ``taken``."""
+    start = LOCAL_MAJORS.index(wanted)
+    for i in range(len(LOCAL_MAJORS)):
+        major = LOCAL_MAJORS[(start + i) % len(LOCAL_MAJORS)]
+        if major not in taken:
+            return major
+    return None
+
+
+def write_char_links(sysfs: Path, devices: dict[tuple[int, int], PciDevice]) -> None:
+    """``<sysfs>/dev/char/<major>:<minor>`` → the PCI function, relative as the kernel's links are."""
+    directory = Path(sysfs) / CHAR_DIR
+    directory.mkdir(parents=True, exist_ok=True)
+    for (major, minor), pci in devices.items():
+        domain_bus = pci.address.rsplit(":", 1)[0]
+        target = Path(sysfs) / "devices" / f"pci{domain_bus}" / pci.address
+        link = directory / f"{major}:{minor}"
+        relative = os.path.relpath(target, directory)
+        if link.is_symlink() and os.readlink(link) == relative:
+            continue
+        link.unlink(missing_ok=True)
+        link.symlink_to(relative)
