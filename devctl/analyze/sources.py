@@ -55,6 +55,8 @@ __all__ = [
 # The sources only the kubelet's side of the node holds (its sockets, the plugins'
 # sockets, its checkpoint): root's alone on a real node.
 KUBELET_SOURCES = frozenset({POD_RESOURCES, PLUGINS, CHECKPOINT})
+# What any Linux host gives, kubelet or not: alone, they answer no node question.
+HOST_ONLY_SOURCES = frozenset({TOPOLOGY, PROCS})
 
 # Sockets that told nothing: devctl may not open them, or they never answered.
 # A stale socket does tell something (its plugin is gone); these only say that

@@ -355,12 +355,17 @@ def emit(
     not have: printed after the view, then exit 1, as ``kubectl get`` does for
     a name it cannot find.
     """
-    from devctl.analyze import errors_of, sources_read
+    from devctl.analyze import HOST_ONLY_SOURCES, errors_of, sources_read
 
     errors = errors_of(snapshot)
     denied = refused_line(snapshot, set(shown))
     absent = absent_line(snapshot, set(shown))
-    unread = bool(denied) or not sources_read(snapshot) & set(shown)
+    read = sources_read(snapshot) & set(shown)
+    if absent:
+        # No kubelet at this root (the "is this a node?" line): what the host alone gave (sysfs, /proc) is no
+        # node's answer, so topo and who exit 3 there as every read command does.
+        read -= HOST_ONLY_SOURCES
+    unread = bool(denied) or not read
     if output in (Output.json, Output.yaml):
         write_structured(output, body, errors)
         sys.stderr.write(denied + absent)
