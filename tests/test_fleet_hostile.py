@@ -347,3 +347,23 @@ def test_a_bad_url_is_a_usage_error_in_one_line(url: str, says: str) -> None:
     line = _one_line(result.stderr)
     assert says in line
     assert "hunter2" not in line and "\x1b" not in line
+
+
+def test_a_reply_of_too_many_small_samples_is_refused_before_decoding() -> None:
+    # Under the byte bound, 200,000 tiny samples would decode to twenty times their size: counted first.
+    sample = b'{"metric":{},"value":[0,"1"]},'
+    body = b'{"status":"success","data":{"resultType":"vector","result":[' + sample * 200_000
+    body = body[:-1] + b"]}}"
+    assert len(body) < MAX_REPLY_BYTES
+
+    def many(h: http.server.BaseHTTPRequestHandler) -> None:
+        h.send_response(200)
+        h.send_header("Content-Length", str(len(body)))
+        h.end_headers()
+        with contextlib.suppress(OSError):
+            h.wfile.write(body)
+
+    with serving(many) as address:
+        result = invoke("--timeout", "20", "fleet", "--prometheus", address, "doctor")
+    assert result.exit_code == 3
+    assert "more than 150,000 samples" in _one_line(result.stderr)

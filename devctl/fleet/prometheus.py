@@ -45,6 +45,11 @@ log = logging.getLogger(__name__)
 # Prometheus answers an instant query in milliseconds with a few MiB; decoding a reply
 # costs about 20 times its size in memory, so one this big is refused before it is read.
 MAX_REPLY_BYTES = 32 * 1024 * 1024
+# The most samples one reply may hold: about 2,000 nodes of 64 devices. Counted before decoding (every '{' and
+# '[' of the body, an upper bound on the JSON containers decoding would make), since a reply of tiny samples
+# under the byte bound decodes to twenty times its size.
+MAX_SAMPLES = 150_000
+MAX_CONTAINERS = 4 * MAX_SAMPLES
 CHUNK = 256 * 1024
 # How much of a message from the server (an HTTP error's detail, a redirect's target) a line shows.
 DETAIL_CHARS = 200
@@ -281,6 +286,12 @@ class Prometheus:
 
     def _vector(self, body: bytearray) -> list[Sample]:
         garbage = PrometheusError(f"{self.url}: the reply is not Prometheus' query API (is this a Prometheus URL?)")
+        if body.count(b"{") + body.count(b"[") > MAX_CONTAINERS:
+            del body[:]
+            raise PrometheusError(
+                f"{self.url}: the reply holds more than {MAX_SAMPLES:,} samples, the most devctl decodes "
+                "(narrow it: --node, a RESOURCE, or --job)"
+            )
         try:
             doc: Any = json.loads(body)
         except (ValueError, UnicodeDecodeError, RecursionError):
