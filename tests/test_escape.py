@@ -23,12 +23,12 @@ from badservers import stale_socket
 from helpers import devctl, run_devctl
 from test_watch_cli import start, watches  # noqa: F401  (watches: a fixture)
 
+from devctl.base.escape import escape, escape_quoted
+from devctl.base.escape import unescape as devctl_unescape
 from devctl.cli.common import EscapingFormatter
 from devctl.core.watch import WatchEvent
 from devctl.lab.sim.thread import SimHandle
 from devctl.model import Device, ErrorKind, SourceError
-from devctl.model.escape import escape, escape_quoted
-from devctl.model.escape import unescape as devctl_unescape
 from devctl.render import structured
 from devctl.render.events import EventTable, json_line
 from devctl.render.style import paint

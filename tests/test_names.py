@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from devctl.model.names import likely, not_found
+from devctl.base.names import likely, not_found
 
 KNOWN = ["nvidia.com/gpu", "intel.com/sriov_netdevice", "hardware-vendor.example/foo"]
 

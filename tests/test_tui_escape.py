@@ -20,10 +20,10 @@ from test_tui_app import cells, open_devices, table
 from test_tui_support import pinned_clock, screen_text, until, until_view
 from textual.widgets._toast import Toast
 
+from devctl.base.escape import escape
 from devctl.lab.sim.node import SimNode
 from devctl.lab.sim.scenario import Scenario, default_scenario, pod_uid
 from devctl.model import Device
-from devctl.model.escape import escape
 from devctl.tui.app import DevctlApp, make_app
 from devctl.tui.feeds import NodeFeed, PluginControls
 from devctl.tui.screens.detail import ContainerScreen

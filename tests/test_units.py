@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from devctl.model.units import format_bytes, format_cpulist, parse_cpulist, parse_quantity
+from devctl.base.units import format_bytes, format_cpulist, parse_cpulist, parse_quantity
 
 
 @pytest.mark.parametrize(
@@ -107,7 +107,7 @@ def test_exact_sizes_round_trip_through_format_and_parse(n: int) -> None:
 
 
 def test_numa_unknown_is_one_word_in_the_tui_as_in_the_cli_tables():
-    from devctl.model.units import format_numa
+    from devctl.base.units import format_numa
     from devctl.render.style import NONE
 
     assert format_numa((0, 1)) == "0,1"

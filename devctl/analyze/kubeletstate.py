@@ -163,7 +163,7 @@ def _checksum_finding(part: CpuManagerState | MemoryManagerState, code: str) -> 
 
 
 def _cpus(cpus: tuple[int, ...]) -> str:
-    from devctl.model.units import format_cpulist
+    from devctl.base.units import format_cpulist
 
     return format_cpulist(cpus) or "none"
 

@@ -22,11 +22,11 @@ import typer
 import typer.main
 
 from devctl import __version__, quiet_interrupt
+from devctl.base.escape import escape
 from devctl.cli import completion, globalopts, grpclog, lazy
 from devctl.cli.common import ExitCode, GlobalOptions, begin_invocation, escape_unencodable, setup_logging
 from devctl.cli.globalopts import MAX_TIMEOUT, TIMEOUT_HELP, VERBOSE_HELP
 from devctl.cli.lazy import COMMAND_MODULES
-from devctl.model.escape import escape
 
 __all__ = ["COMMAND_MODULES", "ONE_ANSWER", "build", "main", "run"]
 

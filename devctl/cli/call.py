@@ -279,8 +279,8 @@ def _not_served(paths: NodePaths, plugins: Sequence[PluginProbe], resource: str,
     is wrong (exit 1, as in ls)."""
     import os
 
+    from devctl.base.names import likely
     from devctl.model import PluginStatus
-    from devctl.model.names import likely
     from devctl.node.paths import not_a_node
     from devctl.node.rpc import RpcFailure
 
@@ -360,7 +360,7 @@ def _print(result: CallResult, output: CallOutput) -> None:
 
 def reply_table(result: CallResult, style: TableStyle) -> str:
     """The reply as a table: options, devices, preferred IDs, or what Allocate gives the container."""
-    from devctl.model.escape import escape
+    from devctl.base.escape import escape
     from devctl.render.style import word
     from devctl.render.table import grid
 

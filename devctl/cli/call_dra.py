@@ -138,7 +138,7 @@ def _unreachable(paths: NodePaths) -> None:
 
 
 async def _driver(paths: NodePaths, timeout: float, name: str) -> Driver:
-    from devctl.model.names import not_found
+    from devctl.base.names import not_found
     from devctl.node.dra import find_drivers
 
     drivers = await find_drivers(paths, timeout)
@@ -166,9 +166,9 @@ async def _driver(paths: NodePaths, timeout: float, name: str) -> Driver:
 
 async def _claim_ref(paths: NodePaths, timeout: float, driver: str, request: DraRequest) -> ClaimRef:
     """The claim with its UID: from --uid, else from dra_manager_state (the entry of that name and driver)."""
+    from devctl.base.names import not_found
     from devctl.core.collect import collect
     from devctl.model import DRA_CHECKPOINT
-    from devctl.model.names import not_found
     from devctl.node.dra_call import ClaimRef
 
     assert request.claim is not None
@@ -302,7 +302,7 @@ def dra_table(result: DraCallResult, style: TableStyle) -> str:
     """The reply as a table: the driver's info, its devices' health, or the claim's devices."""
     from datetime import datetime, timezone
 
-    from devctl.model.escape import escape
+    from devctl.base.escape import escape
     from devctl.render.style import word
     from devctl.render.table import grid
 

@@ -29,7 +29,7 @@ from devctl.cli.output import (
 
 def _unknown(asked: list[str] | None, found: set[str], known: list[str], what: str) -> list[str]:
     """A line per name asked for and not found, with the likeliest spelling among ``known``."""
-    from devctl.model.names import likely
+    from devctl.base.names import likely
 
     lines = []
     for name in dict.fromkeys(asked or ()):

@@ -17,7 +17,7 @@ from typing import IO, TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import typer
 
-from devctl.model.escape import escape
+from devctl.base.escape import escape
 
 if TYPE_CHECKING:
     from devctl.model import NodePaths
@@ -151,7 +151,7 @@ def say(message: str) -> None:
 
     Escaped as a whole: a message names sockets, resources, device IDs, gRPC
     error details and the user's own arguments, and must stay one line that
-    cannot drive the terminal (devctl.model.escape).
+    cannot drive the terminal (devctl.base.escape).
     """
     print(f"devctl: {escape(message)}", file=sys.stderr, flush=True)
 
@@ -199,7 +199,7 @@ def escape_unencodable() -> None:
 
 
 class EscapingFormatter(logging.Formatter):
-    """Log lines whose message is escaped: a record may quote a plugin's error or a device ID (devctl.model.escape).
+    """Log lines whose message is escaped: a record may quote a plugin's error or a device ID (devctl.base.escape).
 
     The traceback of a record, devctl's own text, keeps its lines.
     """

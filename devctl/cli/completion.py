@@ -101,7 +101,7 @@ def bash_word(value: str) -> str:
 
 def _help(text: str | None) -> str:
     """A candidate's description on one line, every control shown as an escape."""
-    from devctl.model.escape import escape
+    from devctl.base.escape import escape
 
     return escape(" ".join((text or "").split()))
 
@@ -214,7 +214,7 @@ def respond(command_for: Callable[[list[str]], Any]) -> int:
     instruction = os.environ.get(COMPLETE_VAR, "")
     action, _, shell = instruction.partition("_")
     if action != "complete" or shell not in {s.value for s in Shell}:
-        from devctl.model.escape import escape
+        from devctl.base.escape import escape
 
         print(f"devctl: completion: unknown request {escape(instruction)!r}", file=sys.stderr)
         return 1

@@ -12,7 +12,7 @@ names a fully qualified image for a debug pod (``kubectl debug node/NODE
 ``tui`` gets a terminal (``-it``). kubectl's exit status is passed on, and
 every line kubectl writes on stderr is escaped before it reaches the terminal.
 
-Only the standard library (and devctl.model.escape): this is a process of its own, started for every call.
+Only the standard library (and devctl.base.escape): this is a process of its own, started for every call.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from devctl.model.escape import escape
+from devctl.base.escape import escape
 
 # The DaemonSet of deploy/daemonset.yaml: its namespace, name and container, and where it mounts the host.
 NAMESPACE = "devctl"

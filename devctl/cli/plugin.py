@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from devctl.base.escape import escape
 from devctl.cli.common import ExitCode, GlobalOptions, fail, options, run, say
 from devctl.cli.complete import device_ids, resources
-from devctl.model.escape import escape
 
 if TYPE_CHECKING:
     from devctl.cli.signals import Stopper

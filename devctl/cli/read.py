@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from devctl.base.escape import escape
 from devctl.cli.common import AS_ROOT, ExitCode, Output, fail, options, run
 from devctl.cli.complete import namespaces, pod_names, resources, resources_then_ids
 from devctl.cli.output import (
@@ -34,7 +35,6 @@ from devctl.cli.output import (
     table_style,
     write_structured,
 )
-from devctl.model.escape import escape
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -71,7 +71,7 @@ def _unknown_resources(asked: list[str] | None, snap: NodeSnapshot) -> list[str]
     if not asked:
         return []
     from devctl import analyze
-    from devctl.model.names import not_found
+    from devctl.base.names import not_found
 
     known = {r.name for r in analyze.resources_view(snap)}
     return [not_found("resource", name, known) for name in dict.fromkeys(asked) if name not in known]
@@ -86,7 +86,7 @@ _COMMANDS_AS_POD |= {"claims": "claims", "claim": "claims", "resourceclaims": "c
 def _pod_not_found(pod: str, namespace: str, snapshot: NodeSnapshot) -> str:
     """``get``'s one line for a pod not found: the command meant, the namespaces where a pod of that name runs,
     or a likely name."""
-    from devctl.model.names import likely
+    from devctl.base.names import likely
 
     message = f"pod {pod} in namespace {namespace} not found"
     if pod in _COMMANDS_AS_POD:
@@ -174,7 +174,7 @@ def _resources_and_ids(asked: list[str] | None, snap: NodeSnapshot) -> tuple[lis
     if not asked:
         return [], None, []
     from devctl import analyze
-    from devctl.model.names import likely, not_found
+    from devctl.base.names import likely, not_found
 
     known = {r.name for r in analyze.resources_view(snap)}
     named = [n for n in dict.fromkeys(asked) if n in known]

@@ -48,6 +48,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from devctl.base.units import parse_cpulist
 from devctl.model import (
     KUBELET_STATE,
     ContainerMemory,
@@ -60,7 +61,6 @@ from devctl.model import (
     MemoryManagerState,
     SourceError,
 )
-from devctl.model.units import parse_cpulist
 from devctl.node.checkpoint import fnv1a32
 from devctl.node.files import FileReadError, excerpt, read_file
 

@@ -15,9 +15,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import replace
 
+from devctl.base.units import parse_cpulist
 from devctl.model import ErrorKind, HostTopology, Hugepages, NumaNode, PciDevice
 from devctl.model.pci import normalize_pci_address
-from devctl.model.units import parse_cpulist
 from devctl.node.files import FileReadError, read_file
 from devctl.node.pciids import database, hex_id, pci_names
 

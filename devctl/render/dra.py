@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from devctl.analyze.cdi import CdiView, unjudged_kinds
 from devctl.analyze.claims import ClaimRow, DraCheckpointSection
-from devctl.model.escape import escape
+from devctl.base.escape import escape
 from devctl.render.style import paint, word
 from devctl.render.table import TableStyle, grid
 

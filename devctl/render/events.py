@@ -7,7 +7,7 @@ width that fits 80 columns: TIME, EVENT, CHANGE (a longer change is cut with
 ``…``), then OBJECT, the resource or driver and, for a per-device event, the
 device as ``<resource>/<device>`` (doctor's spelling), whatever its length.
 A snapshot's device counts are its change. Every cell is escaped
-(devctl.model.escape): a device ID or health string from a plugin is one cell of
+(devctl.base.escape): a device ID or health string from a plugin is one cell of
 one line. JSON lines keep every field whole and escape every non-ASCII
 character themselves; ``devctl.model.serial`` writes them (the TUI reads them back
 with it), from the fields of ``WatchEvent`` as they declare their keys.
@@ -18,9 +18,9 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
+from devctl.base.escape import escape
 from devctl.core.events import WatchEvent
 from devctl.model import serial
-from devctl.model.escape import escape
 from devctl.model.serial import iso_time
 from devctl.node.udev import KernelEvent
 from devctl.render.style import NONE

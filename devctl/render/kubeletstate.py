@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from devctl.analyze.kubeletstate import KubeletStateView
-from devctl.model.escape import escape
-from devctl.model.units import format_cpulist
+from devctl.base.escape import escape
+from devctl.base.units import format_cpulist
 from devctl.render.table import TableStyle, grid
 
 

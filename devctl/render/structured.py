@@ -8,7 +8,7 @@ snapshots cannot drift apart.
 Both keep every string as it is when parsed back, and neither writes a
 character that drives a terminal: JSON escapes control characters itself and
 DEL, C1 controls and bidi overrides are written as ``\\uXXXX`` here
-(``devctl.model.escape.escape_quoted``); YAML double-quotes such strings and escapes them too.
+(``devctl.base.escape.escape_quoted``); YAML double-quotes such strings and escapes them too.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import json
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from devctl.base.escape import escape_quoted
 from devctl.model import SourceError
-from devctl.model.escape import escape_quoted
 from devctl.model.serial import fields_of, to_plain
 
 

@@ -10,7 +10,7 @@ import os
 from collections.abc import Mapping
 from typing import TextIO
 
-from devctl.model.escape import escape
+from devctl.base.escape import escape
 
 # An empty table cell, as kubectl prints it.
 NONE = "<none>"

@@ -5,7 +5,7 @@ for more columns, no headers on request. Every function returns the text to
 print (ending in a newline, or empty when there are no rows): printing and the
 "No resources found." notice are the caller's.
 
-Every cell passes ``devctl.model.escape.escape`` in ``grid`` (a coloured word has
+Every cell passes ``devctl.base.escape.escape`` in ``grid`` (a coloured word has
 been escaped by ``paint``), and so does every string from the node in the lines
 around a table: a device ID cannot add a row or drive the terminal.
 """
@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from devctl.analyze import CAPACITY_NOTE
+from devctl.base.escape import escape
+from devctl.base.units import UNKNOWN_COUNT, format_bytes, format_count, format_cpulist
 from devctl.model import (
     HEALTHY,
     ContainerDevices,
@@ -30,8 +32,6 @@ from devctl.model import (
     SocketStatus,
     SourceError,
 )
-from devctl.model.escape import escape
-from devctl.model.units import UNKNOWN_COUNT, format_bytes, format_count, format_cpulist
 from devctl.render.style import NONE, Styled, paint, word
 
 if TYPE_CHECKING:  # the views' modules load with the command that shows them (devctl.analyze imports lazily)

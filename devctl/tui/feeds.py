@@ -20,9 +20,9 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Mappi
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Protocol
 
+from devctl.base.escape import unescape
 from devctl.core.events import Notice, WatchEvent
 from devctl.model import HEALTHY, UNHEALTHY, Device, NodePaths, NodeSnapshot
-from devctl.model.escape import unescape
 from devctl.model.serial import from_json_line
 from devctl.node.waits import within
 

@@ -196,7 +196,7 @@ def _not_served(paths: NodePaths, unknown: Sequence[str], served: set[str | None
     Connecting to a unix socket needs write permission on it: a user who lacks
     it sees no plugin serve anything, which is not the same as none serving.
     """
-    from devctl.model.names import likely
+    from devctl.base.names import likely
 
     if not os.path.isdir(paths.plugins_dir):
         return NoPluginsDir(not_a_node(paths))

@@ -115,7 +115,7 @@ async def control(control_dir: str, resource: str, message: Mapping[str, Any], t
     if path is None and denied:
         raise ControlError(f"{denied[0]}: permission denied (plugins run as another user; try as root)")
     if path is None:
-        from devctl.model.names import likely
+        from devctl.base.names import likely
 
         guess = likely(resource, (str(info.get("resource") or "") for _, info in answered))
         hint = f"did you mean {guess}? " if guess else ""

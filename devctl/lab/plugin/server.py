@@ -322,7 +322,7 @@ class DevicePluginServer:
         try:
             return self._devices[device_id]
         except KeyError:
-            from devctl.model.names import likely
+            from devctl.base.names import likely
 
             guess = likely(device_id, self._devices)
             hint = f" (did you mean {guess}?)" if guess else ""

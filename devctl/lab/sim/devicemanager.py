@@ -19,6 +19,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from devctl.base.units import format_bytes
 from devctl.lab.sim.scenario import ContainerSpec, PodSpec, Scenario
 from devctl.model import (
     AllocatableResources,
@@ -30,7 +31,6 @@ from devctl.model import (
     PluginOptions,
     PodResources,
 )
-from devctl.model.units import format_bytes
 from devctl.node import convert
 from devctl.node.checkpoint import RawEntry, read_checkpoint, write_checkpoint
 from devctl.node.deviceplugin import DevicePluginClient

@@ -15,10 +15,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from devctl.base.units import format_cpulist, parse_cpulist, parse_quantity
 from devctl.lab.plugin.spec import PluginSpec, SpecError, numa_node_error, spec_from_mapping
 from devctl.lab.sim.scenario_dra import DraScenario, DraScenarioError, parse_dra
 from devctl.model import ClaimDevice, ContainerMemory, DynamicResource, Hugepages, NumaNode, PciDevice
-from devctl.model.units import format_cpulist, parse_cpulist, parse_quantity
 
 # Namespaces and pod names are DNS names (a label and a subdomain): the kubelet's
 # log directories <namespace>_<name>_<uid> rely on them never holding "_".

@@ -14,9 +14,9 @@ import shutil
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from devctl.base.units import format_cpulist
 from devctl.model import Hugepages, NumaNode, PciDevice
 from devctl.model.pci import normalize_pci_address
-from devctl.model.units import format_cpulist
 from devctl.node.sysfs import CPU_ONLINE, NODE_DIR, PCI_DIR
 
 _NODE_NAME = re.compile(r"node\d+")

@@ -197,7 +197,7 @@ def write_kubelet_state(kubelet_dir: Path, pods: tuple[PodSpec, ...], all_cpus: 
     """
     import json
 
-    from devctl.model.units import format_cpulist
+    from devctl.base.units import format_cpulist
     from devctl.node.kubeletstate import cpu_checksum, memory_checksums
 
     entries: dict[str, dict[str, str]] = {}

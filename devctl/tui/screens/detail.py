@@ -21,9 +21,9 @@ from textual.widgets import Static
 from devctl.analyze.cdi import Resolver, resolver
 from devctl.analyze.claims import ClaimRow, claims_view
 from devctl.analyze.holders import HolderRow, container_holders
+from devctl.base.escape import escape
+from devctl.base.units import UNKNOWN_COUNT, format_bytes, format_cpulist, format_numa
 from devctl.model import HEALTHY, Allocation
-from devctl.model.escape import escape
-from devctl.model.units import UNKNOWN_COUNT, format_bytes, format_cpulist, format_numa
 from devctl.tui.state import ContainerDetail, NodeView
 from devctl.tui.widgets.claims import device_lines
 from devctl.tui.widgets.pods import alignment_text

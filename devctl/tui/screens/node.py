@@ -22,8 +22,8 @@ from devctl.analyze import DeviceRow
 from devctl.analyze.cdi import Resolver, resolver
 from devctl.analyze.claims import ClaimRow, claims_view
 from devctl.analyze.doctor import diagnose, recheck_sockets
+from devctl.base.escape import escape
 from devctl.model import Finding, NodeSnapshot
-from devctl.model.escape import escape
 from devctl.tui.feeds import ControlError, Feed, LogCapture, PluginControls
 from devctl.tui.interpreter import settle
 from devctl.tui.screens.detail import ContainerScreen
@@ -488,7 +488,7 @@ class NodeScreen(Screen[None]):
             self.app.exit()
             return
         if words and view is None:
-            from devctl.model.names import likely
+            from devctl.base.names import likely
 
             guess = likely(words[0], VIEW_NAMES)
             hint = f" (did you mean {guess}?)" if guess else f": one of {', '.join(VIEWS)}"
@@ -503,7 +503,7 @@ class NodeScreen(Screen[None]):
             self.action_show_view(view)  # its table takes the focus when the view is shown
 
     def _show_resource(self, name: str) -> None:
-        from devctl.model.names import likely
+        from devctl.base.names import likely
 
         names = [r.name for r in self.view.resources] if self.view is not None else []
         chosen = name if name in names else likely(name, names)

@@ -31,7 +31,7 @@ class TextScreen(ModalScreen[None]):
     ]
 
     def __init__(self, text: Text, *, title: str = "") -> None:
-        """``text`` is escaped by whoever made it (devctl.model.escape); it is never read as markup."""
+        """``text`` is escaped by whoever made it (devctl.base.escape); it is never read as markup."""
         super().__init__()
         self.text = text
         self.title_text = title

@@ -16,8 +16,8 @@ from textual.widgets import Static
 from devctl.analyze.cdi import Resolver
 from devctl.analyze.claim_state import CHECKPOINTED, DRIVER_MISSING, PREPARED, STALE
 from devctl.analyze.claims import ClaimDeviceRow, ClaimRow
-from devctl.model.escape import escape
-from devctl.model.units import UNKNOWN_COUNT, format_numa
+from devctl.base.escape import escape
+from devctl.base.units import UNKNOWN_COUNT, format_numa
 from devctl.tui.widgets.table import Column, Row, RowSet, RowTable
 
 # At 80 columns the health and the device names stay whole: the driver gives way first, then the pods and

@@ -7,8 +7,8 @@ from textual.containers import Vertical
 from textual.widgets import Static
 
 from devctl.analyze import DeviceRow
-from devctl.model.escape import escape
-from devctl.model.units import UNKNOWN_COUNT, format_count
+from devctl.base.escape import escape
+from devctl.base.units import UNKNOWN_COUNT, format_count
 from devctl.tui.state import NodeView
 from devctl.tui.widgets.resources import numa_list
 from devctl.tui.widgets.table import Column, Row, RowSet, RowTable

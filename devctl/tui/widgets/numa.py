@@ -12,8 +12,8 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from devctl.analyze import AlignmentRow, DeviceCount, NumaRow
-from devctl.model.escape import escape
-from devctl.model.units import format_bytes, format_count, format_cpulist
+from devctl.base.escape import escape
+from devctl.base.units import format_bytes, format_count, format_cpulist
 from devctl.tui.state import NodeView
 
 EXCLUSIVE, SHARED, RESERVED = "█", "▒", "·"

@@ -16,8 +16,8 @@ from textual.containers import Vertical
 from textual.timer import Timer
 from textual.widgets import Static
 
+from devctl.base.escape import escape
 from devctl.model import Finding
-from devctl.model.escape import escape
 from devctl.tui.state import LogLine
 from devctl.tui.widgets.edge import EdgeTable
 from devctl.tui.widgets.events import COLUMNS as EVENT_COLUMNS

@@ -7,8 +7,8 @@ from textual.containers import Vertical
 from textual.widgets import Static
 
 from devctl.analyze import AlignmentRow
+from devctl.base.units import format_bytes, format_cpulist
 from devctl.model import ContainerResources
-from devctl.model.units import format_bytes, format_cpulist
 from devctl.tui.state import NodeView, container_key
 from devctl.tui.widgets.table import Column, Row, RowSet, RowTable
 

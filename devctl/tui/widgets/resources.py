@@ -9,9 +9,9 @@ from textual.containers import Vertical
 from textual.widgets import Static
 
 from devctl.analyze.inventory import WAITING
+from devctl.base.escape import escape
+from devctl.base.units import format_count, format_numa
 from devctl.model import PluginStatus, SocketStatus
-from devctl.model.escape import escape
-from devctl.model.units import format_count, format_numa
 from devctl.tui.state import NodeView
 from devctl.tui.widgets.edge import EdgeTable
 from devctl.tui.widgets.table import Column, Row, RowSet, RowTable

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from devctl.base.escape import escape
 from devctl.model import PluginStatus
-from devctl.model.escape import escape
 from devctl.tui.state import NodeView
 from devctl.tui.widgets.text import TextLine
 

@@ -31,7 +31,7 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from devctl.model.escape import escape
+from devctl.base.escape import escape
 
 # Row tones: how a row looks, named for what it means. The text of a row must
 # carry the meaning too, because NO_COLOR (and a monochrome SSH terminal) drops colour.
@@ -61,7 +61,7 @@ class Row:
     """One row: a key that survives updates (the cursor follows it), its cells and a tone.
 
     The cells come from plugins, the kubelet and files: a Row holds them
-    escaped (devctl.model.escape), made once per row, and the table draws them as
+    escaped (devctl.base.escape), made once per row, and the table draws them as
     plain segments, never as markup. The key stays as it is: it names the device
     or container to act on.
     """
