@@ -218,6 +218,7 @@ class Prometheus:
         if target.authorization:
             headers["Authorization"] = target.authorization
         started = time.perf_counter()
+        reply: http.client.HTTPResponse | None = None
         try:
             conn.connect()
             sock = conn.sock
@@ -250,6 +251,13 @@ class Prometheus:
                 raise PrometheusError(f"{self.url}: no answer within {self.timeout:g}s") from None
             raise PrometheusError(f"{self.url}: cannot reach Prometheus: {_short(e.strerror or e)}") from None
         finally:
+            # Hang up now: a reply refused half-read keeps the socket open through its own file object until it
+            # is collected, and the server would go on sending into it meanwhile.
+            if conn.sock is not None:
+                with contextlib.suppress(OSError):
+                    conn.sock.shutdown(socket.SHUT_RDWR)
+            if reply is not None:
+                reply.close()  # its file object's reference to the socket, so that the close below is real
             conn.close()
             log.debug("query %s %r in %.1f ms", self.url, promql, (time.perf_counter() - started) * 1000)
         return self._vector(body)
