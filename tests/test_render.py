@@ -273,3 +273,14 @@ def test_json_of_a_class_that_plain_met_first(tmp_path):
     assert structured.plain(rows) == [{"name": "a", "count": 1}, {"name": "b", "count": 2}]
     text = "".join(structured.json_pieces({"rows": rows}))
     assert json.loads(text)["rows"] == [{"name": "a", "count": 1}, {"name": "b", "count": 2}]
+
+
+def test_the_dra_checkpoint_line_fits_80_columns_with_its_file_name_whole() -> None:
+    from devctl.analyze.claims import DraCheckpointSection
+    from devctl.render.dra import dra_checkpoint_lines
+
+    path = "/host/var/lib/kubelet-with-a-long-root-dir/some/more/depth/dra_manager_state"
+    section = DraCheckpointSection(path, "v1", True, 1, 1)
+    line = dra_checkpoint_lines(section, TableStyle()).splitlines()[0]
+    assert len(line) <= 80 and line.endswith("/dra_manager_state)"), line
+    assert path in dra_checkpoint_lines(section, TableStyle(wide=True))

@@ -10,7 +10,7 @@ from devctl.analyze.cdi import CdiView, unjudged_kinds
 from devctl.analyze.claims import ClaimRow, DraCheckpointSection
 from devctl.base.escape import escape
 from devctl.render.style import paint, word
-from devctl.render.table import TableStyle, grid
+from devctl.render.table import WIDTH, TableStyle, cut_path, grid
 
 
 def _pods(row: ClaimRow, namespace: str | None) -> str:
@@ -109,10 +109,11 @@ def dra_checkpoint_lines(section: DraCheckpointSection | None, style: TableStyle
         if section.error is not None:  # the warning line says why; here only that it was not read
             return f"dra_manager_state: {paint('unreadable', 'red', style.color)} ({escape(path)})\n"
         return f"dra_manager_state: absent ({escape(path)})\n"
-    checksum = {
-        True: "checksum ok",
-        False: paint("checksum MISMATCH", "red", style.color),
-        None: "checksum not checked",
-    }[ok]
-    head = f"dra_manager_state: format {escape(fmt)}, {checksum} ({escape(path)})\n" if style.headers else ""
-    return head + claims_table(section.claims, style)
+    said = {True: "checksum ok", False: "checksum MISMATCH", None: "checksum not checked"}[ok]
+    checksum = paint(said, "red", style.color and ok is False)
+    if not style.headers:
+        return claims_table(section.claims, style)
+    start = f"dra_manager_state: format {escape(fmt)}, "
+    # The path cut in its middle, its file name whole, so that the line fits WIDTH (-o wide: whole).
+    shown = escape(path) if style.wide else cut_path(escape(path), WIDTH - len(start) - len(said) - 3)
+    return f"{start}{checksum} ({shown})\n" + claims_table(section.claims, style)
