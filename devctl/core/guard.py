@@ -98,11 +98,11 @@ async def live_server_for(
     snapshot = await collect(paths, timeout, want={PLUGINS, POD_RESOURCES, CHECKPOINT})
     skip = {real_path(None, p) for p in exclude}
     for probe, dial in serving_sockets(paths, snapshot.plugins, resource):
-        if dial in skip or real_path(None, probe.socket) in skip:
+        if dial in skip or _real(probe.socket) in skip:
             continue
         return LiveServer(dial if dial == probe.socket else f"{dial} (through {probe.socket})")
     for probe, dial in unnamed_sockets(paths, snapshot.plugins):
-        if dial in skip or real_path(None, probe.socket) in skip:
+        if dial in skip or _real(probe.socket) in skip:
             continue
         where = dial if dial == probe.socket else f"{dial} (through {probe.socket})"
         what = f"all {len(probe.devices)} of its devices are unhealthy" if probe.devices else "it lists no devices"
