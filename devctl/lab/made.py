@@ -277,10 +277,12 @@ class Made:
         the node is announced, so no one else writes under ``top`` meanwhile.
         """
         before = _dirs_under(os.fspath(top))
-        yield
-        for path, identity in _dirs_under(os.fspath(top)).items():
-            if before.get(path) != identity:
-                self._dirs[path] = identity
+        try:
+            yield
+        finally:  # a block cut short (Ctrl-C during start-up) made directories too
+            for path, identity in _dirs_under(os.fspath(top)).items():
+                if before.get(path) != identity:
+                    self._dirs[path] = identity
 
     def temp_dir(self, prefix: str, parent: str = "/tmp") -> str:
         """A fresh ``mkdtemp`` directory (mode 0700), recorded as made."""
