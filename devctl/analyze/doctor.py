@@ -14,6 +14,7 @@ findings alone tell the whole story, and the table needs no warning lines.
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -335,7 +336,7 @@ def _socket_failures(c: _Checkup) -> None:
                 row.socket,
                 f"{row.error}: it does not speak the v1beta1 DevicePlugin API",
                 "another program's socket in the plugins dir, or a plugin built for another API version: "
-                f"find its owner (ss -xlp | grep {row.socket}) and fix or move it",
+                f"find its owner (ss -xlp | grep {shlex.quote(row.socket)}) and fix or move it",
             )
         elif row.error_kind == ErrorKind.TOO_LARGE:
             # The kubelet reads plugins with grpc-go's default 4 MiB receive limit (node/rpc.KUBELET_RECEIVE_BYTES).
@@ -382,7 +383,7 @@ def _unknown_resources(c: _Checkup) -> None:
         message = f"serves {row.devices} device(s) whose IDs the kubelet does not tie to any one resource"
         hint = (
             "if the plugin registered, the kubelet would list its devices: check the plugin's logs for Register "
-            f"errors; `devctl call --socket {row.socket} list` shows what it serves"
+            f"errors; `devctl call --socket {shlex.quote(row.socket)} list` shows what it serves"
         )
         if row in no_healthy and orphans:
             if len(orphans) == 1 and len(no_healthy) == 1:
@@ -392,7 +393,7 @@ def _unknown_resources(c: _Checkup) -> None:
                 )
                 hint = (
                     "the kubelet lists healthy devices only: the plugin's logs (and dmesg) say why it marked them "
-                    f"unhealthy; `devctl call --socket {row.socket} list` shows what it serves"
+                    f"unhealthy; `devctl call --socket {shlex.quote(row.socket)} list` shows what it serves"
                 )
             else:
                 names = orphans[0].name if len(orphans) == 1 else "one of " + _ids([r.name for r in orphans])
@@ -539,8 +540,9 @@ def _no_plugin(c: _Checkup) -> None:
                 )
             served = "no plugin socket is known to serve it, as the kubelet lists no device of it"
             hint = (
-                f"`devctl call --socket {no_healthy[0].socket} list` shows what it serves; the plugin's logs (and "
-                "dmesg) say why it marked its devices unhealthy: repair or replace the hardware; else " + hint
+                f"`devctl call --socket {shlex.quote(no_healthy[0].socket)} list` shows what it serves; "
+                "the plugin's logs (and dmesg) say why it marked its devices unhealthy: "
+                "repair or replace the hardware; else " + hint
             )
         if row.allocated or row.name in allocatable:
             message = f"{served}, yet the kubelet still uses it"
