@@ -64,6 +64,17 @@ class KubeletPolicy:
 
 
 @dataclass(frozen=True)
+class TopologyHint:
+    """A hint provider's answer, as the kubelet's ``topologymanager.TopologyHint``.
+
+    ``numa_nodes`` is the NUMA affinity (the kubelet's bitmask); ``None`` is the kubelet's nil mask, "any node".
+    """
+
+    numa_nodes: frozenset[int] | None
+    preferred: bool
+
+
+@dataclass(frozen=True)
 class ContainerRequest:
     """One container's resources as the kubelet's managers read them.
 
