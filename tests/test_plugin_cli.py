@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from test_plugin_fakes import FakeKubelet, Serving, devctl
 
-from devctl.lab.plugin.spec import SpecError
+from devctl.lab.plugin.spec import PluginSpecError
 from devctl.model import HEALTHY, UNHEALTHY
 
 RESOURCE = "example.com/gpu"
@@ -150,5 +150,5 @@ def test_spec_from_config_and_flags(tmp_path: Path) -> None:
     # --count replaces the file's devices, named after the resource's name part
     counted = build_spec(None, 2, [], str(config), None, None, False, [])
     assert [d.id for d in counted.devices] == ["vf-0", "vf-1"] and counted.devices[1].healthy
-    with pytest.raises(SpecError, match="differs from name"):
+    with pytest.raises(PluginSpecError, match="differs from name"):
         build_spec("vendor.example/gpu", None, [], str(config), None, None, False, [])

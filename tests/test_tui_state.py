@@ -23,7 +23,7 @@ from devctl.model import (
     PodResources,
     SourceError,
 )
-from devctl.tui.feeds import ControlError, PluginControls, event_from_json, next_device_id
+from devctl.tui.feeds import FeedControlError, PluginControls, event_from_json, next_device_id
 from devctl.tui.state import apply_events, build_view, event_line, view_changes
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
@@ -180,9 +180,9 @@ def test_plugin_controls_flip_add_and_remove() -> None:
     assert plugin.devices[-1] == Device("GPU-1", "Healthy", (1,))
     controls.remove_device(GPU, "GPU-0")
     assert [d.id for d in plugin.devices] == ["GPU-1"]
-    with pytest.raises(ControlError, match="no device GPU-9"):
+    with pytest.raises(FeedControlError, match="no device GPU-9"):
         controls.toggle_health(GPU, "GPU-9")
-    with pytest.raises(ControlError, match="not served from this process"):
+    with pytest.raises(FeedControlError, match="not served from this process"):
         controls.add_device("other.com/x")
 
 

@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from devctl.base.errors import DevctlError
 from devctl.base.escape import escape
 
 # The DaemonSet of deploy/daemonset.yaml: its namespace, name and container, and where it mounts the host.
@@ -69,11 +70,11 @@ Runs `devctl --root {HOST_ROOT} ARGS...` on NODE in the devctl DaemonSet's own p
 """
 
 
-class UsageError(Exception):
+class UsageError(DevctlError):
     pass
 
 
-class KubectlFailed(Exception):
+class KubectlFailed(DevctlError):
     """kubectl could not be run or could not answer; the message is one line, escaped."""
 
 

@@ -87,7 +87,7 @@ def serve(
     the newest registration.
     """
     from devctl.cli.signals import catch_early, run_until_signal
-    from devctl.lab.plugin.spec import SpecError
+    from devctl.lab.plugin.spec import PluginSpecError
 
     catch_early()
     opts = options(ctx)
@@ -105,7 +105,7 @@ def serve(
         fail(f"{', '.join(given)} go(es) with --dra DRIVER")
     try:
         spec = build_spec(resource, count, device or [], config, socket, preferred, pre_start, env or [])
-    except (SpecError, OSError) as e:
+    except (PluginSpecError, OSError) as e:
         fail(str(e))
     logging.getLogger("devctl.lab.plugin").setLevel(logging.DEBUG if opts.verbose else logging.INFO)
     code = run_until_signal(lambda stopper: _serve(spec, opts, stopper, register=not no_register, force=force))
@@ -125,36 +125,42 @@ def build_spec(
     """The PluginSpec the flags describe: the config file first, then each flag given on top of it."""
     from dataclasses import replace
 
-    from devctl.lab.plugin.spec import SpecError, counted_devices, parse_device, socket_name_error, spec_from_mapping
+    from devctl.lab.plugin.spec import (
+        PluginSpecError,
+        counted_devices,
+        parse_device,
+        socket_name_error,
+        spec_from_mapping,
+    )
 
     if count is not None and devices:
-        raise SpecError("give either --count or --device, not both")
+        raise PluginSpecError("give either --count or --device, not both")
     if socket is not None and (why := socket_name_error(socket)) is not None:
-        raise SpecError(f"--socket: {why}")
+        raise PluginSpecError(f"--socket: {why}")
     data: dict[str, Any] = {}
     if config is not None:
         data = _load_config(config)
     if resource is not None:
         if data.get("name", resource) != resource:
-            raise SpecError(f"--resource {resource} differs from name {data['name']} in {config}")
+            raise PluginSpecError(f"--resource {resource} differs from name {data['name']} in {config}")
         data["name"] = resource
     if "name" not in data:
-        raise SpecError("give --resource NAME (or a config file with a name)")
+        raise PluginSpecError("give --resource NAME (or a config file with a name)")
     if count is None and not devices and "devices" not in data and "count" not in data:
-        raise SpecError("give --count N or --device ID (or devices in the config file)")
+        raise PluginSpecError("give --count N or --device ID (or devices in the config file)")
     spec = spec_from_mapping(data)
     if count is not None:
         spec = replace(spec, devices=counted_devices(spec.resource, count))
     elif devices:
         parsed = tuple(parse_device(d) for d in devices)
         if len({d.id for d in parsed}) != len(parsed):
-            raise SpecError("device IDs must be unique")
+            raise PluginSpecError("device IDs must be unique")
         spec = replace(spec, devices=parsed)
     envs = dict(spec.allocate.envs)
     for item in env:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise SpecError(f"--env {item!r}: expected KEY=VALUE")
+            raise PluginSpecError(f"--env {item!r}: expected KEY=VALUE")
         envs[key] = value
     return replace(
         spec,
@@ -168,17 +174,17 @@ def build_spec(
 def _load_config(path: str) -> dict[str, Any]:
     import yaml
 
-    from devctl.lab.plugin.spec import SpecError
+    from devctl.lab.plugin.spec import PluginSpecError
     from devctl.node.files import FileReadError, read_file
 
     try:
         data = yaml.safe_load(read_file(path))
     except FileReadError as e:
-        raise SpecError(str(e)) from None
+        raise PluginSpecError(str(e)) from None
     except yaml.YAMLError as e:
-        raise SpecError(f"{path}: not valid YAML: {str(e).splitlines()[0]}") from None
+        raise PluginSpecError(f"{path}: not valid YAML: {str(e).splitlines()[0]}") from None
     if not isinstance(data, dict):
-        raise SpecError(f"{path}: expected a mapping like a scenario `resources:` entry")
+        raise PluginSpecError(f"{path}: expected a mapping like a scenario `resources:` entry")
     return data
 
 
@@ -255,11 +261,11 @@ def add(
     health: Annotated[Health, typer.Option("--health", help="Its health.", case_sensitive=False)] = Health.healthy,
 ) -> None:
     """Add a device to a running plugin."""
-    from devctl.lab.plugin.spec import SpecError, parse_device
+    from devctl.lab.plugin.spec import PluginSpecError, parse_device
 
     try:
         parsed = parse_device(device)
-    except SpecError as e:
+    except PluginSpecError as e:
         fail(str(e))
     _refuse_absent_numa(options(ctx).paths().sysfs, parsed.numa_nodes)
     _control(ctx, resource, {"op": "add", "id": parsed.id, "numa": list(parsed.numa_nodes), "health": health.value})

@@ -27,7 +27,7 @@ MAX_COUNT = 4096  # devices of one driver from --count: a debugging driver, not 
 def build_dra_spec(driver: str, count: int | None, devices: Sequence[str], pool: str | None, health: bool) -> DraSpec:
     """The DraSpec of the flags; ValueError (one line) for a bad combination."""
     from devctl.lab.plugin.dra import DraDevice, DraSpec
-    from devctl.lab.plugin.spec import SpecError, parse_device
+    from devctl.lab.plugin.spec import PluginSpecError, parse_device
 
     if not driver or "/" in driver:
         raise ValueError(f"--dra {driver!r}: a DRA driver name is a DNS name such as gpu.example.com")
@@ -43,7 +43,7 @@ def build_dra_spec(driver: str, count: int | None, devices: Sequence[str], pool:
     else:
         try:
             plain = [parse_device(d) for d in devices]
-        except SpecError as e:
+        except PluginSpecError as e:
             raise ValueError(str(e)) from None
         parsed = tuple(DraDevice(name=d.id, numa_nodes=d.numa_nodes) for d in plain)
         if len({d.name for d in parsed}) != len(parsed):

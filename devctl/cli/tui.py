@@ -83,11 +83,11 @@ def demo(
 
 def _plugin_spec(path: str) -> PluginSpec:
     from devctl.cli.plugin import build_spec
-    from devctl.lab.plugin.spec import SpecError
+    from devctl.lab.plugin.spec import PluginSpecError
 
     try:
         return build_spec(None, None, [], path, None, None, False, [])
-    except (SpecError, OSError) as e:
+    except (PluginSpecError, OSError) as e:
         fail(f"--plugin {path}: {e}")
 
 

@@ -25,6 +25,7 @@ from datetime import datetime, timezone
 from functools import partial
 from typing import IO, TypeVar
 
+from devctl.base.errors import DevctlError
 from devctl.model import (
     ALL_SOURCES,
     CDI,
@@ -83,7 +84,7 @@ T = TypeVar("T")
 SNAPSHOT_KIND = "devctl-snapshot/v1"
 
 
-class SnapshotError(Exception):
+class SnapshotError(DevctlError):
     """A snapshot file that cannot be read back; the message is one line."""
 
 

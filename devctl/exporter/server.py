@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from prometheus_client import disable_created_metrics
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from devctl.base.errors import DevctlError
 from devctl.exporter.dra import DraStreams, followable
 from devctl.exporter.live import PluginStreams
 from devctl.exporter.metrics import SOURCES, prepare
@@ -43,11 +44,11 @@ DEFAULT_LISTEN = "127.0.0.1:9477"
 DEFAULT_INTERVAL = 15.0
 
 
-class HttpEnded(Exception):
+class HttpEnded(DevctlError):
     """The HTTP process died under the exporter; the message is one line."""
 
 
-class ListenError(ValueError):
+class ListenError(DevctlError, ValueError):
     """A ``--listen`` value that is not HOST:PORT; the message is one line."""
 
 

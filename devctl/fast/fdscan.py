@@ -21,6 +21,8 @@ import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 
+from devctl.base.errors import DevctlError
+
 DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 # A slice's number in the pipe: two bytes, big-endian. The pipe is filled at once and never blocks: at most
 # MAX_SLICES numbers, 4 KiB, one page, the least a pipe holds (pipe(7): a user over pipe-user-pages-soft).
@@ -30,7 +32,7 @@ MAX_SLICES = 2048
 Row = tuple[str, list[str]]  # a holder: its PID directory's name, the watched nodes it holds open
 
 
-class Closed(Exception):
+class Closed(DevctlError):
     """The process' fds are closed to us (not root): counted, not an error per process."""
 
 

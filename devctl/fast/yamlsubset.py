@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import re
 
+from devctl.base.errors import DevctlError
+
 TYPE_CHECKING = False  # typing's own, without importing typing: the CDI helper process loads this module alone
 if TYPE_CHECKING:
     from typing import Any
@@ -77,7 +79,7 @@ _OPEN = object()  # a key's (or a ``-``'s) missing value: null, or the block on 
 _lines: dict[str, tuple[int, bool, str | None, Any]] = {}
 
 
-class _Unsupported(Exception):
+class _Unsupported(DevctlError):
     """A line outside the subset: the text goes to the safe loader."""
 
 

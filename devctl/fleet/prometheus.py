@@ -40,6 +40,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from devctl.base.errors import DevctlError
+
 log = logging.getLogger(__name__)
 
 # Prometheus answers an instant query in milliseconds with a few MiB; decoding a reply
@@ -55,7 +57,7 @@ CHUNK = 256 * 1024
 DETAIL_CHARS = 200
 
 
-class PrometheusError(Exception):
+class PrometheusError(DevctlError):
     """A query that got no usable answer; the message is one line naming the server."""
 
 

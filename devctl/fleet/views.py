@@ -26,6 +26,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from devctl.base.errors import DevctlError
 from devctl.fleet.prometheus import Sample
 
 # Instant queries asked together -> each one's vector, in order.
@@ -38,7 +39,7 @@ SEVERITIES = ("error", "warning", "info")
 DEFAULT_JOB = "(.+/)?devctl-exporter"
 
 
-class BadJob(ValueError):
+class BadJob(DevctlError, ValueError):
     """``--job`` is not a regular expression: a usage error."""
 
 

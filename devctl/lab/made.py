@@ -33,6 +33,8 @@ import tempfile
 from collections.abc import Iterator
 from typing import Protocol
 
+from devctl.base.errors import DevctlError
+
 # sockaddr_un.sun_path holds 108 bytes with the terminating NUL.
 MAX_SOCKET_PATH = 107
 LIVE_CHECK_TIMEOUT = 0.5
@@ -41,7 +43,7 @@ SocketId = tuple[int, int]
 FileId = tuple[int, int]
 
 
-class PathTaken(OSError):
+class PathTaken(DevctlError, OSError):
     """Something that devctl may not remove sits where it wants to bind; ``str()`` is one line."""
 
     def __init__(self, message: str):

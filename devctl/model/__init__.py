@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, overload
 
+from devctl.base.errors import ErrorKind as ErrorKind  # re-exported: the model's vocabulary of failures
+
 HEALTHY = "Healthy"
 UNHEALTHY = "Unhealthy"
 
@@ -25,35 +27,6 @@ class PluginStatus(str, Enum):
     TIMEOUT = "timeout"  # accepted the connection, never answered in time
     PERMISSION_DENIED = "permission-denied"
     NO_PLUGIN = "no-plugin"  # known to the kubelet, but no socket serves it
-
-
-class ErrorKind(str, Enum):
-    """Why a source could not be read: set once where the failure happens (``node/``).
-
-    Everything above ``node/`` (doctor, exit codes, the TUI) decides on the kind,
-    never on the words of a message. The values are the ``errors[].kind`` of JSON.
-    """
-
-    MISSING = "missing"  # no such file, socket or directory
-    NOT_A_SOCKET = "not-a-socket"  # a regular file, directory or FIFO where a socket belongs
-    STALE = "stale"  # a socket file with nothing listening on it
-    PERMISSION_DENIED = "permission-denied"
-    TIMEOUT = "timeout"  # connected (or tried to), no answer within the deadline
-    UNIMPLEMENTED = "unimplemented"  # the server does not offer that RPC or API version
-    MALFORMED = "malformed"  # an answer or file that does not parse, or fails its checksum
-    RATE_LIMITED = "rate-limited"  # the kubelet's pod-resources rate limit
-    TOO_LARGE = "too-large"  # above a limit devctl documents or the kubelet keeps (docs/safety.md, Bounds)
-    WRONG_API = "wrong-api"  # something answers, but another protocol or service
-    OTHER = "other"
-
-    @classmethod
-    def of_oserror(cls, err: OSError) -> ErrorKind:
-        """The kind of a failed open, read or list: what the errno says."""
-        if isinstance(err, FileNotFoundError):
-            return cls.MISSING
-        if isinstance(err, PermissionError):
-            return cls.PERMISSION_DENIED
-        return cls.OTHER
 
 
 class SocketStatus(str, Enum):

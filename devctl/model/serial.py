@@ -30,6 +30,7 @@ from functools import cache
 from operator import attrgetter
 from typing import Any, TypeVar
 
+from devctl.base.errors import DevctlError
 from devctl.model import Device, DeviceList
 
 T = TypeVar("T")
@@ -58,7 +59,7 @@ def iso_time(t: datetime) -> str:
     return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
 
 
-class PlainError(ValueError):
+class PlainError(DevctlError, ValueError):
     """A plain value that is not what the type hints say: ``path`` is where (JSON-style), ``reason`` what.
 
     ``str()`` is one line: ``plugins[2].devices[0].numa_nodes: expected a list of integers, got "x"``.

@@ -23,6 +23,7 @@ import stat
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from devctl.base.errors import DevctlError
 from devctl.model import CdiDevice, CdiDeviceNode, CdiEdits, CdiMount, CdiSpec, CdiState, ErrorKind
 from devctl.node.cdi_rules import SpecError, check, decode
 from devctl.node.cdi_scan import MIN_FILES, scan_in_child
@@ -89,7 +90,7 @@ def _problem(problem: object) -> str:
     return problem.split("'", 1)[0].split('"', 1)[0].strip() or "syntax error"
 
 
-class _NotPlainJson(ValueError):
+class _NotPlainJson(DevctlError, ValueError):
     """JSON the YAML reader would read otherwise: a key twice (refused), NaN or Infinity (not numbers)."""
 
 

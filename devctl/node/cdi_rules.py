@@ -36,10 +36,11 @@ import math
 import re
 from typing import Any
 
+from devctl.base.errors import DevctlError
 from devctl.node.files import excerpt
 
 
-class SpecError(ValueError):
+class SpecError(DevctlError, ValueError):
     """Why a spec file is rejected, one line."""
 
 

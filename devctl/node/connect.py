@@ -15,6 +15,7 @@ import os
 import stat
 from typing import TYPE_CHECKING
 
+from devctl.base.errors import DevctlError
 from devctl.model import ErrorKind, PluginStatus
 from devctl.node.waits import within
 
@@ -31,7 +32,7 @@ _STATUS_KINDS = {
 }
 
 
-class RpcFailure(Exception):
+class RpcFailure(DevctlError):
     """A source that failed: the status devctl shows for it, a one-line message, and its kind."""
 
     def __init__(

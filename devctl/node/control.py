@@ -16,12 +16,13 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from devctl.base.errors import DevctlError
 from devctl.node.waits import within
 
 LINE_LIMIT = 16 * 1024 * 1024  # a device list of thousands of devices still fits in one line
 
 
-class ControlSocketError(Exception):
+class ControlSocketError(DevctlError):
     """A control socket could not be asked or gave no usable answer; ``str()`` is ``<path>: <reason>``."""
 
     def __init__(self, path: str, reason: str):

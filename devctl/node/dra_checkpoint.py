@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from devctl.base.errors import DevctlError
 from devctl.model import DraCheckpoint, DraCheckpointClaim, DraCheckpointDevice
 from devctl.node.files import excerpt
 from devctl.node.gojson import (
@@ -255,7 +256,7 @@ _DEVICE_FIELDS = frozenset({"PoolName", "DeviceName", "RequestNames", "CDIDevice
 _SHARED_DEVICE_FIELDS = _DEVICE_FIELDS | {"ShareID"}
 
 
-class _NotPlain(Exception):
+class _NotPlain(DevctlError):
     """A claim that is not exactly as the kubelet writes it: the field-by-field checks decode it."""
 
 

@@ -23,6 +23,8 @@ import os
 import re
 import stat
 
+from devctl.base.errors import DevctlError
+
 TYPE_CHECKING = False  # typing's own: this module is imported by helper processes too (devctl.fast.helper)
 if TYPE_CHECKING:
     from devctl.model import ErrorKind
@@ -36,7 +38,7 @@ _PATH_FLAGS = getattr(os, "O_PATH", 0) | os.O_CLOEXEC  # O_PATH: Linux's; elsewh
 _CHUNK = 1024 * 1024
 
 
-class FileReadError(Exception):
+class FileReadError(DevctlError):
     """A file that cannot be read safely; ``reason`` is one line without the path, ``kind`` says why."""
 
     def __init__(self, path: str, reason: str, kind: ErrorKind):
@@ -46,7 +48,7 @@ class FileReadError(Exception):
         self.kind = kind
 
 
-class FileRefused(Exception):
+class FileRefused(DevctlError):
     """:func:`read_regular`'s refusal: ``reason`` is one line without the path, ``error`` the OS's, if it was one."""
 
     def __init__(self, reason: str, error: OSError | None = None):

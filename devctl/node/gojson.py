@@ -15,6 +15,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from devctl.base.errors import DevctlError
 from devctl.model import ErrorKind
 from devctl.node.files import FileReadError, MiB, read_file
 
@@ -25,7 +26,7 @@ _UINT64 = range(2**64)
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-class CheckpointError(Exception):
+class CheckpointError(DevctlError):
     """A checkpoint that cannot be read at all: missing, unreadable, not JSON, or not a checkpoint (its ``kind``).
 
     ``reason`` is one line without the path, for a ``SourceError`` whose source
@@ -40,7 +41,7 @@ class CheckpointError(Exception):
         self.kind = kind
 
 
-class Shape(ValueError):
+class Shape(DevctlError, ValueError):
     """The JSON is not the shape of a checkpoint; the message names the offending field."""
 
 

@@ -48,6 +48,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from devctl.base.errors import DevctlError
 from devctl.base.units import parse_cpulist
 from devctl.model import (
     KUBELET_STATE,
@@ -70,7 +71,7 @@ CPU_POLICIES = ("none", "static")
 MEMORY_POLICIES = ("None", "Static")
 
 
-class StateError(Exception):
+class StateError(DevctlError):
     """A state file that cannot be read or decoded; the message is one line, the kind says why."""
 
     def __init__(self, message: str, kind: ErrorKind):

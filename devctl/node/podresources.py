@@ -14,6 +14,7 @@ from devctl.api.podresources.v1 import api_pb2 as v1
 from devctl.api.podresources.v1 import api_pb2_grpc as v1_grpc
 from devctl.api.podresources.v1alpha1 import api_pb2 as v1alpha1
 from devctl.api.podresources.v1alpha1 import api_pb2_grpc as v1alpha1_grpc
+from devctl.base.errors import DevctlError
 from devctl.model import AllocatableResources, ErrorKind, PluginStatus, PodResources
 from devctl.node import convert
 from devctl.node.rpc import RpcFailure, channel, failure, parsed
@@ -34,7 +35,7 @@ BACKOFF_START = 0.05
 BACKOFF_TRIES = 5
 
 
-class PodNotFound(Exception):
+class PodNotFound(DevctlError):
     """The kubelet has no such pod (or no longer runs it)."""
 
 

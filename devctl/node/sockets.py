@@ -31,6 +31,7 @@ import stat
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from devctl.base.errors import DevctlError
 from devctl.model import (
     AllocatableResources,
     Checkpoint,
@@ -55,7 +56,7 @@ PATH_MAX = 4096
 _SHOWN = 120
 
 
-class OutsideRoot(ValueError):
+class OutsideRoot(DevctlError, ValueError):
     """A path that leads outside ``--root``: refused, never dialled. The message is one line."""
 
 

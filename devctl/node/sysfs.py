@@ -15,6 +15,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import replace
 
+from devctl.base.errors import DevctlError
 from devctl.base.units import parse_cpulist
 from devctl.model import ErrorKind, HostTopology, Hugepages, NumaNode, PciDevice
 from devctl.model.pci import normalize_pci_address
@@ -39,7 +40,7 @@ _MEMTOTAL = re.compile(r"^Node\s+\d+\s+MemTotal:\s+(\d+)\s*kB", re.MULTILINE)
 # digits, nvidia-smi with eight, and some tools leave it out.
 
 
-class TopologyError(Exception):
+class TopologyError(DevctlError):
     """The sysfs root itself cannot be read; the message is one line."""
 
     def __init__(self, message: str, kind: ErrorKind = ErrorKind.OTHER):

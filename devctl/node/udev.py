@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from devctl.base.errors import DevctlError
+
 # GPUs and accelerators (pci, drm), NICs and their SR-IOV functions (net,
 # infiniband), and devices handed to VMs or DPDK (vfio).
 SUBSYSTEMS = ("pci", "drm", "net", "infiniband", "vfio")
@@ -29,7 +31,7 @@ SUBSYSTEMS = ("pci", "drm", "net", "infiniband", "vfio")
 UDEV_CONTROL = "/run/udev/control"
 
 
-class UdevUnavailable(Exception):
+class UdevUnavailable(DevctlError):
     """Kernel device events cannot be read here (no libudev, no netlink permission, ...)."""
 
 

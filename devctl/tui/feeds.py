@@ -20,6 +20,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Mappi
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Protocol
 
+from devctl.base.errors import DevctlError
 from devctl.base.escape import unescape
 from devctl.core.events import Notice, WatchEvent
 from devctl.model import HEALTHY, UNHEALTHY, Device, NodePaths, NodeSnapshot
@@ -66,7 +67,7 @@ class PluginHandle(Protocol):
     def remove(self, device_id: str) -> None: ...
 
 
-class ControlError(Exception):
+class FeedControlError(DevctlError):
     """A key that cannot act: no in-process plugin for the resource, or an unknown device."""
 
 
@@ -88,14 +89,14 @@ class PluginControls:
         try:
             return self.plugins[resource]
         except KeyError:
-            raise ControlError(f"{resource} is not served from this process") from None
+            raise FeedControlError(f"{resource} is not served from this process") from None
 
     def toggle_health(self, resource: str, device_id: str) -> str:
         """Healthy becomes Unhealthy and anything else Healthy; returns the new health."""
         plugin = self._plugin(resource)
         current = next((d for d in plugin.devices if d.id == device_id), None)
         if current is None:
-            raise ControlError(f"{resource} has no device {device_id}")
+            raise FeedControlError(f"{resource} has no device {device_id}")
         health = UNHEALTHY if current.health == HEALTHY else HEALTHY
         plugin.set_health(device_id, health)
         return health
@@ -112,7 +113,7 @@ class PluginControls:
     def remove_device(self, resource: str, device_id: str) -> None:
         plugin = self._plugin(resource)
         if all(d.id != device_id for d in plugin.devices):
-            raise ControlError(f"{resource} has no device {device_id}")
+            raise FeedControlError(f"{resource} has no device {device_id}")
         plugin.remove(device_id)
 
 
@@ -194,7 +195,7 @@ class NodeFeed:
         return await reread(snapshot, self.timeout, sockets, after=min(RECHECK_AFTER, self.timeout))
 
 
-class WatchStopped(Exception):
+class WatchStopped(DevctlError):
     """The ``devctl watch`` child ended; the message says how, on one line."""
 
 

@@ -22,6 +22,7 @@ import asyncio
 import os
 from collections.abc import AsyncGenerator, Callable, Sequence
 
+from devctl.base.errors import DevctlError
 from devctl.core.events import (
     ADDED,
     DISCONNECTED,
@@ -63,7 +64,7 @@ from devctl.node.udev import UdevUnavailable, kernel_events
 from devctl.node.waits import cancel_and_wait
 
 
-class WatchError(Exception):
+class WatchError(DevctlError):
     """A watch that cannot start; ``message`` is one line for a person."""
 
     def __init__(self, message: str):

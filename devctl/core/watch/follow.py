@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Protocol
 
+from devctl.base.errors import DevctlError
 from devctl.core.events import DISCONNECTED, RECONNECTED, SNAPSHOT, Change, Notice, WatchEvent
 from devctl.core.watch.backoff import Backoff
 from devctl.core.watch.diff import counts, diff
@@ -56,7 +57,7 @@ def now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-class _Ended(Exception):
+class _Ended(DevctlError):
     """A stream session ended; the message says why, in one line, and ``status`` how a source is shown for it."""
 
     def __init__(self, message: str, status: PluginStatus = PluginStatus.UNREACHABLE):

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from devctl.base.errors import DevctlError
 from devctl.lab.lineserver import LineServer
 from devctl.model import HEALTHY, UNHEALTHY, Device
 from devctl.model.serial import to_plain
@@ -40,7 +41,7 @@ __all__ = [
 ]
 
 
-class ControlError(Exception):
+class ControlError(DevctlError):
     """The plugin could not be reached or did not answer; the message is one line."""
 
 

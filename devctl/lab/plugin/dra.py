@@ -46,6 +46,7 @@ from devctl.api.drahealth.v1alpha1 import api_pb2 as health_v1alpha1
 from devctl.api.drahealth.v1alpha1 import api_pb2_grpc as health_v1alpha1_grpc
 from devctl.api.pluginregistration.v1 import api_pb2 as reg
 from devctl.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
+from devctl.base.errors import DevctlError
 from devctl.lab import grpcserver, made
 from devctl.lab.lineserver import LineServer
 from devctl.lab.plugin import cdi
@@ -90,7 +91,7 @@ def recorded_allocation(root: str, driver: str) -> Allocation:
     return allocation
 
 
-class DraDeviceError(ValueError):
+class DraDeviceError(DevctlError, ValueError):
     """A device change that cannot be made: unknown device, or one that already exists."""
 
 

@@ -25,6 +25,7 @@ import grpc
 
 from devctl.api.deviceplugin.v1beta1 import api_pb2 as dp
 from devctl.api.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
+from devctl.base.errors import DevctlError
 from devctl.lab import grpcserver, made
 from devctl.lab.plugin.control import ControlServer
 from devctl.lab.plugin.preferred import preferred_allocation
@@ -46,7 +47,7 @@ STOP_GRACE = 1.0
 RPC_LOG_SIZE = 500
 
 
-class DeviceError(ValueError):
+class DeviceError(DevctlError, ValueError):
     """A device change that cannot be made: unknown ID, or an ID that already exists."""
 
 
@@ -54,7 +55,7 @@ class UnknownDevice(DeviceError):
     """A device change names an ID the plugin does not have."""
 
 
-class ServeError(RuntimeError):
+class ServeError(DevctlError, RuntimeError):
     """The plugin cannot serve: its socket is taken by a live server, or cannot be bound."""
 
 

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from devctl.base.errors import DevctlError
 from devctl.model import HEALTHY, Allocation, Device, DeviceNode, Mount
 
 # The kubelet's rule for an extended resource name
@@ -25,7 +26,7 @@ MAX_DEVICES = 100_000  # per plugin; the kubelet itself slows to a crawl long be
 MAX_NUMA_NODE = 1023  # the kernel's largest MAX_NUMNODES (CONFIG_NODES_SHIFT=10)
 
 
-class SpecError(ValueError):
+class PluginSpecError(DevctlError, ValueError):
     """A plugin or scenario description that cannot be served."""
 
 
@@ -67,11 +68,11 @@ def numa_node_error(node: int) -> str | None:
 
 
 def check_devices(resource: str, count: int) -> None:
-    """SpecError when a plugin would serve more than MAX_DEVICES devices (or a negative count)."""
+    """PluginSpecError when a plugin would serve more than MAX_DEVICES devices (or a negative count)."""
     if count < 0:
-        raise SpecError(f"{resource}: a device count cannot be negative ({count})")
+        raise PluginSpecError(f"{resource}: a device count cannot be negative ({count})")
     if count > MAX_DEVICES:
-        raise SpecError(f"{resource}: {count} devices is more than the limit of {MAX_DEVICES:,} per plugin")
+        raise PluginSpecError(f"{resource}: {count} devices is more than the limit of {MAX_DEVICES:,} per plugin")
 
 
 def default_socket(resource: str) -> str:
@@ -98,7 +99,7 @@ class PluginSpec:
         if not self.socket:
             object.__setattr__(self, "socket", default_socket(self.resource))
         if (why := socket_name_error(self.socket)) is not None:
-            raise SpecError(why)
+            raise PluginSpecError(why)
         check_devices(self.resource, len(self.devices))
 
     def render_allocation(self, device_ids: Sequence[str]) -> Allocation:
@@ -127,18 +128,18 @@ def parse_device(text: str) -> Device:
     """``ID``, ``ID@NUMA`` or ``ID@NUMA+NUMA`` (the ``--device`` flag) as a Device."""
     ident, _, numa = text.partition("@")
     if not ident:
-        raise SpecError(f"device {text!r} has no ID")
+        raise PluginSpecError(f"device {text!r} has no ID")
     try:
         nodes = tuple(int(n) for n in numa.split("+")) if numa else ()
     except ValueError:
-        raise SpecError(f"device {text!r}: NUMA nodes must be integers, as in GPU-0@0 or GPU-0@0+1") from None
+        raise PluginSpecError(f"device {text!r}: NUMA nodes must be integers, as in GPU-0@0 or GPU-0@0+1") from None
     return Device(id=ident, numa_nodes=_checked(nodes, f"device {text!r}"))
 
 
 def _checked(nodes: tuple[int, ...], where: str) -> tuple[int, ...]:
     for node in nodes:
         if (why := numa_node_error(node)) is not None:
-            raise SpecError(f"{where}: {why}")
+            raise PluginSpecError(f"{where}: {why}")
     return nodes
 
 
@@ -162,7 +163,7 @@ def _numa(value: Any, where: str) -> tuple[int, ...]:
     try:
         nodes = (value,) if isinstance(value, int) else tuple(int(v) for v in value)
     except (TypeError, ValueError):
-        raise SpecError(f"{where}: numa must be a NUMA node ID or a list of them, not {value!r}") from None
+        raise PluginSpecError(f"{where}: numa must be a NUMA node ID or a list of them, not {value!r}") from None
     return _checked(nodes, where)
 
 
@@ -182,16 +183,16 @@ def _allocation(data: Mapping[str, Any]) -> Allocation:
             cdi_devices=tuple(str(c) for c in data.get("cdi_devices") or ()),
         )
     except (KeyError, TypeError, AttributeError) as e:
-        raise SpecError(f"allocate template: missing or malformed field {e}") from None
+        raise PluginSpecError(f"allocate template: missing or malformed field {e}") from None
 
 
 def spec_from_mapping(data: Mapping[str, Any]) -> PluginSpec:
     """A scenario ``resources:`` entry (or a plugin config file) as a PluginSpec."""
     if not isinstance(data, Mapping) or "name" not in data:
-        raise SpecError("a resource needs a 'name'")
+        raise PluginSpecError("a resource needs a 'name'")
     name = str(data["name"])
     if (why := resource_name_error(name)) is not None:
-        raise SpecError(why)
+        raise PluginSpecError(why)
     if "devices" in data and data["devices"] is not None:
         if len(data["devices"]) > MAX_DEVICES:  # before building any: the list itself may be huge
             check_devices(name, len(data["devices"]))
@@ -201,7 +202,7 @@ def spec_from_mapping(data: Mapping[str, Any]) -> PluginSpec:
                 devices.append(parse_device(d))
                 continue
             if not isinstance(d, Mapping) or "id" not in d:
-                raise SpecError(f"{name}: each device needs an 'id'")
+                raise PluginSpecError(f"{name}: each device needs an 'id'")
             devices.append(
                 Device(
                     id=str(d["id"]),
@@ -215,11 +216,11 @@ def spec_from_mapping(data: Mapping[str, Any]) -> PluginSpec:
         try:
             count = int(data.get("count", 0))
         except (TypeError, ValueError):
-            raise SpecError(f"{name}: count must be a whole number, not {data.get('count')!r}") from None
+            raise PluginSpecError(f"{name}: count must be a whole number, not {data.get('count')!r}") from None
         devs = counted_devices(name, count, [n if isinstance(n, int) else tuple(n) for n in numa])
     ids = [d.id for d in devs]
     if len(set(ids)) != len(ids):
-        raise SpecError(f"{name}: device IDs must be unique")
+        raise PluginSpecError(f"{name}: device IDs must be unique")
     return PluginSpec(
         resource=name,
         devices=devs,

@@ -14,13 +14,14 @@ import os
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from devctl.base.errors import DevctlError
 from devctl.lab.lineserver import LineServer
 from devctl.node import control
 
 Handler = Callable[[Mapping[str, Any]], Awaitable[dict[str, Any]]]
 
 
-class SimNotRunning(Exception):
+class SimNotRunning(DevctlError):
     """No simulator answers at that root; the message is one line."""
 
 

@@ -19,6 +19,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from devctl.base.errors import DevctlError
 from devctl.base.units import format_bytes
 from devctl.lab.sim.scenario import ContainerSpec, PodSpec, Scenario
 from devctl.model import (
@@ -49,7 +50,7 @@ RPC_TIMEOUT = 30.0
 NO_TOPOLOGY = "-1"  # manager.go: nodeWithoutTopology
 
 
-class AdmissionError(Exception):
+class AdmissionError(DevctlError):
     """Why a pod could not be admitted; the kubelet's wording where it has one."""
 
 

@@ -37,6 +37,7 @@ from collections.abc import Awaitable, Mapping
 from pathlib import Path
 from typing import Any
 
+from devctl.base.errors import DevctlError
 from devctl.lab.made import MAX_SOCKET_PATH, Made
 from devctl.lab.plugin.cdi import DYNAMIC_DIR
 from devctl.lab.plugin.control import control_path, default_control_dir
@@ -84,7 +85,7 @@ async def stop_part(what: str, stopping: Awaitable[None]) -> None:
     task.cancel()
 
 
-class SimError(Exception):
+class SimError(DevctlError):
     """The simulated node cannot start or do what was asked; the message is one line."""
 
 

@@ -20,6 +20,7 @@ import grpc
 
 from devctl.api.deviceplugin.v1beta1 import api_pb2 as dp
 from devctl.api.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
+from devctl.base.errors import DevctlError
 from devctl.lab import grpcserver, made
 from devctl.lab.plugin.spec import resource_name_error
 from devctl.model import PluginOptions
@@ -127,7 +128,7 @@ class RegistrationServer:
         self.handler.plugin_connected(resource, socket_path, client, options)
 
 
-class RegisterError(Exception):
+class RegisterError(DevctlError):
     """Why Register refused a plugin; sent to it as status UNKNOWN."""
 
 

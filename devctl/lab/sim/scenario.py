@@ -15,8 +15,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from devctl.base.errors import DevctlError
 from devctl.base.units import format_cpulist, parse_cpulist, parse_quantity
-from devctl.lab.plugin.spec import PluginSpec, SpecError, numa_node_error, spec_from_mapping
+from devctl.lab.plugin.spec import PluginSpec, PluginSpecError, numa_node_error, spec_from_mapping
 from devctl.lab.sim.scenario_dra import DraScenario, DraScenarioError, parse_dra
 from devctl.model import ClaimDevice, ContainerMemory, DynamicResource, Hugepages, NumaNode, PciDevice
 
@@ -30,7 +31,7 @@ _POD_UID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_DNS, "sim.devctl.invalid")
 API_VERSIONS = ("v1", "v1alpha1")
 
 
-class ScenarioError(ValueError):
+class ScenarioError(DevctlError, ValueError):
     """A scenario that cannot be simulated; the message is one line naming the bad field."""
 
 
@@ -273,7 +274,7 @@ def _resources(value: Any) -> tuple[PluginSpec, ...]:
         _no_unknown_in_resource(_mapping(item, where), where)
         try:
             spec = spec_from_mapping(_mapping(item, where))
-        except SpecError as e:
+        except PluginSpecError as e:
             raise ScenarioError(f"{where}: {e}") from None
         if any(s.resource == spec.resource for s in specs):
             raise ScenarioError(f"{where}.name: {spec.resource} is listed twice")

@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from devctl.base.errors import DevctlError
 from devctl.lab.plugin.dra import DRA_LABELS, UNKNOWN, DraDevice, DraSpec
 from devctl.model import HEALTHY, UNHEALTHY
 
@@ -35,7 +36,7 @@ _CLAIM_UID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_DNS, "claims.sim.devctl.invalid
 MAX_DEVICES = 4096
 
 
-class DraScenarioError(ValueError):
+class DraScenarioError(DevctlError, ValueError):
     """A bad ``dra:`` field; the message names its path."""
 
 

@@ -24,7 +24,7 @@ from devctl.analyze.claims import ClaimRow, claims_view
 from devctl.analyze.doctor import diagnose, recheck_sockets
 from devctl.base.escape import escape
 from devctl.model import Finding, NodeSnapshot
-from devctl.tui.feeds import ControlError, Feed, LogCapture, PluginControls
+from devctl.tui.feeds import Feed, FeedControlError, LogCapture, PluginControls
 from devctl.tui.interpreter import settle
 from devctl.tui.screens.detail import ContainerScreen
 from devctl.tui.screens.text import TextScreen
@@ -545,7 +545,7 @@ class NodeScreen(Screen[None]):
             return
         try:
             message = act(self.controls, self.resource)
-        except (ControlError, ValueError) as e:
+        except (FeedControlError, ValueError) as e:
             self.tell(str(e), severity="error", timeout=4)
             return
         self.tell(message, title=what, timeout=3)
