@@ -1,4 +1,4 @@
-"""devctl.node.waits.within: a deadline that never swallows the caller's cancellation.
+"""devctl.base.waits.within: a deadline that never swallows the caller's cancellation.
 
 The first test is the race that hung `devctl watch --count 2` once in three
 runs on Python 3.11: the watch cancelled a follower in the instant its
@@ -12,7 +12,7 @@ import asyncio
 
 import pytest
 
-from devctl.node.waits import cancel_and_wait, within
+from devctl.base.waits import cancel_and_wait, within
 
 
 async def test_a_cancellation_as_the_awaited_thing_finishes_is_raised() -> None:

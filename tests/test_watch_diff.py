@@ -10,7 +10,7 @@ import pytest
 
 from devctl.core.watch import ADDED, HEALTH, REMOVED, TOPOLOGY, Backoff, Change, WatchEvent, counts, diff
 from devctl.model import Device
-from devctl.node.udev import KernelEvent
+from devctl.model.udev import KernelEvent
 from devctl.render.events import EventTable, clock_time, event_object, iso_time, json_line
 
 CONTRACT_KEYS = {"time", "resource", "socket", "event", "device", "from", "to", "devices", "healthy"}

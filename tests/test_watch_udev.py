@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from devctl.node.udev import KernelEvent, event_from_device
+from devctl.model.udev import KernelEvent
+from devctl.node.udev import event_from_device
 
 TESTS = Path(__file__).resolve().parent
 NETLINK_KOBJECT_UEVENT = 15

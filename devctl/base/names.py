@@ -10,7 +10,8 @@ only: the CLI, the watch and the plugin's control socket all use it.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 
 def _last(name: str) -> str:
@@ -44,3 +45,14 @@ def not_found(kind: str, name: str, known: Iterable[str]) -> str:
     """``<kind> <name> not found``, with ``(did you mean X?)`` when a known name is likely."""
     guess = likely(name, known)
     return f"{kind} {name} not found" + (f" (did you mean {guess}?)" if guess else "")
+
+
+def go_field(obj: Mapping[str, Any], name: str, default: Any = None) -> Any:
+    """A struct field of a JSON object, matched like encoding/json: exactly, else ignoring case."""
+    if name in obj:
+        return obj[name]
+    folded = name.casefold()
+    for key, value in obj.items():
+        if key.casefold() == folded:
+            return value
+    return default

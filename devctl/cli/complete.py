@@ -1,10 +1,10 @@
 """Live shell completion: names read from the node as the shell asks, silent and fast when it does not answer.
 
-Resource names and device IDs come from the kubelet's checkpoint
+Resource names (read by devctl.core.names) and device IDs come from the kubelet's checkpoint
 (RegisteredDevices: every resource a plugin registered and its device IDs), a
 file read with no RPC; DRA drivers, their claimed devices and the claims' names
 from the DRA manager's (``dra_manager_state``, the same); namespaces and pod names from the kubelet's pod log
-directories (one listing, devctl.node.podlogs), and only where those cannot be
+directories (one listing), and only where those cannot be
 listed from one pod-resources List. Anything that fails (no node, no rights, a
 hung socket) completes nothing: a completion must never print an error into
 the shell's line nor keep a person waiting. A person pressing Tab waits at
@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -83,78 +83,22 @@ def _matching(names: Iterable[str], incomplete: str) -> list[str]:
     return sorted(n for n in set(names) if n.startswith(incomplete))
 
 
-def _key(obj: Any, name: str) -> Any:
-    """A JSON object's field as Go's encoding/json finds it (the exact name, else any case)."""
-    if not isinstance(obj, dict):
-        return None
-    if name in obj:
-        return obj[name]
-    return next((v for k, v in obj.items() if k.lower() == name.lower()), None)
-
-
 def _registered(ctx: typer.Context) -> dict[str, tuple[str, ...]]:
-    """Resource -> device IDs from the checkpoint: Data.RegisteredDevices, and the devices its entries hold.
-
-    The kubelet registers only healthy devices there; a device that went bad
-    while a container holds it is still in that container's PodDeviceEntries, so
-    it is offered too (devctl.node.checkpoint reads and verifies the whole file).
-    """
-    import json
-
-    from devctl.node.files import read_file
+    from devctl.core.names import registered_devices
 
     try:
-        data = _key(json.loads(read_file(_paths(ctx).checkpoint)), "Data")
+        return registered_devices(_paths(ctx))
     except Exception:
         return {}
-    registered, entries = _key(data, "RegisteredDevices"), _key(data, "PodDeviceEntries")
-    devices: dict[str, dict[str, None]] = {}
-    for name, ids in registered.items() if isinstance(registered, dict) else ():
-        if isinstance(name, str) and isinstance(ids, list):
-            devices.setdefault(name, {}).update(dict.fromkeys(i for i in ids if isinstance(i, str)))
-    for entry in entries if isinstance(entries, list) else ():
-        name, by_numa = _key(entry, "ResourceName"), _key(entry, "DeviceIDs")
-        if not (isinstance(name, str) and isinstance(by_numa, dict)):
-            continue
-        for ids in by_numa.values():
-            if isinstance(ids, list):
-                devices.setdefault(name, {}).update(dict.fromkeys(i for i in ids if isinstance(i, str)))
-    return {name: tuple(ids) for name, ids in devices.items()}
 
 
 def _dra_claims(ctx: typer.Context) -> list[tuple[str, str, dict[str, tuple[str, ...]]]]:
-    """(namespace, name, driver -> ``<pool>/<device>`` IDs) of each claim in ``dra_manager_state``.
-
-    Its claims only, read here as the checkpoint's RegisteredDevices are:
-    devctl.node.dra_checkpoint verifies and models the whole file, and its
-    imports alone cost half the budget. Any shape it does not expect is no claim.
-    """
-    import json
-
-    from devctl.node.files import read_file
+    from devctl.core.names import checkpointed_claims
 
     try:
-        doc = json.loads(read_file(_paths(ctx).dra_checkpoint))
-        text = _key(doc, "Data")
-        data = json.loads(text) if isinstance(text, str) else doc  # the alpha form has no Data
-        listed = _key(data, "ClaimInfoStateList") or _key(data, "Entries") or []
+        return checkpointed_claims(_paths(ctx))
     except Exception:
         return []
-    claims = []
-    for claim in listed if isinstance(listed, list) else ():
-        namespace, name, states = _key(claim, "Namespace"), _key(claim, "ClaimName"), _key(claim, "DriverState")
-        if not (isinstance(namespace, str) and isinstance(name, str) and isinstance(states, dict)):
-            continue
-        drivers = {}
-        for driver, state in states.items():
-            held = _key(state, "Devices")
-            drivers[driver] = tuple(
-                f"{_key(d, 'PoolName')}/{_key(d, 'DeviceName')}"
-                for d in (held if isinstance(held, list) else ())
-                if isinstance(_key(d, "PoolName"), str) and isinstance(_key(d, "DeviceName"), str)
-            )
-        claims.append((namespace, name, drivers))
-    return claims
 
 
 def _devices(ctx: typer.Context) -> dict[str, tuple[str, ...]]:
@@ -207,43 +151,16 @@ def claim_names(ctx: typer.Context, incomplete: str) -> list[str]:
 
 
 def _pods(ctx: typer.Context) -> list[tuple[str, str]]:
-    """(namespace, name) of every pod: from the pod log directories, else by pod-resources List.
-
-    The directories answer at the cost of a listing whatever state the
-    kubelet is in (hung, restarting); a pod that has ended keeps its directory
-    until the kubelet cleans it up, which a completion may offer. The List only
-    where they cannot be listed (a kubelet logging elsewhere, no rights), within
-    what is left of the budget.
-    """
-    from devctl.node.podlogs import logged_pods
+    """(namespace, name) of every pod (devctl.core.names.node_pods), within what is left of the budget."""
+    from devctl.cli import grpclog
+    from devctl.core.names import node_pods
 
     try:
         paths = _paths(ctx)
     except Exception:
         return []
-    try:
-        return logged_pods(paths.pod_logs)
-    except OSError:
-        pass
-    from devctl.cli import grpclog
-
     grpclog.quiet()  # the app's callback, which does this for a command, does not run for a completion
-    try:
-        socket = paths.pod_resources
-        if not os.path.exists(socket):  # no kubelet here: nothing to ask, and gRPC not worth importing
-            return []
-        import grpc
-
-        from devctl.api.podresources.v1 import api_pb2, api_pb2_grpc
-
-        options = [("grpc.max_receive_message_length", 256 * 1024 * 1024)]
-        with grpc.insecure_channel(f"unix:{os.path.abspath(socket)}", options=options) as channel:
-            reply = api_pb2_grpc.PodResourcesListerStub(channel).List(
-                api_pb2.ListPodResourcesRequest(), timeout=_deadline()
-            )
-    except Exception:
-        return []
-    return [(p.namespace, p.name) for p in reply.pod_resources]
+    return node_pods(paths, _deadline())
 
 
 def namespaced_pods(ctx: typer.Context, incomplete: str) -> list[str]:

@@ -22,7 +22,7 @@ from typing import Any
 
 from devctl.lab import made
 from devctl.node.control import LINE_LIMIT
-from devctl.node.waits import within
+from devctl.base.waits import within
 
 log = logging.getLogger(__name__)
 

@@ -31,6 +31,7 @@ from typing import Any
 
 from google.protobuf.message import DecodeError
 
+from devctl.base.names import go_field
 from devctl.model import Checkpoint, CheckpointEntry
 from devctl.node.convert import decode_allocation
 from devctl.node.gojson import (
@@ -38,7 +39,6 @@ from devctl.node.gojson import (
     CheckpointError,
     Shape,
     go_checksum,
-    go_field,
     go_string,
     go_text,
     kind_of,

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from devctl.base.errors import DevctlError
 from devctl.model import ErrorKind, PluginStatus
-from devctl.node.waits import within
+from devctl.base.waits import within
 
 if TYPE_CHECKING:
     import grpc

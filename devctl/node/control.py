@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from devctl.base.errors import DevctlError
-from devctl.node.waits import within
+from devctl.base.waits import within
 
 LINE_LIMIT = 16 * 1024 * 1024  # a device list of thousands of devices still fits in one line
 

@@ -20,7 +20,7 @@ from devctl.model import Allocation, Device, DeviceList, ErrorKind, PluginOption
 from devctl.node import convert
 from devctl.node.rpc import RpcFailure, channel, failure, parsed, plugin_channel
 from devctl.node.rpclog import logged, outcome, since
-from devctl.node.waits import cancel_and_wait
+from devctl.base.waits import cancel_and_wait
 
 log = logging.getLogger(__name__)
 

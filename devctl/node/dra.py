@@ -40,7 +40,7 @@ from devctl.model import (
 from devctl.node.rpc import RpcFailure, check_socket, failure, parsed, plugin_channel
 from devctl.node.rpclog import logged
 from devctl.node.sockets import OutsideRoot, SocketFile, registry_endpoint, registry_sockets
-from devctl.node.waits import within
+from devctl.base.waits import within
 
 log = logging.getLogger(__name__)
 

@@ -26,13 +26,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from devctl.base.errors import DevctlError
+from devctl.base.names import go_field
 from devctl.model import DraCheckpoint, DraCheckpointClaim, DraCheckpointDevice
 from devctl.node.files import excerpt
 from devctl.node.gojson import (
     CheckpointError,
     Shape,
     go_checksum,
-    go_field,
     go_text,
     kind_of,
     load_json,

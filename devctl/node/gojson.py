@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
 from typing import Any
 
 from devctl.base.errors import DevctlError
@@ -84,17 +83,6 @@ def kind_of(value: Any) -> str:
     if isinstance(value, list):
         return "a list"
     return "an object"
-
-
-def go_field(obj: Mapping[str, Any], name: str, default: Any = None) -> Any:
-    """A struct field of a JSON object, matched like encoding/json: exactly, else ignoring case."""
-    if name in obj:
-        return obj[name]
-    folded = name.casefold()
-    for key, value in obj.items():
-        if key.casefold() == folded:
-            return value
-    return default
 
 
 def go_checksum(value: Any) -> int | None:

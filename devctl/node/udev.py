@@ -15,11 +15,11 @@ import asyncio
 import errno
 import os
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
 from devctl.base.errors import DevctlError
+from devctl.model.udev import KernelEvent
 
 # GPUs and accelerators (pci, drm), NICs and their SR-IOV functions (net,
 # infiniband), and devices handed to VMs or DPDK (vfio).
@@ -33,27 +33,6 @@ UDEV_CONTROL = "/run/udev/control"
 
 class UdevUnavailable(DevctlError):
     """Kernel device events cannot be read here (no libudev, no netlink permission, ...)."""
-
-
-@dataclass(frozen=True)
-class KernelEvent:
-    """One kernel device event, as it joins the watch timeline.
-
-    ``name`` is the kernel's name of the device (``0000:3b:00.0``, ``card0``,
-    ``eth0``, ``mlx5_0``); ``driver`` the bound driver when the event names one.
-    """
-
-    time: datetime
-    action: str
-    subsystem: str
-    name: str
-    devpath: str
-    driver: str | None = None
-
-    @property
-    def event(self) -> str:
-        """The ``event`` value on the timeline: ``udev-add``, ``udev-remove``, ``udev-change``, ..."""
-        return f"udev-{self.action}"
 
 
 def event_from_device(device: Any, when: datetime | None = None) -> KernelEvent:

@@ -22,7 +22,7 @@ from devctl.base.escape import escape
 from devctl.core.events import WatchEvent
 from devctl.model import serial
 from devctl.model.serial import iso_time
-from devctl.node.udev import KernelEvent
+from devctl.model.udev import KernelEvent
 from devctl.render.style import NONE
 
 __all__ = ["COLUMNS", "EventTable", "clock_time", "event_object", "iso_time", "json_line"]

@@ -25,7 +25,7 @@ from devctl.base.escape import unescape
 from devctl.core.events import Notice, WatchEvent
 from devctl.model import HEALTHY, UNHEALTHY, Device, NodePaths, NodeSnapshot
 from devctl.model.serial import from_json_line
-from devctl.node.waits import within
+from devctl.base.waits import within
 
 if TYPE_CHECKING:
     from devctl.core.collect import Progress

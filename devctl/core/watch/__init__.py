@@ -61,7 +61,7 @@ from devctl.node.paths import not_a_node
 from devctl.node.rpc import RpcFailure
 from devctl.node.sockets import OutsideRoot, SocketFile, registry_sockets
 from devctl.node.udev import UdevUnavailable, kernel_events
-from devctl.node.waits import cancel_and_wait
+from devctl.base.waits import cancel_and_wait
 
 
 class WatchError(DevctlError):

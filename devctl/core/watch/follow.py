@@ -20,15 +20,15 @@ from datetime import datetime, timezone
 from typing import Protocol
 
 from devctl.base.errors import DevctlError
+from devctl.base.waits import within
 from devctl.core.events import DISCONNECTED, RECONNECTED, SNAPSHOT, Change, Notice, WatchEvent
 from devctl.core.watch.backoff import Backoff
 from devctl.core.watch.diff import counts, diff
 from devctl.core.watch.sockets import Namer, Registered, plugin_sockets
 from devctl.model import Device, PluginStatus
+from devctl.model.udev import KernelEvent
 from devctl.node.deviceplugin import DevicePluginClient
 from devctl.node.rpc import RpcFailure, check_socket
-from devctl.node.udev import KernelEvent
-from devctl.node.waits import within
 
 log = logging.getLogger(__name__)
 

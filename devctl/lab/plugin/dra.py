@@ -54,7 +54,7 @@ from devctl.lab.plugin.control import control_path
 from devctl.lab.plugin.server import STOP_GRACE, RpcRecord, ServeError
 from devctl.model import HEALTHY, UNHEALTHY
 from devctl.node.files import FileReadError, read_file
-from devctl.node.waits import cancel_and_wait, within
+from devctl.base.waits import cancel_and_wait, within
 
 UNKNOWN = "Unknown"
 PLUGIN_TYPE = "DRAPlugin"

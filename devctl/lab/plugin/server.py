@@ -33,7 +33,7 @@ from devctl.lab.plugin.spec import PluginSpec
 from devctl.model import Device, PluginOptions
 from devctl.node import convert, deviceplugin
 from devctl.node.rpc import RpcFailure
-from devctl.node.waits import cancel_and_wait, within
+from devctl.base.waits import cancel_and_wait, within
 
 # How often the plugins dir is looked at for a kubelet restart. Polling is portable
 # and cheap; the upstream stub uses fsnotify for the same purpose.

@@ -37,7 +37,7 @@ from devctl.node.checkpoint import RawEntry, read_checkpoint, write_checkpoint
 from devctl.node.deviceplugin import DevicePluginClient
 from devctl.node.gojson import CheckpointError
 from devctl.node.rpc import RpcFailure
-from devctl.node.waits import cancel_and_wait, within
+from devctl.base.waits import cancel_and_wait, within
 
 log = logging.getLogger("devctl.lab.sim.kubelet")
 

@@ -50,7 +50,7 @@ from devctl.node.checkpoint import write_atomically
 from devctl.node.dra_checkpoint import RawClaim, RawDevice, read_dra_raw
 from devctl.node.gojson import CheckpointError
 from devctl.node.rpc import plugin_channel
-from devctl.node.waits import cancel_and_wait, within
+from devctl.base.waits import cancel_and_wait, within
 
 log = logging.getLogger("devctl.lab.sim.kubelet")
 

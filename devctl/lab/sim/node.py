@@ -56,7 +56,7 @@ from devctl.lab.sim.scenario import PodSpec, Scenario
 from devctl.lab.sim.sysfs import write_topology
 from devctl.lab.sim.workload import Workload
 from devctl.node.paths import resolve_paths
-from devctl.node.waits import cancel_and_wait, within
+from devctl.base.waits import cancel_and_wait, within
 
 log = logging.getLogger("devctl.lab.sim")
 

@@ -29,7 +29,7 @@ from devctl.lab.sim.registration import RegisterError, RegistrationServer, inval
 from devctl.model import RegistryInfo
 from devctl.node.deviceplugin import API_VERSION
 from devctl.node.rpc import plugin_channel
-from devctl.node.waits import cancel_and_wait
+from devctl.base.waits import cancel_and_wait
 
 log = logging.getLogger("devctl.lab.sim.kubelet")
 
