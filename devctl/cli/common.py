@@ -60,7 +60,7 @@ class GlobalOptions:
     verbose: bool = False
 
     def paths(self) -> NodePaths:
-        from devctl.node.paths import resolve_paths
+        from devctl.core.paths import resolve_paths
 
         return resolve_paths(
             root=self.root,

@@ -305,8 +305,8 @@ def absent_line(snapshot: NodeSnapshot, shown: set[str] | frozenset[str]) -> str
     """
     from devctl.analyze import KUBELET_SOURCES, source_of, sources_read
     from devctl.cli.common import current_context
+    from devctl.core.paths import not_a_node
     from devctl.model import ErrorKind
-    from devctl.node.paths import not_a_node
 
     kubelet = KUBELET_SOURCES & shown
     if not kubelet or sources_read(snapshot) & kubelet:

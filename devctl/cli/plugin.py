@@ -172,17 +172,14 @@ def build_spec(
 
 
 def _load_config(path: str) -> dict[str, Any]:
-    import yaml
 
+    from devctl.core.userfiles import UserFileError, load_yaml
     from devctl.lab.plugin.spec import PluginSpecError
-    from devctl.node.files import FileReadError, read_file
 
     try:
-        data = yaml.safe_load(read_file(path))
-    except FileReadError as e:
-        raise PluginSpecError(str(e)) from None
-    except yaml.YAMLError as e:
-        raise PluginSpecError(f"{path}: not valid YAML: {str(e).splitlines()[0]}") from None
+        data = load_yaml(path)
+    except UserFileError as e:
+        raise PluginSpecError(str(e) if e.problem is None else f"{path}: not valid YAML: {e.problem}") from None
     if not isinstance(data, dict):
         raise PluginSpecError(f"{path}: expected a mapping like a scenario `resources:` entry")
     return data
@@ -274,11 +271,10 @@ def add(
 
 def _refuse_absent_numa(sysfs: str, nodes: tuple[int, ...]) -> None:
     """Usage error when the host (its sysfs) has no such NUMA node; no check when sysfs says nothing."""
-    from devctl.node.sysfs import TopologyError, read_topology
+    from devctl.core.names import numa_nodes
 
-    try:
-        known = {n.id for n in read_topology(sysfs, use_udev=False).numa_nodes}
-    except TopologyError:
+    known = numa_nodes(sysfs)
+    if known is None:
         return
     absent = [n for n in nodes if n not in known]
     if known and absent:

@@ -55,16 +55,14 @@ def build_dra_spec(driver: str, count: int | None, devices: Sequence[str], pool:
 
 def load_claims(path: str) -> dict[str, tuple[str, ...]]:
     """``--claims FILE``: a YAML or JSON mapping of claim UID to its device names (``DEVICE`` or ``POOL/DEVICE``)."""
-    import yaml
 
-    from devctl.node.files import FileReadError, read_file
+    from devctl.core.userfiles import UserFileError, load_yaml
 
     try:
-        data = yaml.safe_load(read_file(path))
-    except FileReadError as e:
-        raise ValueError(f"--claims {e}") from None
-    except yaml.YAMLError as e:
-        raise ValueError(f"--claims {path}: not valid YAML or JSON: {str(e).splitlines()[0]}") from None
+        data = load_yaml(path)
+    except UserFileError as e:
+        detail = f"{e}" if e.problem is None else f"{path}: not valid YAML or JSON: {e.problem}"
+        raise ValueError(f"--claims {detail}") from None
     if not isinstance(data, dict):
         raise ValueError(f"--claims {path}: expected a mapping of claim UID to a list of device names")
     out = {}

@@ -383,10 +383,9 @@ def get(
     from devctl.analyze.claims import with_claim_health
     from devctl.analyze.pods import device_health
     from devctl.core.collect import SnapshotError, collect, get_pod, load_snapshot
+    from devctl.core.failures import PodNotFound, RpcFailure
+    from devctl.core.paths import not_a_node
     from devctl.model import ErrorKind
-    from devctl.node.paths import not_a_node
-    from devctl.node.podresources import PodNotFound
-    from devctl.node.rpc import RpcFailure
     from devctl.render.table import pods_table
 
     pod, namespace = _split_pod(pod, namespace)

@@ -295,16 +295,13 @@ def add_pod(
     file: Annotated[str, typer.Argument(metavar="FILE", help="One pod in the scenario's pods: format (YAML).")],
 ) -> None:
     """Admit a pod as at start: its DRA claims prepared, then its devices allocated."""
-    import yaml
 
-    from devctl.node.files import FileReadError, read_file
+    from devctl.core.userfiles import UserFileError, load_yaml
 
     try:
-        data = yaml.safe_load(read_file(file))
-    except FileReadError as e:
-        fail(str(e))
-    except yaml.YAMLError as e:
-        fail(f"{file}: not valid YAML: {str(e).splitlines()[0]}")
+        data = load_yaml(file)
+    except UserFileError as e:
+        fail(str(e) if e.problem is None else f"{file}: not valid YAML: {e.problem}")
     if isinstance(data, list) and len(data) == 1:
         data = data[0]
     if not isinstance(data, dict):

@@ -117,3 +117,13 @@ def node_pods(paths: NodePaths, deadline: float) -> list[tuple[str, str]]:
     except Exception:
         return []
     return [(p.namespace, p.name) for p in reply.pod_resources]
+
+
+def numa_nodes(sysfs: str) -> set[int] | None:
+    """The NUMA node IDs the host's sysfs lists; None when it cannot be read (nothing to check against)."""
+    from devctl.node.sysfs import TopologyError, read_topology
+
+    try:
+        return {n.id for n in read_topology(sysfs, use_udev=False).numa_nodes}
+    except TopologyError:
+        return None

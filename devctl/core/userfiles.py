@@ -32,13 +32,3 @@ def load_yaml(path: str) -> Any:
         raise UserFileError(str(e), e.kind) from None
     except yaml.YAMLError as e:
         raise UserFileError(f"{path}: not valid YAML", ErrorKind.MALFORMED, str(e).splitlines()[0]) from None
-
-
-def numa_nodes(sysfs: str) -> set[int] | None:
-    """The NUMA node IDs the host's sysfs lists; None when it cannot be read (nothing to check against)."""
-    from devctl.node.sysfs import TopologyError, read_topology
-
-    try:
-        return {n.id for n in read_topology(sysfs, use_udev=False).numa_nodes}
-    except TopologyError:
-        return None

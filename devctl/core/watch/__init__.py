@@ -23,6 +23,7 @@ import os
 from collections.abc import AsyncGenerator, Callable, Sequence
 
 from devctl.base.errors import DevctlError
+from devctl.base.waits import cancel_and_wait
 from devctl.core.events import (
     ADDED,
     DISCONNECTED,
@@ -61,7 +62,6 @@ from devctl.node.paths import not_a_node
 from devctl.node.rpc import RpcFailure
 from devctl.node.sockets import OutsideRoot, SocketFile, registry_sockets
 from devctl.node.udev import UdevUnavailable, kernel_events
-from devctl.base.waits import cancel_and_wait
 
 
 class WatchError(DevctlError):
