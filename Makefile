@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test check proto install dev completions prometheus help-text bench image image-push
+.PHONY: demo test check proto install dev completions prometheus hwloc help-text bench image image-push
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -44,8 +44,23 @@ prometheus:
 		echo "make: could not install prometheus (not root?): the fleet integration test will skip" >&2; \
 	fi
 
+# The PCIe relationships are checked against hwloc's lstopo (tests/test_pcie_hwloc.py). Debian's package is
+# installed only when asked, as prometheus above: CI=true or `make test INSTALL_HWLOC=1`. Otherwise that test skips.
+INSTALL_HWLOC ?= $(if $(filter true 1,$(CI)),1,)
+hwloc:
+	@if command -v lstopo-no-graphics >/dev/null 2>&1; then :; \
+	elif [ "$(INSTALL_HWLOC)" != 1 ]; then \
+		echo "make: hwloc is not installed: the PCIe-vs-hwloc test will skip (make test INSTALL_HWLOC=1 installs it with apt-get)" >&2; \
+	elif ! command -v apt-get >/dev/null 2>&1; then \
+		echo "make: no apt-get to install hwloc with: the PCIe-vs-hwloc test will skip" >&2; \
+	else \
+		echo "make: installing hwloc with apt-get (CI=true or INSTALL_HWLOC=1)" >&2; \
+		{ apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq hwloc >/dev/null; } || \
+		echo "make: could not install hwloc (not root?): the PCIe-vs-hwloc test will skip" >&2; \
+	fi
+
 # Generated code fresh, lint clean and formatted, layers kept, the core's types checked, every test passing.
-test: dev prometheus
+test: dev prometheus hwloc
 	$(BIN)/python scripts/gen_proto.py --check
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
