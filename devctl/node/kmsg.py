@@ -24,7 +24,9 @@ for a terminal is the faces' job); a line that is not a record is counted and sk
 ``MAX_RECORDS`` records (20,000: the kernel's buffer, 128 KiB to a few MiB, holds fewer) are kept, the
 newest. ``KmsgReader.follow`` waits for the device with the event loop's ``add_reader`` (``/dev/kmsg``
 supports poll) and polls a regular file every ``interval`` seconds (0.5 s by default), so a recorder
-can also call ``KmsgReader.poll()`` itself, which never blocks.
+can also call ``KmsgReader.poll()`` itself, which never blocks. A regular file's record ends at each
+poll's end of file: its writer appends a record and its continuation lines in one write (the simulator
+does), else a continuation line written later is counted as skipped.
 """
 
 from __future__ import annotations
