@@ -33,11 +33,11 @@ from test_tui_support import (  # noqa: F401  (sim: a fixture)
 
 from devctl.core.collect import collect
 from devctl.core.watch import WatchEvent
+from devctl.fast.interpreter import FULL_EVERY, SWITCH_INTERVAL, FullCollections, full_collections
 from devctl.lab.sim.node import SimNode
 from devctl.model import NodeSnapshot
 from devctl.tui.app import DevctlApp, make_app
 from devctl.tui.feeds import NodeFeed, PluginControls, captured_logs
-from devctl.tui.interpreter import FULL_EVERY, SWITCH_INTERVAL, FullCollections, full_collections
 from devctl.tui.screens.detail import ContainerScreen
 from devctl.tui.screens.help import HelpScreen
 from devctl.tui.screens.node import TITLES
@@ -468,7 +468,7 @@ class _CountingFeed(NodeFeed):
 
 
 def _tui_threads() -> dict[str, int]:
-    """The TUI's own threads (its pools' names, devctl.tui.pools), by name: their idents."""
+    """The TUI's own threads (its pools' names, devctl.fast.pools), by name: their idents."""
     return {t.name: t.ident or 0 for t in threading.enumerate() if t.name.startswith("devctl-tui")}
 
 

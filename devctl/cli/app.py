@@ -13,7 +13,6 @@ embedding and in-process tests.
 from __future__ import annotations
 
 import os
-import signal
 import sys
 from collections.abc import Iterable, Sequence
 from typing import Annotated, Any
@@ -21,12 +20,13 @@ from typing import Annotated, Any
 import typer
 import typer.main
 
-from devctl import __version__, quiet_interrupt
+from devctl import __version__
 from devctl.base.escape import escape
 from devctl.cli import completion, globalopts, grpclog, lazy
 from devctl.cli.common import ExitCode, GlobalOptions, begin_invocation, escape_unencodable, setup_logging
 from devctl.cli.globalopts import MAX_TIMEOUT, TIMEOUT_HELP, VERBOSE_HELP
 from devctl.cli.lazy import COMMAND_MODULES
+from devctl.fast import interpreter
 
 __all__ = ["COMMAND_MODULES", "ONE_ANSWER", "build", "main", "run"]
 
@@ -245,8 +245,7 @@ def __getattr__(name: str) -> typer.Typer:
 
 
 def main() -> None:
-    if signal.getsignal(signal.SIGINT) is quiet_interrupt:  # the imports are done: Ctrl-C is KeyboardInterrupt again
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+    interpreter.release_interrupt()  # the imports are done: Ctrl-C is KeyboardInterrupt again
     escape_unencodable()
     try:
         if completion.COMPLETE_VAR in os.environ:

@@ -9,16 +9,15 @@ here at module level: this module is on the start-up path of ``devctl --help``.
 from __future__ import annotations
 
 import functools
-import gc
 import os
 import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from devctl.cli.common import NO_RIGHTS, ExitCode, Output, fail, options, reader_gone, run, say
+from devctl.fast.interpreter import without_cyclic_gc
 
 if TYPE_CHECKING:
     from devctl.model import NodeSnapshot, SourceError
@@ -126,35 +125,6 @@ def one_answer(command: Callable[..., Any]) -> Callable[..., Any]:
 
     paused.one_answer = True  # type: ignore[attr-defined]
     return paused
-
-
-@contextmanager
-def without_cyclic_gc(*, last: bool = False) -> Iterator[None]:
-    """Pause the cyclic garbage collector while one answer is read and printed.
-
-    An answer is model objects and rows (frozen dataclasses, tuples, strings:
-    no reference cycles) built by the hundred thousand on a large node; each
-    few hundred of them would start a collection that walks the young objects,
-    and the growing heap is walked whole again and again, freeing nothing. A
-    List of 50,000 pods made a third of `devctl pods`'s CPU time so. The pause
-    ends with the answer: a watch collects between its reads as before.
-
-    With ``last`` (the command ends with this answer) what it made is frozen
-    before the collector is enabled again: the first allocation after
-    ``gc.enable()`` would otherwise start a collection that walks every object
-    of the answer once more, freeing nearly nothing, just before the process
-    exits (30 to 55 ms of `ls` on a node with 1,000 DRA claims, docs/dra.md).
-    """
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        if last:
-            gc.freeze()
-        gc.enable()
 
 
 # The headers of the tables that are not their JSON field's name -> that field: ls's short counts

@@ -12,11 +12,11 @@ Every other command line goes to the typer app (devctl.cli.app) unchanged.
 
 from __future__ import annotations
 
-import gc
 import os
 import sys
 
 from devctl import __version__
+from devctl.fast import interpreter
 
 # The variable the shell completion scripts set (devctl.cli.completion.COMPLETE_VAR): typer must answer those.
 _COMPLETE_VAR = "_DEVCTL_COMPLETE"
@@ -52,27 +52,14 @@ def fast_answer(args: list[str]) -> str | None:
     return None
 
 
-# The youngest generation's collection threshold (CPython's default: 700 allocations). See main. 50,000 rather
-# than 20,000: the imports of `claims` (the CDI reader, the claims view) crossed 20,000 and started a collection
-# of 10 to 15 ms over the modules just loaded; a long `watch` still collects, each time over at most 50,000
-# young objects (a few ms).
-GC_THRESHOLD = 50_000
-
-
 def main() -> None:
+    interpreter.guard_start_up()
     answer = fast_answer(sys.argv[1:])
     if answer is None:
-        # A command's imports and its snapshot (1,000 claims are tens of thousands of objects) live until the
-        # end, and are nearly all acyclic: with the default threshold the collector walks them again and again
-        # (a tenth of `ls` on a node with many claims, docs/dra.md). At the end the interpreter's last
-        # collection would walk the whole heap once more for nothing; frozen objects are left out of it.
-        gc.set_threshold(GC_THRESHOLD, *gc.get_threshold()[1:])
-        from devctl.cli.app import main as app_main
+        with interpreter.for_a_command():
+            from devctl.cli.app import main as app_main
 
-        try:
             app_main()
-        finally:
-            gc.freeze()
         return
     try:
         sys.stdout.write(answer)

@@ -8,9 +8,8 @@ from typing import ClassVar
 from textual.app import App
 from textual.binding import Binding, BindingType
 
+from devctl.fast.interpreter import FULL_AT_LEAST_EVERY, FullCollections, tuned_for_keys, use_started_pool
 from devctl.tui.feeds import Feed, LogCapture
-from devctl.tui.interpreter import FULL_AT_LEAST_EVERY, FullCollections, tuned_for_keys
-from devctl.tui.pools import use_started_pool
 from devctl.tui.screens.help import HelpScreen
 from devctl.tui.screens.node import NodeScreen
 from devctl.tui.source import Clock, utc_now
@@ -47,7 +46,7 @@ class DevctlApp(App[None]):
         self._while_running = contextlib.ExitStack()
 
     async def on_mount(self) -> None:
-        use_started_pool(self.THREAD_WORKERS, "devctl-tui")  # before the first worker (devctl.tui.pools)
+        use_started_pool(self.THREAD_WORKERS, "devctl-tui")  # before the first worker (devctl.fast.pools)
         self._while_running.enter_context(tuned_for_keys())
         self.set_interval(FULL_AT_LEAST_EVERY, FullCollections().due)
         await self.push_screen(NodeScreen(self.feed, label=self.label, clock=self.clock, logs=self.logs))

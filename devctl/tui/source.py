@@ -25,10 +25,10 @@ from textual.widget import Widget
 from textual.worker import Worker, WorkerState
 
 from devctl.core.events import WatchEvent
+from devctl.fast.interpreter import use_started_pool
 from devctl.model import NodeSnapshot
 from devctl.tui.dra import is_dra_event, with_dra_health
 from devctl.tui.feeds import Feed, LogCapture
-from devctl.tui.pools import use_started_pool
 from devctl.tui.state import LogLine, NodeView, build_view, event_line, view_changes
 
 if TYPE_CHECKING:
@@ -214,7 +214,7 @@ class NodeSource(Widget):
         gRPC replies are parsed and turned into model objects where they are
         received: on this loop, never on the app's, so a plugin listing 10,000
         devices twenty times a second does not stand between a key and its frame.
-        ``threads`` (when not 0) is the size of the loop's default executor, started full (devctl.tui.pools).
+        ``threads`` (when not 0) is the size of the loop's default executor, started full (devctl.fast.pools).
         """
 
         async def main() -> None:

@@ -23,9 +23,9 @@ from devctl.analyze.cdi import Resolver, resolver
 from devctl.analyze.claims import ClaimRow, claims_view
 from devctl.analyze.doctor import diagnose, recheck_sockets
 from devctl.base.escape import escape
+from devctl.fast.interpreter import settle
 from devctl.model import Finding, NodeSnapshot
 from devctl.tui.feeds import Feed, FeedControlError, LogCapture, PluginControls
-from devctl.tui.interpreter import settle
 from devctl.tui.screens.detail import ContainerScreen
 from devctl.tui.screens.text import TextScreen
 from devctl.tui.source import Clock, NodeSource, utc_now

@@ -15,7 +15,6 @@ full, it has nothing left to start.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -37,12 +36,3 @@ def started_pool(size: int, name: str) -> ThreadPoolExecutor:
     for job in started:
         job.result()
     return pool
-
-
-def use_started_pool(size: int, name: str) -> None:
-    """Make a started pool the running loop's default executor (``asyncio.to_thread``, ``run_in_executor(None)``).
-
-    Set before the loop's first blocking job, when it has no default executor
-    of its own yet; ``asyncio.run`` shuts it down with the loop.
-    """
-    asyncio.get_running_loop().set_default_executor(started_pool(size, name))
