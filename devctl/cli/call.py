@@ -3,68 +3,47 @@
 ``devctl call RESOURCE RPC ...`` finds the resource's socket the way ``devctl
 plugins`` names sockets; ``devctl call --socket PATH RPC ...`` skips that. The
 command parses, refuses what it must (``allocate`` and ``prestart`` without
-``--yes``), makes the call through ``DevicePluginClient`` and prints the reply.
-``devctl call --dra DRIVER RPC ...`` calls a DRA driver instead (``call_dra``).
-Only typer and the standard library are imported at module level.
+``--yes``), makes the call through the core's use-case (``devctl.core.calls``)
+and prints the reply. ``devctl call --dra DRIVER RPC ...`` calls a DRA driver
+instead (``call_dra``, ``devctl.core.calls_dra``). Only typer, the standard
+library and the call's words (``devctl.core.callwords``) are imported at module level.
 """
 
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from devctl.cli.common import ExitCode, fail, options, run, socket_path
+from devctl.cli.common import AS_ROOT, ExitCode, fail, options, run, socket_path
 from devctl.cli.complete import call_words, drivers
+from devctl.core.callwords import CHANGES_STATE, METHODS, CallResult, Request, refusal
 
 if TYPE_CHECKING:
     from devctl.cli.common import GlobalOptions
-    from devctl.model import NodePaths, PluginProbe
-    from devctl.node.deviceplugin import DevicePluginClient
-    from devctl.node.rpc import RpcFailure
+    from devctl.core.calls import RpcFailure
     from devctl.render.table import TableStyle
 
-# The RPC words of the command line and the DevicePlugin methods they call.
-METHODS = {
-    "options": "GetDevicePluginOptions",
-    "list": "ListAndWatch",
-    "preferred": "GetPreferredAllocation",
-    "allocate": "Allocate",
-    "prestart": "PreStartContainer",
-}
-# A plugin may reserve, reset or power up a device when it is allocated or about to
-# be used by a container (what the kubelet calls these for), so they need --yes.
-CHANGES_STATE = {"allocate", "prestart"}
+__all__ = [
+    "CHANGES_STATE",
+    "METHODS",
+    "CallOutput",
+    "CallResult",
+    "Request",
+    "call",
+    "parse",
+    "register",
+    "reply_table",
+]
 
 
 class CallOutput(str, Enum):
     table = "table"
     json = "json"
     yaml = "yaml"
-
-
-@dataclass(frozen=True)
-class Request:
-    """What the command line asks of the plugin."""
-
-    rpc: str  # a key of METHODS
-    device_ids: tuple[str, ...] = ()  # allocate, prestart
-    available: tuple[str, ...] = ()  # preferred
-    must_include: tuple[str, ...] = ()
-    size: int | None = None
-
-    def plain(self) -> dict[str, Any]:
-        """The request as the JSON output echoes it: only the fields its RPC takes."""
-        if self.rpc == "preferred":
-            return {"available": list(self.available), "must_include": list(self.must_include), "size": self.size}
-        if self.rpc in CHANGES_STATE:
-            return {"device_ids": list(self.device_ids)}
-        return {}
 
 
 def call(
@@ -144,17 +123,15 @@ def call(
     if claim is not None or uid is not None:
         fail("--claim and --uid belong to --dra prepare and unprepare")
     resource, request = parse(args, socket, available or [], must_include or [], size)
-    if request.rpc in CHANGES_STATE and not yes:
-        fail(
-            f"{request.rpc} calls {METHODS[request.rpc]}, which may change the devices' state on the node "
-            "(a plugin may reserve or reset them): add --yes to call it"
-        )
-    from devctl.node.rpc import RpcFailure
+    why = refusal(request)
+    if why is not None and not yes:
+        fail(why)
+    from devctl.core.calls import RpcFailure, UnknownResource, call_plugin
 
     paths = opts.paths()
     path = socket_path(socket, paths.plugins_dir) if socket is not None else None
     try:
-        result = run(_call(paths, opts.timeout, resource, path, request))
+        result = run(call_plugin(paths, opts.timeout, resource, path, request, changes_state=yes))
     except RpcFailure as e:
         fail(e.message, _exit_code(e))
     except UnknownResource as e:
@@ -172,22 +149,18 @@ def _call_dra(
     output: CallOutput,
 ) -> NoReturn:
     """``call --dra``: parse, refuse a state change without --yes (before any socket), call, print, exit."""
-    from devctl.cli.call_dra import (
-        NotOffered,
-        UnknownClaim,
-        UnknownDriver,
-        call_dra,
-        parse_dra,
-        print_dra,
-        refuse_without_yes,
-    )
-    from devctl.node.rpc import RpcFailure
+    from devctl.cli.call_dra import parse_dra, print_dra, refuse_without_yes
 
     request = parse_dra(args, claim, uid)
     if not yes:
         refuse_without_yes(request)
+    from devctl.core.calls import RpcFailure
+    from devctl.core.calls_dra import NotOffered, RegistryDenied, UnknownClaim, UnknownDriver, call_driver
+
     try:
-        result = run(call_dra(opts.paths(), opts.timeout, driver, request))
+        result = run(call_driver(opts.paths(), opts.timeout, driver, request, changes_state=yes))
+    except RegistryDenied as e:
+        fail(f"{e.message}: {AS_ROOT}", _exit_code(e))
     except RpcFailure as e:
         fail(e.message, _exit_code(e))
     except (UnknownDriver, UnknownClaim, NotOffered) as e:
@@ -232,101 +205,9 @@ def parse(
 
 def _exit_code(e: RpcFailure) -> ExitCode:
     """3 when the plugin could not be reached or gave no usable reply; 1 when it answered with an error status."""
-    import grpc
+    from devctl.core.calls import unreachable
 
-    unreachable = e.code in (None, grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
-    return ExitCode.NO_SOURCE if unreachable else ExitCode.FINDINGS
-
-
-# --- the call ------------------------------------------------------------------------------------
-
-
-class UnknownResource(Exception):
-    """The node can be read and no plugin serves the named resource: the name is likely wrong (exit 1, as in ls)."""
-
-
-@dataclass(frozen=True)
-class CallResult:
-    socket: str
-    resource: str | None
-    request: Request
-    reply: Any  # the model object(s) the RPC returned, as devctl.model.serial shapes them
-    latency_ms: float
-
-
-async def _socket_of(paths: NodePaths, timeout: float, resource: str) -> str:
-    """The socket that serves ``resource``, as ``devctl ls`` shows it (the first by path when several do).
-
-    When none does, the error says why a person may not see it: sockets devctl
-    may not open (not root), or a resource name that is almost one served.
-    """
-    from devctl.analyze import CHECKPOINT, PLUGINS, POD_RESOURCES
-    from devctl.core.collect import collect
-    from devctl.node.sockets import serving_sockets
-
-    snapshot = await collect(paths, timeout, want={PLUGINS, POD_RESOURCES, CHECKPOINT})
-    found = serving_sockets(paths, snapshot.plugins, resource)
-    if found:
-        return found[0][1]  # the socket that serves DevicePlugin: a registry socket's endpoint, a symlink's target
-    from devctl.analyze.inventory import inventories
-
-    raise _not_served(paths, snapshot.plugins, resource, known=resource in inventories(snapshot))
-
-
-def _not_served(paths: NodePaths, plugins: Sequence[PluginProbe], resource: str, known: bool = False) -> Exception:
-    """Why no socket serves ``resource``: no plugins dir (wrong root), rights, a resource the node has whose plugin
-    does not serve (exit 3, as a --socket that does not answer: no serving socket is one exit code), or a name that
-    is wrong (exit 1, as in ls)."""
-    import os
-
-    from devctl.base.names import likely
-    from devctl.model import PluginStatus
-    from devctl.node.paths import not_a_node
-    from devctl.node.rpc import RpcFailure
-
-    if not os.path.isdir(paths.plugins_dir):
-        return RpcFailure(PluginStatus.NO_PLUGIN, not_a_node(paths))
-    serving = [p for p in plugins if p.status == PluginStatus.SERVING]
-    message = f"no serving socket in {paths.plugins_dir} is known to serve {resource}"
-    denied = sum(p.status == PluginStatus.PERMISSION_DENIED for p in plugins)
-    close = likely(resource, {p.resource for p in serving if p.resource})
-    if denied:
-        why = f"{denied} socket(s) there refused devctl: permission denied; run as root"
-        return RpcFailure(PluginStatus.NO_PLUGIN, f"{message} ({why})")
-    if known:
-        why = "the kubelet or its checkpoint names it, but its plugin does not serve it now"
-        return RpcFailure(PluginStatus.NO_PLUGIN, f"{message} ({why}; see devctl plugins)")
-    return UnknownResource(message + (f" (did you mean {close}?)" if close else " (see devctl plugins)"))
-
-
-async def _reply(client: DevicePluginClient, request: Request) -> Any:
-    if request.rpc == "options":
-        return await client.options()
-    if request.rpc == "list":
-        return {"devices": await client.first_list()}
-    if request.rpc == "preferred":
-        return {"device_ids": await client.preferred(request.available, request.must_include, request.size or 0)}
-    if request.rpc == "allocate":
-        return await client.allocate(request.device_ids)
-    await client.prestart(request.device_ids)
-    return {}
-
-
-async def _call(
-    paths: NodePaths, timeout: float, resource: str | None, socket: str | None, request: Request
-) -> CallResult:
-    from devctl.node.deviceplugin import DevicePluginClient
-    from devctl.node.rpc import check_socket
-
-    if socket is None:
-        socket = await _socket_of(paths, timeout, resource or "")
-    # A socket-level connect first: gRPC says UNAVAILABLE for a missing, stale or forbidden socket alike.
-    await check_socket(socket, timeout)
-    async with DevicePluginClient(socket, timeout) as client:
-        start = time.perf_counter()
-        reply = await _reply(client, request)
-        latency = (time.perf_counter() - start) * 1000
-    return CallResult(socket, resource, request, reply, round(latency, 3))
+    return ExitCode.NO_SOURCE if unreachable(e) else ExitCode.FINDINGS
 
 
 # --- printing ------------------------------------------------------------------------------------
