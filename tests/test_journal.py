@@ -20,8 +20,8 @@ import pytest
 from devctl.base.errors import ErrorKind
 from devctl.model.history import EventSource, Holder, NodeEvent
 from devctl.node import journal
+from devctl.node import journal_format as fmt
 from devctl.node.journal import (
-    HEADER_SIZE,
     MIN_MAX_SIZE,
     JournalError,
     JournalFormatError,
@@ -147,8 +147,8 @@ def test_a_second_writer_is_refused_naming_the_holder_and_nothing_is_interleaved
     "content",
     [
         b"# my notes, not a journal\n" * 10,
-        journal.MAGIC + b"\x02\x00" + bytes(200),  # format version 2
-        journal.MAGIC[:5],
+        fmt.MAGIC + b"\x02\x00" + bytes(200),  # format version 2
+        fmt.MAGIC[:5],
     ],
     ids=["other-file", "version-2", "short"],
 )
@@ -164,7 +164,7 @@ def test_a_file_that_is_not_a_journal_of_this_version_is_refused_and_left_byte_f
     got = read_journal(str(path))
     assert got.error is not None and got.error.kind is ErrorKind.MALFORMED and got.events == ()
     assert path.read_bytes() == content
-    if content.startswith(journal.MAGIC + b"\x02"):
+    if content.startswith(fmt.MAGIC + b"\x02"):
         assert "version 2" in str(refused.value)
 
 
@@ -197,7 +197,7 @@ def test_a_corrupt_record_in_the_middle_is_skipped_alone(tmp_path: Path) -> None
     assert len(got.notices) == 1 and "corrupt" in got.notices[0]
     # A flipped length field (the record can no longer be walked over) costs that record alone too.
     data[fifth] ^= 0x01
-    third = journal._scan(bytes(data)).offsets[2]
+    third = fmt.scan(bytes(data)).offsets[2]
     data[third + 4] ^= 0x80  # record 3's length: 128 bytes off
     path.write_bytes(bytes(data))
     got = read_journal(str(path))
@@ -208,7 +208,7 @@ def test_a_corrupt_record_in_the_middle_is_skipped_alone(tmp_path: Path) -> None
 def test_bounded_the_file_never_passes_its_size_and_the_oldest_go_first_counted(tmp_path: Path) -> None:
     path = tmp_path / "journal"
     bound = MIN_MAX_SIZE
-    record = len(journal._record(event(10_000), 10_000))
+    record = len(fmt.record(event(10_000), 10_000))
     total = 3 * bound // record  # three times the bound
     with JournalWriter.open(str(path), bound) as w:
         for start in range(0, total, 97):
@@ -217,9 +217,9 @@ def test_bounded_the_file_never_passes_its_size_and_the_oldest_go_first_counted(
     got = read_journal(str(path))
     kept = numbers(got.events)
     assert kept == list(range(total - len(kept), total))  # the newest, all of them, in order
-    assert len(kept) > (bound - HEADER_SIZE) // record // 2
+    assert len(kept) > (bound - fmt.HEADER_SIZE) // record // 2
     assert (got.dropped, got.written, got.records, got.notices) == (total - len(kept), total, len(kept), ())
-    header = journal._parse_header(path.read_bytes())  # the counts kept in the file itself, as closed
+    header = fmt.parse_header(path.read_bytes())  # the counts kept in the file itself, as closed
     assert not isinstance(header, str) and (header.written, header.dropped) == (total, total - len(kept))
     # A new writer goes on after the newest record, and the count goes on.
     with JournalWriter.open(str(path), bound) as w:
