@@ -77,7 +77,6 @@ async def _socket_of(paths: NodePaths, timeout: float, resource: str) -> str:
     may not open (not root), or a resource name that is almost one served.
     """
     from devctl.analyze import CHECKPOINT, PLUGINS, POD_RESOURCES
-    from devctl.analyze.inventory import inventories
     from devctl.core.collect import collect
     from devctl.node.sockets import serving_sockets
 
@@ -85,6 +84,8 @@ async def _socket_of(paths: NodePaths, timeout: float, resource: str) -> str:
     found = serving_sockets(paths, snapshot.plugins, resource)
     if found:
         return found[0][1]  # the socket that serves DevicePlugin: a registry socket's endpoint, a symlink's target
+    from devctl.analyze.inventory import inventories  # only to say why none does
+
     raise _not_served(paths, snapshot.plugins, resource, known=resource in inventories(snapshot))
 
 

@@ -109,9 +109,6 @@ def _unreachable(paths: NodePaths) -> None:
 
 
 async def _driver(paths: NodePaths, timeout: float, name: str) -> Driver:
-    from devctl.base.names import not_found
-    from devctl.core.collect import collect
-    from devctl.model import DRA_CHECKPOINT
     from devctl.node.dra import find_drivers
 
     drivers = await find_drivers(paths, timeout)
@@ -119,6 +116,11 @@ async def _driver(paths: NodePaths, timeout: float, name: str) -> Driver:
         return drivers[name]
     if not drivers:
         _unreachable(paths)
+    # Only now the readers of a whole node (collect: most of a cold start), as a driver found needs none of them.
+    from devctl.base.names import not_found
+    from devctl.core.collect import collect
+    from devctl.model import DRA_CHECKPOINT
+
     # A driver that is gone may still hold claims: its name is a guess worth offering too.
     snapshot = await collect(paths, timeout, want={DRA_CHECKPOINT})
     known = set(drivers)
