@@ -19,7 +19,8 @@ import pytest
 from devctl.analyze.claim_state import DRIVER_MISSING
 from devctl.analyze.claims import claims_view
 from devctl.analyze.doctor import diagnose
-from devctl.analyze.inventory import WAITING, resources_view
+from devctl.analyze.inventory import resources_view
+from devctl.analyze.rows import WAITING
 from devctl.core.collect import Progress, collect
 from devctl.lab.sim.thread import SimHandle
 from devctl.model import NodeSnapshot, PluginStatus

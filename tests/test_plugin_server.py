@@ -13,8 +13,8 @@ import grpc
 import pytest
 from test_plugin_fakes import FakeKubelet
 
-from devctl.lab.plugin.server import WATCH_INTERVAL, DeviceError, DevicePluginServer, ServeError
-from devctl.lab.plugin.spec import PluginSpec
+from devctl.lab.plugin.server import WATCH_INTERVAL, DevicePluginServer, ServeError
+from devctl.lab.plugin.spec import DeviceError, PluginSpec
 from devctl.model import HEALTHY, UNHEALTHY, Allocation, Device, DeviceNode, Mount, PluginOptions
 from devctl.node.deviceplugin import DevicePluginClient
 from devctl.node.rpc import RpcFailure

@@ -23,9 +23,9 @@ from badservers import hung_server
 from helpers import call_as_nobody, devctl
 
 from devctl.fast import helper
+from devctl.lab.sim.ids import container_id
 from devctl.lab.sim.scenario import parse_scenario
 from devctl.lab.sim.thread import running_sim
-from devctl.lab.sim.workload import container_id
 from devctl.model import ErrorKind, ProcScan
 from devctl.node import procs
 from devctl.node.cri import read_runtime

@@ -18,18 +18,10 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from devctl.analyze.checkpoint import CheckpointEntryRow, CheckpointView, PodRef, checkpoint_view
-    from devctl.analyze.inventory import (
-        CAPACITY_NOTE,
-        MISSING,
-        UNKNOWN,
-        DeviceRow,
-        Holder,
-        ResourceRow,
-        devices_view,
-        resources_view,
-    )
+    from devctl.analyze.inventory import devices_view, resources_view
     from devctl.analyze.plugins import CheckpointState, PluginRow, PluginsView, SocketState, plugins_view
     from devctl.analyze.pods import find_pod, merge_devices, pod_view, pods_view
+    from devctl.analyze.rows import CAPACITY_NOTE, MISSING, UNKNOWN, DeviceRow, Holder, ResourceRow
     from devctl.analyze.sources import (
         ALL_SOURCES,
         CDI,
@@ -58,10 +50,8 @@ if TYPE_CHECKING:
 # Each public name -> the module of devctl.analyze that defines it.
 _HOME = {
     **dict.fromkeys(("CheckpointEntryRow", "CheckpointView", "PodRef", "checkpoint_view"), "checkpoint"),
-    **dict.fromkeys(
-        ("CAPACITY_NOTE", "MISSING", "UNKNOWN", "DeviceRow", "Holder", "ResourceRow", "devices_view", "resources_view"),
-        "inventory",
-    ),
+    **dict.fromkeys(("CAPACITY_NOTE", "MISSING", "UNKNOWN", "DeviceRow", "Holder", "ResourceRow"), "rows"),
+    **dict.fromkeys(("devices_view", "resources_view"), "inventory"),
     **dict.fromkeys(("CheckpointState", "PluginRow", "PluginsView", "SocketState", "plugins_view"), "plugins"),
     **dict.fromkeys(("find_pod", "merge_devices", "pod_view", "pods_view"), "pods"),
     **dict.fromkeys(

@@ -19,7 +19,7 @@ from devctl.analyze.cdi import CONFLICT, UNRESOLVABLE, cdi_view, unjudged_kinds
 from devctl.analyze.claim_state import DRIVER_MISSING, STALE
 from devctl.analyze.claims import ClaimRow, claims_view
 from devctl.analyze.dra_inventory import DRA_KIND
-from devctl.analyze.inventory import UNKNOWN, ClaimHolder
+from devctl.analyze.rows import UNKNOWN, ClaimHolder
 from devctl.model import HEALTHY, ErrorKind, NodeSnapshot, SourceError
 
 if TYPE_CHECKING:

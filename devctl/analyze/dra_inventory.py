@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from operator import itemgetter
 from typing import TYPE_CHECKING, NamedTuple
 
-from devctl.analyze.inventory import UNKNOWN, WAITING, ClaimHolder, DeviceRow, ResourceRow, free_count
+from devctl.analyze.rows import UNKNOWN, WAITING, ClaimHolder, DeviceRow, ResourceRow, free_count
 from devctl.model import HEALTHY, NodeSnapshot, PluginProbe, PluginStatus
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from devctl.analyze.cdi import resolver
-from devctl.analyze.inventory import DeviceRow
+from devctl.analyze.rows import DeviceRow
 from devctl.model import NodeSnapshot, PciDevice
 from devctl.model.pci import normalize_pci_address
 

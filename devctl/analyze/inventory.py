@@ -7,91 +7,31 @@ the kubelet's when no plugin answers.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
+from devctl.analyze.dra_inventory import dra_inventory
+from devctl.analyze.rows import (
+    MISSING,
+    UNKNOWN,
+    WAITING,
+    DeviceRow,
+    Holder,
+    ResourceRow,
+    free_count,
+)
 from devctl.model import (
     HEALTHY,
     ContainerDevices,
     DeviceList,
     NodeSnapshot,
-    PluginOptions,
     PluginProbe,
     PluginStatus,
 )
 
 if TYPE_CHECKING:
-    from devctl.analyze.hardware import PciFunction
-
-# Health shown for a device that no source vouches for either way.
-UNKNOWN = "Unknown"
-# Health shown for a device a container holds but its serving plugin no longer lists.
-MISSING = "Missing"
-
-
-# Why a capacity is only a lower bound (``capacity_min``, ``≥N`` in tables).
-CAPACITY_NOTE = (
-    "≥N: no plugin answers for it, so only the kubelet's lists and its checkpoint name its devices "
-    "(the checkpoint names healthy ones only); the kubelet keeps a stopped plugin's devices for 5 minutes, "
-    "so its capacity may be higher"
-)
-
-
-@dataclass(frozen=True)
-class ResourceRow:
-    """One extended resource (``devctl ls``).
-
-    A count that depends on a source that failed is None (``?``), never 0:
-    ``allocated`` and ``free`` without pod-resources; ``capacity`` when no plugin
-    lists the devices, with ``capacity_min`` the devices known to exist.
-    """
-
-    name: str
-    socket: str | None
-    status: str
-    capacity: int | None
-    allocatable: int | None
-    allocated: int | None
-    free: int | None
-    unhealthy: int | None
-    numa_nodes: tuple[int, ...]
-    options: PluginOptions | None
-    capacity_min: int | None = None
-    kind: str = "device-plugin"  # or "dra": a DRA driver's row (analyze/dra_inventory.py)
-
-
-@dataclass(frozen=True)
-class Holder:
-    namespace: str
-    pod: str
-    container: str
-
-
-@dataclass(frozen=True)
-class ClaimHolder(Holder):
-    """A DRA device's holder: the claim (NAMESPACE/NAME) and a pod and container using it."""
-
-    claim: str
-
-
-@dataclass(frozen=True)
-class DeviceRow:
-    """One device (``devctl devices``); ``state`` is free, allocated, unhealthy or unhealthy-allocated.
-
-    ``state`` and ``allocated_to`` are None when pod-resources could not be read
-    (who holds the device is unknown), and ``state`` too when nothing vouches for
-    the health of a device that no container holds.
-    """
-
-    resource: str
-    id: str
-    health: str
-    numa_nodes: tuple[int, ...]
-    state: str | None
-    allocated_to: tuple[Holder, ...] | None
-    kind: str = "device-plugin"  # or "dra": ID <pool>/<device>, resource the driver
-    pci: PciFunction | None = None  # the PCI function behind it, when known (set by analyze.hardware)
+    pass
 
 
 @dataclass
@@ -155,24 +95,6 @@ class Inventory:
         if healthy:
             return "allocated" if held else "free"
         return "unhealthy-allocated" if held else "unhealthy"
-
-
-# What FREE means, once, for `ls`, the TUI, the exporter's devctl_resource_free and `fleet ls` (docs/commands.md).
-FREE_MEANING = "healthy devices that no container holds: an unhealthy device is never free, held or not"
-
-
-_Id = TypeVar("_Id")  # a device's ID, or a DRA device's (driver, pool, device)
-
-
-def free_count(healthy: int, held: Iterable[_Id], is_healthy: Callable[[_Id], bool | None]) -> int:
-    """FREE, the one definition: of the ``healthy`` devices, those no container holds.
-
-    ``held`` are the IDs containers hold (each counted once); a held device takes one
-    from FREE only when it is healthy, so a held device that went unhealthy is
-    neither free nor taken twice. Callers pass None instead of calling this when
-    who holds what, or the health of some device, is unknown.
-    """
-    return healthy - sum(1 for dev_id in set(held) if is_healthy(dev_id))
 
 
 def _pick_probe(probes: list[PluginProbe]) -> PluginProbe | None:
@@ -297,9 +219,6 @@ def _picked(snapshot: NodeSnapshot, resources: Iterable[str] | None) -> list[tup
     return [(name, r) for name, r in sorted(inventories(snapshot).items()) if not wanted or name in wanted]
 
 
-WAITING = "waiting"  # a partial snapshot's plugin or driver that a socket still pending may serve
-
-
 def absent_status(snapshot: NodeSnapshot) -> str:
     """The status of a resource no answering socket serves: no-plugin, or waiting while sockets are pending."""
     return WAITING if snapshot.plugins_incomplete else PluginStatus.NO_PLUGIN.value
@@ -332,8 +251,6 @@ def resources_view(snapshot: NodeSnapshot, resources: Iterable[str] | None = Non
                 capacity_min=None if r.complete else (listed or None),
             )
         )
-    from devctl.analyze.dra_inventory import dra_inventory  # imports this module's rows
-
     rows += dra_inventory(snapshot, resources, devices=False)[0]
     return tuple(rows)
 
@@ -362,7 +279,5 @@ def devices_view(snapshot: NodeSnapshot, resources: Iterable[str] | None = None)
                     allocated_to=tuple(r.holders.get(dev_id, ())) if r.holders_known else None,
                 )
             )
-    from devctl.analyze.dra_inventory import dra_inventory  # imports this module's rows
-
     rows += dra_inventory(snapshot, resources)[1]
     return tuple(rows)

@@ -52,7 +52,7 @@ from devctl.analyze.claim_state import DRA_TYPE
 from devctl.analyze.claims import claims_view
 from devctl.analyze.doctor import diagnose
 from devctl.analyze.dra_inventory import dra_inventory
-from devctl.analyze.inventory import FREE_MEANING, free_count
+from devctl.analyze.rows import FREE_MEANING, free_count
 from devctl.core.watch import numa_text
 from devctl.exporter.dra import DriverLive, live_probes
 from devctl.exporter.live import LiveSocket

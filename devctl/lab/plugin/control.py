@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from devctl.base.errors import DevctlError
 from devctl.lab.lineserver import LineServer
+from devctl.lab.plugin.spec import UnknownDevice
 from devctl.model import HEALTHY, UNHEALTHY, Device
 from devctl.model.serial import to_plain
 from devctl.node.control import ControlSocketError, request
@@ -69,8 +70,6 @@ class ControlServer(LineServer):
 
         ``"unknown": true`` marks a device ID the plugin does not have: a name that does not exist, not a bad request.
         """
-        from devctl.lab.plugin.server import UnknownDevice
-
         try:
             reply = self._apply(request)
         except (ValueError, KeyError, TypeError) as e:  # DeviceError is a ValueError

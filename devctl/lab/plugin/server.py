@@ -26,14 +26,14 @@ import grpc
 from devctl.api.deviceplugin.v1beta1 import api_pb2 as dp
 from devctl.api.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
 from devctl.base.errors import DevctlError
+from devctl.base.waits import cancel_and_wait, within
 from devctl.lab import grpcserver, made
 from devctl.lab.plugin.control import ControlServer
 from devctl.lab.plugin.preferred import preferred_allocation
-from devctl.lab.plugin.spec import PluginSpec
+from devctl.lab.plugin.spec import DeviceError, PluginSpec, UnknownDevice
 from devctl.model import Device, PluginOptions
 from devctl.node import convert, deviceplugin
 from devctl.node.rpc import RpcFailure
-from devctl.base.waits import cancel_and_wait, within
 
 # How often the plugins dir is looked at for a kubelet restart. Polling is portable
 # and cheap; the upstream stub uses fsnotify for the same purpose.
@@ -45,14 +45,6 @@ BACKOFF_MAX = 2.0
 # How long stop() lets open streams finish after they were told to end.
 STOP_GRACE = 1.0
 RPC_LOG_SIZE = 500
-
-
-class DeviceError(DevctlError, ValueError):
-    """A device change that cannot be made: unknown ID, or an ID that already exists."""
-
-
-class UnknownDevice(DeviceError):
-    """A device change names an ID the plugin does not have."""
 
 
 class ServeError(DevctlError, RuntimeError):

@@ -30,6 +30,14 @@ class PluginSpecError(DevctlError, ValueError):
     """A plugin or scenario description that cannot be served."""
 
 
+class DeviceError(DevctlError, ValueError):
+    """A device change that cannot be made: unknown ID, or an ID that already exists."""
+
+
+class UnknownDevice(DeviceError):
+    """A device change names an ID the plugin does not have."""
+
+
 def resource_name_error(name: str) -> str | None:
     """Why the kubelet would refuse ``name`` as an extended resource name, or None if it would not."""
     if "/" not in name:

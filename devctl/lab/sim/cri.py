@@ -18,8 +18,8 @@ import grpc
 from devctl.api.cri.runtime.v1 import api_pb2 as cri
 from devctl.api.cri.runtime.v1 import api_pb2_grpc as cri_grpc
 from devctl.lab import grpcserver, made
+from devctl.lab.sim.ids import container_id, sandbox_id
 from devctl.lab.sim.scenario import PodSpec
-from devctl.lab.sim.workload import container_id, sandbox_id
 
 log = logging.getLogger("devctl.lab.sim")
 

@@ -12,7 +12,6 @@ plants one outside any pod (see docs/commands.md, "Scenario files: processes").
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import shutil
 from collections.abc import Callable, Mapping
@@ -20,20 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from devctl.lab.made import Made
+from devctl.lab.sim.cri import SOCKET, RuntimeServer
+from devctl.lab.sim.ids import container_id
 from devctl.lab.sim.scenario import PodSpec, ProcessSpec
 from devctl.model import Checkpoint
 
 FIRST_PID = 1000
-
-
-def sandbox_id(pod_uid: str) -> str:
-    """A pod sandbox's ID as a runtime makes one (64 hex digits), stable for a pod UID."""
-    return hashlib.sha256(f"sandbox/{pod_uid}".encode()).hexdigest()
-
-
-def container_id(pod_uid: str, container: str) -> str:
-    """A container's ID (64 hex digits), stable for a pod UID and container name."""
-    return hashlib.sha256(f"container/{pod_uid}/{container}".encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -160,8 +151,6 @@ class Workload:
         *,
         made: Made | None = None,
     ):
-        from devctl.lab.sim.cri import SOCKET, RuntimeServer
-
         self.proc = root / "proc"
         self.kubelet_dir = root / "var/lib/kubelet"
         self._cpus = cpus

@@ -8,7 +8,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
-from devctl.analyze.inventory import WAITING
+from devctl.analyze.rows import WAITING
 from devctl.base.escape import escape
 from devctl.base.units import format_count, format_numa
 from devctl.model import PluginStatus, SocketStatus
