@@ -183,7 +183,7 @@ def pod_names(ctx: typer.Context, incomplete: str) -> list[str]:
 
 def call_words(ctx: typer.Context, incomplete: str) -> list[str]:
     """``devctl call [RESOURCE] RPC [ID...]``: resource names, then RPC names, then the resource's device IDs."""
-    from devctl.cli.call import METHODS
+    from devctl.core.callwords import METHODS
 
     typed = list(ctx.params.get("args") or ())
     driver = ctx.params.get("dra")
@@ -206,7 +206,7 @@ def call_words(ctx: typer.Context, incomplete: str) -> list[str]:
 
 def _dra_call_words(ctx: typer.Context, driver: str, typed: list[str], incomplete: str) -> list[str]:
     """``devctl call --dra DRIVER RPC [NAMESPACE/NAME]``: the DRA RPC names, then the driver's checkpointed claims."""
-    from devctl.cli.call_dra import DRA_METHODS
+    from devctl.core.callwords import DRA_METHODS
 
     if not typed:
         return _matching(DRA_METHODS, incomplete)
