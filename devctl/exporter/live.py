@@ -29,11 +29,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from devctl.base.waits import cancel_and_wait
 from devctl.core.watch import DISCOVERY_POLL, Backoff, WatchItem
 from devctl.core.watch.follow import Follower, StreamEnd
 from devctl.core.watch.sockets import Registered, discover
 from devctl.model import Device, NodePaths, PluginStatus
-from devctl.base.waits import cancel_and_wait
 
 log = logging.getLogger(__name__)
 

@@ -20,9 +20,9 @@ import struct
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from devctl.base.waits import within
 from devctl.lab import made
 from devctl.node.control import LINE_LIMIT
-from devctl.base.waits import within
 
 log = logging.getLogger(__name__)
 

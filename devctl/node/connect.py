@@ -16,8 +16,8 @@ import stat
 from typing import TYPE_CHECKING
 
 from devctl.base.errors import DevctlError
-from devctl.model import ErrorKind, PluginStatus
 from devctl.base.waits import within
+from devctl.model import ErrorKind, PluginStatus
 
 if TYPE_CHECKING:
     import grpc

@@ -16,11 +16,11 @@ from devctl.api.deviceplugin.v1beta1 import api_pb2 as dp
 from devctl.api.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
 from devctl.api.pluginregistration.v1 import api_pb2 as reg
 from devctl.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
+from devctl.base.waits import cancel_and_wait
 from devctl.model import Allocation, Device, DeviceList, ErrorKind, PluginOptions, PluginStatus, RegistryInfo
 from devctl.node import convert
 from devctl.node.rpc import RpcFailure, channel, failure, parsed, plugin_channel
 from devctl.node.rpclog import logged, outcome, since
-from devctl.base.waits import cancel_and_wait
 
 log = logging.getLogger(__name__)
 

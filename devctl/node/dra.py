@@ -29,6 +29,7 @@ from typing import Any
 import grpc
 from google.protobuf.message import DecodeError
 
+from devctl.base.waits import within
 from devctl.model import (
     DraDeviceHealth,
     DraEndpoint,
@@ -40,7 +41,6 @@ from devctl.model import (
 from devctl.node.rpc import RpcFailure, check_socket, failure, parsed, plugin_channel
 from devctl.node.rpclog import logged
 from devctl.node.sockets import OutsideRoot, SocketFile, registry_endpoint, registry_sockets
-from devctl.base.waits import within
 
 log = logging.getLogger(__name__)
 

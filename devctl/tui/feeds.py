@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from devctl.base.errors import DevctlError
 from devctl.base.escape import unescape
+from devctl.base.waits import within
 from devctl.core.events import Notice, WatchEvent
 from devctl.model import HEALTHY, UNHEALTHY, Device, NodePaths, NodeSnapshot
 from devctl.model.serial import from_json_line
-from devctl.base.waits import within
 
 if TYPE_CHECKING:
     from devctl.core.collect import Progress

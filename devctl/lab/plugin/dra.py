@@ -47,6 +47,7 @@ from devctl.api.drahealth.v1alpha1 import api_pb2_grpc as health_v1alpha1_grpc
 from devctl.api.pluginregistration.v1 import api_pb2 as reg
 from devctl.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from devctl.base.errors import DevctlError
+from devctl.base.waits import cancel_and_wait, within
 from devctl.lab import grpcserver, made
 from devctl.lab.lineserver import LineServer
 from devctl.lab.plugin import cdi
@@ -54,7 +55,6 @@ from devctl.lab.plugin.control import control_path
 from devctl.lab.plugin.server import STOP_GRACE, RpcRecord, ServeError
 from devctl.model import HEALTHY, UNHEALTHY
 from devctl.node.files import FileReadError, read_file
-from devctl.base.waits import cancel_and_wait, within
 
 UNKNOWN = "Unknown"
 PLUGIN_TYPE = "DRAPlugin"

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from devctl.base.errors import DevctlError
 from devctl.base.units import format_bytes
+from devctl.base.waits import cancel_and_wait, within
 from devctl.lab.sim.scenario import ContainerSpec, PodSpec, Scenario
 from devctl.model import (
     AllocatableResources,
@@ -37,7 +38,6 @@ from devctl.node.checkpoint import RawEntry, read_checkpoint, write_checkpoint
 from devctl.node.deviceplugin import DevicePluginClient
 from devctl.node.gojson import CheckpointError
 from devctl.node.rpc import RpcFailure
-from devctl.base.waits import cancel_and_wait, within
 
 log = logging.getLogger("devctl.lab.sim.kubelet")
 

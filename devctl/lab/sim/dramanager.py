@@ -41,6 +41,7 @@ from devctl.api.drahealth.v1 import api_pb2 as health_v1
 from devctl.api.drahealth.v1 import api_pb2_grpc as health_v1_grpc
 from devctl.api.drahealth.v1alpha1 import api_pb2 as health_v1alpha1
 from devctl.api.drahealth.v1alpha1 import api_pb2_grpc as health_v1alpha1_grpc
+from devctl.base.waits import cancel_and_wait, within
 from devctl.lab.sim.dra_state import write_dra_checkpoint
 from devctl.lab.sim.pluginwatcher import resolve_endpoint
 from devctl.lab.sim.scenario import PodSpec
@@ -50,7 +51,6 @@ from devctl.node.checkpoint import write_atomically
 from devctl.node.dra_checkpoint import RawClaim, RawDevice, read_dra_raw
 from devctl.node.gojson import CheckpointError
 from devctl.node.rpc import plugin_channel
-from devctl.base.waits import cancel_and_wait, within
 
 log = logging.getLogger("devctl.lab.sim.kubelet")
 

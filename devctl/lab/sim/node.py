@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from devctl.base.errors import DevctlError
+from devctl.base.waits import cancel_and_wait, within
 from devctl.lab.made import MAX_SOCKET_PATH, Made
 from devctl.lab.plugin.cdi import DYNAMIC_DIR
 from devctl.lab.plugin.control import control_path, default_control_dir
@@ -56,7 +57,6 @@ from devctl.lab.sim.scenario import PodSpec, Scenario
 from devctl.lab.sim.sysfs import write_topology
 from devctl.lab.sim.workload import Workload
 from devctl.node.paths import resolve_paths
-from devctl.base.waits import cancel_and_wait, within
 
 log = logging.getLogger("devctl.lab.sim")
 

@@ -24,12 +24,12 @@ import grpc
 
 from devctl.api.pluginregistration.v1 import api_pb2 as reg
 from devctl.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
+from devctl.base.waits import cancel_and_wait
 from devctl.lab.plugin.spec import resource_name_error
 from devctl.lab.sim.registration import RegisterError, RegistrationServer, invalid_resource_name
 from devctl.model import RegistryInfo
 from devctl.node.deviceplugin import API_VERSION
 from devctl.node.rpc import plugin_channel
-from devctl.base.waits import cancel_and_wait
 
 log = logging.getLogger("devctl.lab.sim.kubelet")
 
