@@ -29,10 +29,10 @@ from registry import plugin_info, registry_server
 pytest.importorskip("prometheus_client")
 from prometheus_client.parser import text_string_to_metric_families
 
+from devctl.base.waits import cancel_and_wait
 from devctl.exporter.live import LiveSocket, PluginStreams
 from devctl.model import Device, NodePaths, PluginStatus
 from devctl.node.paths import resolve_paths
-from devctl.base.waits import cancel_and_wait
 
 STUB = "example.com/stub"
 DEVICES = (Device("s0"), Device("s1"), Device("s2", health="Unhealthy"))
