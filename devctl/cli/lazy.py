@@ -26,6 +26,7 @@ COMMAND_MODULES = {
     **dict.fromkeys(("ls", "devices", "pods", "get", "topo", "plugins", "checkpoint", "snapshot"), "read"),
     **dict.fromkeys(("claims", "cdi"), "claims"),
     **dict.fromkeys(("tui", "demo"), "tui"),
+    **dict.fromkeys(("events", "record"), "events"),
     **{name: name for name in ("doctor", "call", "watch", "plugin", "sim", "completion", "exporter", "fleet", "who")},
 }
 ROOT_COMMANDS = frozenset({"version"})
