@@ -31,7 +31,7 @@ from operator import attrgetter
 from typing import Any, TypeVar
 
 from devctl.base.errors import DevctlError
-from devctl.model import Device, DeviceList
+from devctl.model.plugins import Device, DeviceList
 
 T = TypeVar("T")
 _Builder = Callable[[Any], Any]

@@ -1,0 +1,73 @@
+"""The sources ``collect`` reads, by name, and how one failed: ``SourceError`` and a socket's ``SocketStatus``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from devctl.base.errors import ErrorKind
+
+
+class SocketStatus(str, Enum):
+    """Whether a socket the kubelet serves has a listener: dialled, not only stat'ed.
+
+    The kubelet never removes ``kubelet.sock`` or the pod-resources socket when it
+    exits, so a socket file on disk says nothing about a running kubelet.
+    """
+
+    LISTENING = "listening"
+    MISSING = "missing"
+    NOT_A_SOCKET = "not-a-socket"
+    STALE = "stale"  # a socket file with nothing listening on it
+    PERMISSION_DENIED = "permission-denied"
+    TIMEOUT = "timeout"
+    OTHER = "other"
+
+    @classmethod
+    def of_failure(cls, kind: ErrorKind) -> SocketStatus:
+        """The status of a socket whose connect failed with ``kind``."""
+        try:
+            return cls(kind.value)
+        except ValueError:
+            return cls.OTHER
+
+
+# Names of the sources ``collect`` reads; a command asks for the ones it needs.
+POD_RESOURCES = "pod-resources"
+PLUGINS = "plugins"
+CHECKPOINT = "checkpoint"
+TOPOLOGY = "topology"
+IDENTITIES = "identities"
+DRA_CHECKPOINT = "dra-checkpoint"
+CDI = "cdi"
+ALL_SOURCES = frozenset({POD_RESOURCES, PLUGINS, CHECKPOINT, TOPOLOGY, IDENTITIES, DRA_CHECKPOINT, CDI})
+# The DRA drivers alone, a part of PLUGINS: their registrations and endpoints, no device-plugin socket
+# (``devctl claims`` shows no device plugin, and probing every one of them cost it a tenth of its time).
+DRA_DRIVERS = "dra-drivers"
+# The pod-resources List alone, a part of POD_RESOURCES: the pods and their claims, no GetAllocatableResources
+# (``devctl claims`` shows no allocatable device; 2,000 of them cost it a twentieth of its time).
+POD_LIST = "pod-list"
+# Read only when a command asks for them (``devctl who``, ``devices -o wide``,
+# ``doctor``, ``snapshot``): a /proc scan is no price for ``ls`` to pay.
+PROCS = "procs"
+RUNTIME = "runtime"
+HOLDER_SOURCES = frozenset({PROCS, RUNTIME, CHECKPOINT, IDENTITIES, DRA_CHECKPOINT, CDI})  # DRA: nodes via CDI
+KUBELET_STATE = "kubelet-state"  # cpu_manager_state, memory_manager_state, config.yaml
+# What doctor and snapshot read beyond ALL_SOURCES.
+EXTRA_SOURCES = HOLDER_SOURCES | {KUBELET_STATE}
+
+# The source name ``collect`` gives a plugins directory it could not list, so that
+# the views can tell the directory from the sockets in it.
+PLUGINS_DIR_SOURCE = "plugins-dir"
+
+
+@dataclass(frozen=True)
+class SourceError:
+    """One source (socket, file, directory) that could not be read, as a one-line message and a kind."""
+
+    source: str
+    message: str
+    kind: ErrorKind = ErrorKind.OTHER
+    # What within the source failed, when the source holds many (a DRA driver's name for a ``dra``
+    # endpoint error): checks tie an error to its object by this, never by the words of ``message``.
+    subject: str | None = None
