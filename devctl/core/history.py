@@ -1,0 +1,251 @@
+"""The node's history as ``devctl events`` reads it: the journal and the live kernel log, merged in time order.
+
+``read_events`` reads the journal (``devctl.node.journal``) and what the kernel log still holds
+(``devctl.node.kmsg``), turns each recognised kernel line into a ``NodeEvent``, drops the kernel
+lines the journal already holds (the same time to the millisecond, device and words: the recorder
+stamps a kernel event with the record's own time), and narrows to the SUBJECTs. ``follow_events``
+goes on with both (``events -w``): the journal through ``follow_journal``, the kernel log through
+``KmsgReader.follow``. The conversions of one item into an event are ``devctl.core.convert``'s.
+
+Faces call these and never ``devctl.node``: the journal's failures are re-exported here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+from devctl.base.errors import ErrorKind
+from devctl.core.convert import from_kernel, matches
+from devctl.model import NodePaths, SourceError
+from devctl.model.history import EventSource, JournalRead, NodeEvent
+from devctl.model.kernel import RecordsLost
+from devctl.model.serial import json_field
+from devctl.node.journal import (
+    DEFAULT_MAX_SIZE,
+    JournalError,
+    JournalFormatError,
+    JournalFull,
+    JournalLocked,
+    JournalWriter,
+    follow_journal,
+    read_journal,
+)
+from devctl.node.kmsg import KmsgReader, KmsgUnreadable, kmsg_path, read_boot_time, read_kmsg
+
+JOURNAL_UNDER_ROOT = "var/lib/devctl/journal"
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d|w)$")
+_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+
+__all__ = [
+    "DEFAULT_MAX_SIZE",
+    "EventsAnswer",
+    "JournalError",
+    "JournalFormatError",
+    "JournalFull",
+    "JournalInfo",
+    "JournalLocked",
+    "default_journal",
+    "default_kmsg",
+    "follow_events",
+    "parse_when",
+    "read_events",
+]
+
+
+def default_journal(paths: NodePaths) -> str:
+    """``<root>/var/lib/devctl/journal``: where ``record`` writes and ``events`` reads without ``--journal``."""
+    return f"{paths.root.rstrip('/')}/{JOURNAL_UNDER_ROOT}"
+
+
+def default_kmsg(paths: NodePaths, path: str | None = None) -> str:
+    """``--kmsg`` when given, else ``<root>/dev/kmsg``."""
+    return kmsg_path(paths.root, path)
+
+
+def parse_when(text: str, now: datetime) -> datetime:
+    """``10m``, ``2h``, ``1d`` (that long before ``now``) or an ISO 8601 time (UTC when it names no zone).
+
+    Raises ValueError with a one-line reason.
+    """
+    match = _DURATION.match(text.strip())
+    if match is not None:
+        return now - timedelta(seconds=float(match.group(1)) * _UNIT[match.group(2)])
+    try:
+        when = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"{text!r}: neither a duration (30s, 10m, 2h, 1d) nor a time (2026-12-03T02:47:00Z)") from None
+    return when if when.tzinfo is not None else when.replace(tzinfo=timezone.utc)
+
+
+@dataclass(frozen=True)
+class JournalInfo:
+    """cli.md's ``journal`` object: the file read, the oldest record's time, its records and those the bound dropped."""
+
+    path: str
+    from_: datetime | None = json_field("from")  # noqa: RUF009  # serial's marker, not a call per instance
+    records: int = 0
+    dropped: int | None = 0
+
+
+@dataclass(frozen=True)
+class EventsAnswer:
+    """``devctl events``' answer: the events in time order, the journal read, and each failure (one line each).
+
+    ``notices`` are lines for stderr (no journal, a torn tail, records lost); ``journal_found`` is
+    false when there is no journal file at the path (then only the kernel log is shown).
+    """
+
+    events: tuple[NodeEvent, ...]
+    journal: JournalInfo
+    errors: tuple[SourceError, ...] = ()
+    notices: tuple[str, ...] = ()
+    journal_found: bool = True
+    kernel_read: bool = True
+
+    def body(self) -> dict[str, object]:
+        """The JSON document's keys before ``errors``: cli.md's ``events`` and ``journal``."""
+        return {"events": self.events, "journal": self.journal}
+
+
+def _kernel_key(event: NodeEvent) -> tuple[object, ...]:
+    return (int(event.time.timestamp() * 1000), event.pci, event.kind, event.what)
+
+
+def _kernel_events(
+    path: str, proc: str, since: datetime | None, until: datetime | None
+) -> tuple[list[NodeEvent], list[str], SourceError | None]:
+    read = read_kmsg(path, proc=proc)
+    if read.error is not None:
+        return [], [], read.error
+    events = []
+    for record in read.records:
+        event = from_kernel(record, None)
+        if event is None or (since is not None and event.time < since) or (until is not None and event.time > until):
+            continue
+        events.append(event)
+    return events, list(read.notices), None
+
+
+def read_events(
+    paths: NodePaths,
+    *,
+    journal: str | None = None,
+    kmsg: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    subjects: Sequence[str] = (),
+) -> EventsAnswer:
+    """The journal's events and the kernel log's device lines in [since, until], merged, narrowed to ``subjects``."""
+    jpath = journal or default_journal(paths)
+    read = read_journal(jpath, since, until)
+    notices = list(read.notices)
+    errors: list[SourceError] = []
+    found = True
+    if read.error is not None:
+        if read.error.kind == ErrorKind.MISSING:
+            found = False
+            notices.insert(0, f"no journal at {jpath}: showing the kernel log only")
+        else:
+            errors.append(read.error)
+    kernel, kernel_notices, kernel_error = _kernel_events(
+        default_kmsg(paths, kmsg), paths.proc or "/proc", since, until
+    )
+    notices += kernel_notices
+    if kernel_error is not None:
+        errors.append(kernel_error)
+    known = {_kernel_key(e) for e in read.events if e.source == EventSource.KERNEL}
+    merged = list(read.events) + [e for e in kernel if _kernel_key(e) not in known]
+    merged.sort(key=lambda e: e.time)  # stable: the journal's own order among equal times
+    if subjects:
+        merged = [e for e in merged if any(matches(e, s) for s in subjects)]
+    return EventsAnswer(
+        events=tuple(merged),
+        journal=_info(read),
+        errors=tuple(errors),
+        notices=tuple(notices),
+        journal_found=found,
+        kernel_read=kernel_error is None,
+    )
+
+
+def _info(read: JournalRead) -> JournalInfo:
+    return JournalInfo(read.path, read.first_time, read.records, read.dropped)
+
+
+async def follow_events(
+    paths: NodePaths,
+    *,
+    journal: str | None = None,
+    kmsg: str | None = None,
+    subjects: Sequence[str] = (),
+    poll: float = 0.5,
+) -> AsyncIterator[NodeEvent | str]:
+    """New events as they come (``events -w``), after what ``read_events`` showed: journal records and kernel lines.
+
+    A ``str`` is a notice for stderr (records lost, the kernel log unreadable). The journal is polled
+    in a thread (``follow_journal`` sleeps between looks); the kernel log is followed from its end.
+    Kernel lines the journal also records are shown once: the first seen.
+    """
+    out: asyncio.Queue[NodeEvent | str] = asyncio.Queue(maxsize=10_000)
+    loop = asyncio.get_running_loop()
+    seen: dict[tuple[object, ...], None] = {}
+    stopping = False
+
+    def offer(item: NodeEvent | str) -> None:
+        if isinstance(item, NodeEvent):
+            if subjects and not any(matches(item, s) for s in subjects):
+                return
+            if item.source == EventSource.KERNEL:
+                key = _kernel_key(item)
+                if key in seen:
+                    return
+                seen[key] = None
+                if len(seen) > 4096:
+                    del seen[next(iter(seen))]
+        with contextlib.suppress(asyncio.QueueFull):  # a reader that cannot keep up loses the newest, never blocks
+            out.put_nowait(item)
+
+    jpath = journal or default_journal(paths)
+    after = max(read_journal(jpath).written or 0, 0)
+
+    def journal_thread() -> None:
+        nonlocal after
+        while not stopping:  # a second at a time, so that the thread ends soon after the caller stops
+            for seq, event in follow_journal(jpath, after, poll=poll, stop=1.0):
+                after = seq
+                loop.call_soon_threadsafe(offer, event)
+
+    async def kernel() -> None:
+        try:
+            reader = KmsgReader(default_kmsg(paths, kmsg), boot_time=read_boot_time(paths.proc or "/proc"), start="end")
+        except KmsgUnreadable as failure:
+            offer(failure.error.message)
+            return
+        with reader:
+            async for item in reader.follow(interval=poll):
+                if isinstance(item, RecordsLost):
+                    offer(item.notice)
+                    continue
+                event = from_kernel(item, None)
+                if event is not None:
+                    offer(event)
+
+    tasks = [asyncio.ensure_future(asyncio.to_thread(journal_thread)), asyncio.ensure_future(kernel())]
+    try:
+        while True:
+            yield await out.get()
+    finally:
+        stopping = True
+        for task in tasks:
+            task.cancel()  # the journal's thread itself ends within a second
+        await asyncio.gather(tasks[1], return_exceptions=True)
+
+
+def open_journal(path: str, max_size: int = DEFAULT_MAX_SIZE) -> JournalWriter:
+    """The journal at ``path`` open for writing, its lock held; raises JournalLocked, JournalFormatError..."""
+    return JournalWriter.open(path, max_size)
