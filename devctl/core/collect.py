@@ -20,6 +20,7 @@ import os
 import stat
 import time
 from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from functools import partial
@@ -545,7 +546,7 @@ async def collect(
     paths: NodePaths,
     timeout: float,
     *,
-    want: set[str] | frozenset[str] | None = None,
+    want: AbstractSet[str] | None = None,
     progress: Callable[[Progress], None] | None = None,
 ) -> NodeSnapshot:
     """Every source of the node (or only those in ``want``), read concurrently under ``timeout`` each.
