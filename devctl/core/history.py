@@ -151,7 +151,7 @@ def read_events(
             found = False
             notices.insert(0, f"no journal at {jpath}: showing the kernel log only")
         else:
-            errors.append(read.error)
+            errors.append(SourceError("journal", f"{jpath}: {read.error.message}", read.error.kind))
     kernel, kernel_notices, kernel_error = _kernel_events(
         default_kmsg(paths, kmsg), paths.proc or "/proc", since, until
     )
