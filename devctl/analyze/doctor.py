@@ -37,12 +37,20 @@ from devctl.analyze import (
     resources_view,
     topology_view,
 )
-from devctl.model import HEALTHY, ErrorKind, Finding, NodeSnapshot, PluginProbe, PluginStatus, SocketStatus, SourceError
+from devctl.model import (
+    HEALTHY,
+    SEVERITIES,
+    ErrorKind,
+    Finding,
+    NodeSnapshot,
+    PluginProbe,
+    PluginStatus,
+    Severity,
+    SocketStatus,
+    SourceError,
+)
 
-ERROR = "error"
-WARNING = "warning"
-INFO = "info"
-SEVERITIES = (ERROR, WARNING, INFO)  # most severe first: the order findings are listed in
+ERROR, WARNING, INFO = Severity.ERROR, Severity.WARNING, Severity.INFO
 
 # The registry type of a device plugin (pluginregistration's PluginInfo.type); other
 # registry sockets are CSI or DRA drivers, which these checks leave alone.
@@ -99,7 +107,7 @@ def diagnose(snapshot: NodeSnapshot, again: NodeSnapshot | None = None) -> tuple
     return tuple(sorted(checkup.findings, key=lambda f: rank[f.severity]))
 
 
-def fails_on(findings: Iterable[Finding], severity: str = ERROR) -> bool:
+def fails_on(findings: Iterable[Finding], severity: Severity = ERROR) -> bool:
     """Whether any finding is as severe as ``severity`` or more (``devctl doctor --fail-on``)."""
     limit = SEVERITIES.index(severity)
     return any(SEVERITIES.index(f.severity) <= limit for f in findings)
@@ -137,7 +145,7 @@ class _Checkup:
     def topology(self) -> TopologyView:
         return topology_view(self.snapshot)
 
-    def add(self, severity: str, code: str, subject: str, message: str, hint: str) -> None:
+    def add(self, severity: Severity, code: str, subject: str, message: str, hint: str) -> None:
         self.findings.append(Finding(severity, code, subject, message, hint))
 
     def explain(self, match: Callable[[SourceError], bool]) -> list[SourceError]:
@@ -776,10 +784,8 @@ def _dra(c: _Checkup) -> None:
 
 
 def _unexplained_errors(c: _Checkup) -> None:
-    from devctl.node.procs import EVEN_AS_ROOT
-
     for e in c.explain(lambda e: True):
-        if _denied(e) and EVEN_AS_ROOT in e.message:
+        if _denied(e) and e.even_as_root:
             # devctl was root already (the scan's line says so): "run devctl as root" would send a person in a circle.
             hint = (
                 "run devctl with the host's capabilities and user namespace "

@@ -20,12 +20,12 @@ from devctl.analyze.claim_state import DRIVER_MISSING, STALE
 from devctl.analyze.claims import ClaimRow, claims_view
 from devctl.analyze.dra_inventory import DRA_KIND
 from devctl.analyze.rows import UNKNOWN, ClaimHolder
-from devctl.model import HEALTHY, ErrorKind, NodeSnapshot, SourceError
+from devctl.model import HEALTHY, ErrorKind, NodeSnapshot, Severity, SourceError
 
 if TYPE_CHECKING:
     from devctl.analyze.doctor import _Checkup
 
-ERROR, WARNING, INFO = "error", "warning", "info"
+ERROR, WARNING, INFO = Severity.ERROR, Severity.WARNING, Severity.INFO
 # The labels of a DRA service a kubelet can use (dra-contract.md).
 DRA_SERVICES = ("v1.DRAPlugin", "v1beta1.DRAPlugin", "v1alpha3.NodeService")
 MAX_NAMES = 8

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 
 from devctl.analyze.cdi import Resolver, resolver
-from devctl.model import PROCS, RUNTIME, CheckpointEntry, ErrorKind, Finding, NodeSnapshot, Process
+from devctl.model import PROCS, RUNTIME, CheckpointEntry, ErrorKind, Finding, NodeSnapshot, Process, Severity
 from devctl.model.allocations import device_nodes
 
 DEVICE_PLUGIN = "device-plugin"
@@ -366,7 +366,7 @@ def holder_findings(snapshot: NodeSnapshot) -> list[Finding]:
         if r.allocated is False and r.pod is not None:
             out.append(
                 Finding(
-                    "error",
+                    Severity.ERROR,
                     "device-used-not-allocated",
                     f"{r.pod.namespace}/{r.pod.name}/{r.container or '?'}",
                     f"{_who(r)} holds {r.path} open ({r.resource} {', '.join(devices)}), "
@@ -388,7 +388,7 @@ def holder_findings(snapshot: NodeSnapshot) -> list[Finding]:
         if code == "device-holder-unknown":
             out.append(
                 Finding(
-                    "info",
+                    Severity.INFO,
                     code,
                     subject,
                     f"{who} {'holds' if one else 'hold'} {path} open ({resource} {ids}); "
@@ -400,7 +400,7 @@ def holder_findings(snapshot: NodeSnapshot) -> list[Finding]:
         else:
             out.append(
                 Finding(
-                    "warning",
+                    Severity.WARNING,
                     code,
                     subject,
                     f"{who}, outside any running pod, {'holds' if one else 'hold'} {path} open ({resource} {ids})",
@@ -436,7 +436,7 @@ def _idle(snapshot: NodeSnapshot, join: _Join, rows: list[HolderRow]) -> list[Fi
         devices = sorted({f"{res} {dev}" for keys in paths.values() for _, res, dev in keys})
         out.append(
             Finding(
-                "info",
+                Severity.INFO,
                 "allocated-device-idle",
                 f"{namespace}/{name}/{container}",
                 f"holds {', '.join(devices)} but none of its processes has {', '.join(sorted(paths))} open",

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from devctl.analyze.topology import topology_view
-from devctl.model import CpuManagerState, Finding, MemoryManagerState, NodeSnapshot
+from devctl.model import CpuManagerState, Finding, MemoryManagerState, NodeSnapshot, Severity
 
 # Topology-manager policies that refuse (restricted) or never admit
 # (single-numa-node) a pod whose resources are not aligned.
@@ -111,7 +111,7 @@ def kubelet_state_findings(snapshot: NodeSnapshot) -> list[Finding]:
             why = f"policy {cpu.policy!r}" + (f", the kubelet is configured with {configured!r}" if configured else "")
             out.append(
                 Finding(
-                    "error" if configured is not None else "warning",
+                    Severity.ERROR if configured is not None else Severity.WARNING,
                     "cpu-state-policy",
                     cpu.path,
                     f"{why}: the kubelet refuses a state file of another policy at start",
@@ -123,7 +123,7 @@ def kubelet_state_findings(snapshot: NodeSnapshot) -> list[Finding]:
             if r.agrees is False:
                 out.append(
                     Finding(
-                        "error",
+                        Severity.ERROR,
                         "cpu-state-mismatch",
                         f"{r.namespace}/{r.pod}/{r.container}",
                         f"cpu_manager_state gives CPUs {_cpus(r.state_cpus)}, pod-resources reports "
@@ -145,7 +145,7 @@ def _checksum_finding(part: CpuManagerState | MemoryManagerState, code: str) -> 
     if part.accepted_by:
         # Some kubelet still reads it: a warning (devctl does not know which kubelet runs), never advice to remove it.
         return Finding(
-            "warning",
+            Severity.WARNING,
             code,
             part.path,
             f"the checksum does not verify{rule}: such a kubelet refuses to start on it; {part.accepted_by} reads it",
@@ -153,7 +153,7 @@ def _checksum_finding(part: CpuManagerState | MemoryManagerState, code: str) -> 
             "from the kubelet that wrote it",
         )
     return Finding(
-        "error",
+        Severity.ERROR,
         code,
         part.path,
         f"the checksum {part.checksum} does not match the content{rule}: the kubelet will refuse to start",
@@ -179,7 +179,7 @@ def _overlaps(snapshot: NodeSnapshot) -> list[Finding]:
         if clash:
             out.append(
                 Finding(
-                    "error",
+                    Severity.ERROR,
                     "cpu-exclusive-overlap",
                     who,
                     f"exclusive CPUs {_cpus(a.cpus)} are also given to {', '.join(clash)}",
@@ -201,7 +201,7 @@ def _topology_policy(snapshot: NodeSnapshot, view: KubeletStateView) -> list[Fin
         if a.aligned is False:
             out.append(
                 Finding(
-                    "warning",
+                    Severity.WARNING,
                     "topology-policy-violated",
                     f"{a.namespace}/{a.pod}/{a.container}",
                     f"topologyManagerPolicy is {policy}, yet its devices, CPUs and memory are not on one NUMA node",

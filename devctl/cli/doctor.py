@@ -8,19 +8,13 @@ standard library are imported at module level.
 from __future__ import annotations
 
 import sys
-from enum import Enum
 from typing import Annotated
 
 import typer
 
 from devctl.cli.common import ExitCode, Output, options, run
 from devctl.cli.output import NoHeadersOpt, OutputOpt, node_snapshot, refused_line, table_style, write_structured
-
-
-class Severity(str, Enum):
-    error = "error"
-    warning = "warning"
-    info = "info"
+from devctl.model.findings import Severity
 
 
 def doctor(
@@ -29,7 +23,7 @@ def doctor(
     no_headers: NoHeadersOpt = False,
     fail_on: Annotated[
         Severity, typer.Option("--fail-on", help="Exit 1 when a finding is this severe or more.", case_sensitive=False)
-    ] = Severity.error,
+    ] = Severity.ERROR,
 ) -> None:
     """Run every check on the node and say what to do about each finding. Exit 1 on an error finding.
 
@@ -79,7 +73,7 @@ def doctor(
     sys.stderr.write(denied)
     if denied or not sources_read(snapshot):
         raise typer.Exit(int(ExitCode.NO_SOURCE))
-    if fails_on(findings, fail_on.value):
+    if fails_on(findings, fail_on):
         raise typer.Exit(int(ExitCode.FINDINGS))
 
 

@@ -28,12 +28,12 @@ from dataclasses import dataclass
 
 from devctl.base.errors import DevctlError
 from devctl.fleet.prometheus import Sample
+from devctl.model.findings import SEVERITIES
 
 # Instant queries asked together -> each one's vector, in order.
 QueryAll = Callable[[Sequence[str]], list[list[Sample]]]
 
 HEALTH = {1.0: "Healthy", 0.0: "Unhealthy", -1.0: "Unknown"}
-SEVERITIES = ("error", "warning", "info")
 
 # The scrape jobs whose series are the fleet's: deploy/prometheus-scrape.yaml's job and the PodMonitor's namespace/name.
 DEFAULT_JOB = "(.+/)?devctl-exporter"
@@ -221,7 +221,7 @@ def fleet_findings(query_all: QueryAll, job: str = DEFAULT_JOB) -> tuple[FleetFi
         FleetFindingRow(node_of(s.labels), s.labels.get("severity", ""), s.labels.get("code", ""), _count(s.value))
         for s in findings
     ]
-    rank = {severity: i for i, severity in enumerate(SEVERITIES)}
+    rank: dict[str, int] = {severity: i for i, severity in enumerate(SEVERITIES)}
     return tuple(sorted(rows, key=lambda r: (rank.get(r.severity, len(rank)), r.node, r.code)))
 
 

@@ -31,7 +31,9 @@ from devctl.model.checkpoints import (
     DraCheckpointDevice,
 )
 from devctl.model.findings import (
+    SEVERITIES,
     Finding,
+    Severity,
 )
 from devctl.model.host import (
     HostTopology,
@@ -99,6 +101,7 @@ from devctl.model.sources import (
     RUNTIME,
     TOPOLOGY,
     SocketStatus,
+    Source,
     SourceError,
 )
 
@@ -119,6 +122,7 @@ __all__ = [
     "POD_RESOURCES",
     "PROCS",
     "RUNTIME",
+    "SEVERITIES",
     "TOPOLOGY",
     "UNHEALTHY",
     "AllocatableResources",
@@ -170,6 +174,8 @@ __all__ = [
     "RuntimeContainer",
     "RuntimeSandbox",
     "RuntimeState",
+    "Severity",
     "SocketStatus",
+    "Source",
     "SourceError",
 ]

@@ -384,5 +384,8 @@ def scan(
             )
         )
     if denied:
-        errors.append(SourceError(PROCS_SOURCE, denied_message(proc, denied, len(pids)), ErrorKind.PERMISSION_DENIED))
+        euid = os.geteuid()
+        message = denied_message(proc, denied, len(pids), euid)
+        # Typed as well as said: doctor decides on the field, never on the line's words.
+        errors.append(SourceError(PROCS_SOURCE, message, ErrorKind.PERMISSION_DENIED, even_as_root=(euid == 0) or None))
     return ProcScan(proc=proc, scanned=read, processes=tuple(found), watched=tuple(sorted(watch.paths))), errors

@@ -24,7 +24,7 @@ from devctl.analyze.claims import ClaimRow, claims_view
 from devctl.analyze.doctor import diagnose, recheck_sockets
 from devctl.base.escape import escape
 from devctl.fast.interpreter import settle
-from devctl.model import Finding, NodeSnapshot
+from devctl.model import Finding, NodeSnapshot, Severity
 from devctl.tui.feeds import Feed, FeedControlError, LogCapture, PluginControls
 from devctl.tui.screens.detail import ContainerScreen
 from devctl.tui.screens.text import TextScreen
@@ -292,7 +292,8 @@ class NodeScreen(Screen[None]):
         try:
             found = diagnose(view.snapshot, again)
         except Exception as e:  # a bug in a check must not stop the screen: say it where the findings go
-            found = (Finding("error", "diagnose-failed", "", f"{type(e).__name__}: {e}", "a bug in devctl doctor"),)
+            bug = f"{type(e).__name__}: {e}"
+            found = (Finding(Severity.ERROR, "diagnose-failed", "", bug, "a bug in devctl doctor"),)
         rows = row_set(overview.FINDING_COLUMNS, overview.finding_rows(found))
         self.post_message(Diagnosed(view, found, rows, time.monotonic() - started))
 
