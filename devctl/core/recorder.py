@@ -133,7 +133,7 @@ class Recorder:
         on_notice: Callable[[str], None] | None = None,
     ):
         self.writer = writer
-        self.coalescer = coalescer or Coalescer()
+        self.coalescer = coalescer if coalescer is not None else Coalescer()
         self.on_notice = on_notice or (lambda _m: None)
         self.snapshot: NodeSnapshot | None = None
         self.failure: JournalError | None = None
