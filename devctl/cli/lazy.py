@@ -28,6 +28,7 @@ COMMAND_MODULES = {
     **dict.fromkeys(("tui", "demo"), "tui"),
     **dict.fromkeys(("events", "record"), "events"),
     **{name: name for name in ("doctor", "call", "watch", "plugin", "sim", "completion", "exporter", "fleet", "who")},
+    "hw": "hw",
 }
 ROOT_COMMANDS = frozenset({"version"})
 
