@@ -54,12 +54,16 @@ TOP_HELP = (
     '              unhealthy-allocated), NUMA, holder.\n'
     '  doctor      Run every check on the node and say what to do about each\n'
     '              finding. Exit 1 on an error finding.\n'
+    "  events      What happened to the node's devices, in time order: the journal\n"
+    '              and the kernel log, each with its source.\n'
     "  exporter    Serve Prometheus metrics of this node's devices, holders and\n"
     '              findings at /metrics (and /healthz).\n'
     '  fleet       The node views across many nodes, from the Prometheus that\n'
     "              scrapes every node's devctl exporter.\n"
     "  get         One pod's allocations, by pod-resources Get (List where Get is\n"
     '              disabled). Exit 1 when there is no such pod.\n'
+    '  hw          One row per physical device (PCI function): the logical devices\n'
+    '              on it and who holds each.\n'
     '  ls          One row per extended resource: capacity, allocatable, allocated,\n'
     '              free, unhealthy, plugin status.\n'
     '  plugin      Run a device plugin in this process, and change its devices from\n'
@@ -68,6 +72,8 @@ TOP_HELP = (
     '              status, devices, latency.\n'
     '  pods        Allocations per container: devices, exclusive CPUs, memory, DRA\n'
     '              claims (all namespaces by default).\n'
+    '  record      Follow the node as `watch` does and append each device event to\n'
+    '              the journal, until Ctrl-C or SIGTERM.\n'
     '  sim         Run a simulated node (kubelet, device plugins, pods) on real\n'
     '              sockets under one root.\n'
     '  snapshot    Every source at once as one JSON document, for `devctl --from\n'
