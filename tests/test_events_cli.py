@@ -139,7 +139,7 @@ def test_subjects_narrow_to_a_device_a_pod_a_pci_address_or_a_resource(tmp_path:
     assert shown("0000:3b:00.0") == ["0000:3b:00.0"]
     assert shown("nvidia.com/gpu") == ["GPU-0", "GPU-1"]
     assert shown("GPU-0", "0000:5e:00.0") == ["GPU-0", "0000:5e:00.0"]
-    code, out, err = _events(root, "--kmsg", str(kmsg), "GPU-9")
+    code, _, err = _events(root, "--kmsg", str(kmsg), "GPU-9")
     assert code == 1 and "no events of GPU-9" in err
 
 
@@ -174,7 +174,7 @@ def test_a_control_character_from_the_journal_never_reaches_the_terminal(tmp_pat
 
 def test_neither_a_journal_nor_a_kernel_log_is_exit_3(tmp_path: Path) -> None:
     root, _ = _node(tmp_path)
-    code, out, err = _events(root, "--kmsg", str(tmp_path / "absent"))
+    code, _, err = _events(root, "--kmsg", str(tmp_path / "absent"))
     assert code == 3
     assert "no journal at" in err and "absent: no such file" in err
 
