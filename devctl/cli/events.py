@@ -17,7 +17,7 @@ import typer
 from devctl.cli.common import ExitCode, fail, options, run, say
 
 if TYPE_CHECKING:
-    from devctl.core.history import EventsAnswer
+    from devctl.core.history import EventsAnswer, JournalWriter
     from devctl.model import NodePaths
 
 
@@ -83,7 +83,7 @@ def record(
     raise typer.Exit(int(code))
 
 
-async def _record(paths: NodePaths, writer: object, kmsg: str, timeout: float, udev: bool) -> ExitCode:
+async def _record(paths: NodePaths, writer: JournalWriter, kmsg: str, timeout: float, udev: bool) -> ExitCode:
     import asyncio
     import signal
 
@@ -94,7 +94,7 @@ async def _record(paths: NodePaths, writer: object, kmsg: str, timeout: float, u
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    recorder = Recorder(writer, on_notice=say)  # type: ignore[arg-type]  # a JournalWriter, kept opaque here
+    recorder = Recorder(writer, on_notice=say)
     try:
         stats = await recorder.run(paths, stop, kmsg=kmsg, timeout=timeout, udev=udev)
     except WatchError as e:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
@@ -49,9 +49,11 @@ __all__ = [
     "JournalFull",
     "JournalInfo",
     "JournalLocked",
+    "JournalWriter",
     "default_journal",
     "default_kmsg",
     "follow_events",
+    "open_journal",
     "parse_when",
     "read_events",
 ]
@@ -184,7 +186,7 @@ async def follow_events(
     kmsg: str | None = None,
     subjects: Sequence[str] = (),
     poll: float = 0.5,
-) -> AsyncIterator[NodeEvent | str]:
+) -> AsyncGenerator[NodeEvent | str, None]:
     """New events as they come (``events -w``), after what ``read_events`` showed: journal records and kernel lines.
 
     A ``str`` is a notice for stderr (records lost, the kernel log unreadable). The journal is polled
