@@ -1,0 +1,79 @@
+"""``fits_with``: the smallest changes that would let the kubelet admit a pod it rejects.
+
+Each proposal is checked by running the admission again with the change made, so only changes that really
+admit the pod are named: another topology manager policy, fewer devices or exclusive CPUs for one container,
+or a device another pod holds freed (the holder named, as ``namespace/pod``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from devctl.analyze.admission.admit import Admission, FitChange, admit
+from devctl.analyze.admission.hints import POLICIES
+from devctl.analyze.admission.inputs import AdmissionInputs
+from devctl.model.machine import ContainerRequest, PodRequest
+
+MAX_HOLDERS_TRIED = 32
+
+
+def _admits(pod: PodRequest, inputs: AdmissionInputs) -> bool:
+    return admit(pod, inputs).admit
+
+
+def _with_request(pod: PodRequest, index: int, resource: str, amount: int) -> PodRequest:
+    old = pod.containers[index]
+    requests = {**old.requests, resource: amount}
+    limits = {**old.limits, resource: amount} if resource in old.limits else dict(old.limits)
+    new = ContainerRequest(old.name, old.init, old.restartable, requests, limits)
+    return dataclasses.replace(pod, containers=(*pod.containers[:index], new, *pod.containers[index + 1 :]))
+
+
+def _fewer(pod: PodRequest, inputs: AdmissionInputs) -> list[FitChange]:
+    out: list[FitChange] = []
+    for index, container in enumerate(pod.containers):
+        for resource, amount in sorted(container.requests.items()):
+            step = 1000 if resource == "cpu" else 1
+            if resource != "cpu" and resource not in inputs.devices:
+                continue
+            if resource == "cpu" and amount % 1000:
+                continue
+            for less in range(amount - step, 0, -step):
+                if _admits(_with_request(pod, index, resource, less), inputs):
+                    shown = f"{less // 1000}" if resource == "cpu" else f"{less}"
+                    out.append(
+                        FitChange(
+                            f"container {container.name}: {resource}={shown}",
+                            f"{shown} instead of {amount // step} would be admitted under the node's policies",
+                        )
+                    )
+                    break
+    return out
+
+
+def fits_with(pod: PodRequest, inputs: AdmissionInputs, result: Admission | None = None) -> tuple[FitChange, ...]:
+    """Changes that admit ``pod``; ``()`` when it is admitted already (or nothing simple would do)."""
+    if (result or admit(pod, inputs)).admit:
+        return ()
+    out: list[FitChange] = []
+    for policy in POLICIES:
+        if policy != inputs.policy.topology:
+            what_if = dataclasses.replace(inputs, policy=dataclasses.replace(inputs.policy, topology=policy))
+            if _admits(pod, what_if):
+                out.append(
+                    FitChange(f"topologyManagerPolicy: {policy}", f"the topology manager's {policy} policy admits it")
+                )
+    out.extend(_fewer(pod, inputs))
+    for held in inputs.held[:MAX_HOLDERS_TRIED]:
+        if pod.uid and held.pod_uid == pod.uid:
+            continue
+        freed = dataclasses.replace(inputs, held=tuple(h for h in inputs.held if h is not held))
+        if _admits(pod, freed):
+            owner = f"{held.namespace}/{held.pod} ({held.container})"
+            out.append(
+                FitChange(
+                    f"free {held.resource} {', '.join(held.ids)} held by {owner}",
+                    "with those devices free the pod is admitted",
+                )
+            )
+    return tuple(out)
