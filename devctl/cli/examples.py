@@ -105,6 +105,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "devctl cdi                     # CDI specs and every name in use, resolved",
         "devctl cdi nvidia.com/gpu=0    # one name: device nodes, PCI, NUMA",
     ),
+    "hw": (
+        "devctl hw                      # physical devices, logical ones on each",
+        "devctl hw 3b:00.0 -o json      # one PCI function: who holds what on it",
+    ),
     "who": (
         "devctl who nvidia.com/gpu      # processes holding each GPU, by pod",
         "devctl who /dev/nvidia3        # who has this device node open",
