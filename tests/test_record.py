@@ -195,3 +195,28 @@ def test_sigterm_flushes_and_exits_0(sim_node: SimHandle, tmp_path: Path, signum
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     assert any(e.kind == "health" and e.device == "GPU-7" for e in read_journal(str(journal)).events)
+
+
+def test_the_exporter_records_while_it_serves(sim_node: SimHandle, tmp_path: Path) -> None:
+    journal = tmp_path / "journal"
+    proc = subprocess.Popen(
+        [*DEVCTL, "--root", str(sim_node.root), "exporter", "--listen", "127.0.0.1:0", "--journal", str(journal)],
+        env=devctl_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _until(journal, lambda es: any(e.kind == "snapshot" and e.resource == GPU for e in es), "a snapshot")
+        refused = run_devctl("record", "--journal", str(journal), root=sim_node.root)
+        assert refused.exit_code == 1 and "already being recorded" in refused.stderr
+        sim_node.set_health(GPU, "GPU-6", "Unhealthy")
+        _until(journal, lambda es: any(e.kind == "health" and e.device == "GPU-6" for e in es), "the health flip")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+    assert proc.returncode == 0

@@ -23,6 +23,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from prometheus_client import disable_created_metrics
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -35,6 +36,9 @@ from devctl.exporter.state import ExporterState
 from devctl.fast import httpd
 from devctl.fast.httpd import FRAME
 from devctl.model import NodePaths
+
+if TYPE_CHECKING:
+    from devctl.core.recorder import Recorder
 
 log = logging.getLogger(__name__)
 
@@ -126,8 +130,13 @@ async def serve(
     interval: float,
     timeout: float,
     on_listening: Callable[[str, int], None] = lambda host, port: None,
+    recorder: Recorder | None = None,
+    kmsg: str | None = None,
 ) -> None:
-    """Run the exporter until SIGTERM or SIGINT; raises OSError when the address cannot be bound."""
+    """Run the exporter until SIGTERM or SIGINT; raises OSError when the address cannot be bound.
+
+    With ``recorder`` (``--journal``) it records the node's events while it serves (``devctl record``'s use-case).
+    """
     # Prometheus computes rates itself; the `_created` series only double the histogram's size.
     disable_created_metrics()
     http = HttpProcess(listen)
@@ -150,6 +159,8 @@ async def serve(
             asyncio.ensure_future(dra.run()),
             asyncio.ensure_future(_watch_http(http)),
         ]
+        if recorder is not None:
+            tasks.append(asyncio.ensure_future(_record(recorder, paths, stop, kmsg, timeout)))
         stopper = asyncio.ensure_future(stop.wait())
         try:
             done, _ = await asyncio.wait({*tasks, stopper}, return_when=asyncio.FIRST_COMPLETED)
@@ -165,6 +176,14 @@ async def serve(
     finally:
         state.stop_renderer()
         http.close()
+
+
+async def _record(recorder: Recorder, paths: NodePaths, stop: asyncio.Event, kmsg: str | None, timeout: float) -> None:
+    """Record until stopped; a journal that fails (a full disk) is one line, and the exporter goes on serving."""
+    await recorder.run(paths, stop, kmsg=kmsg, timeout=timeout)
+    if recorder.failure is not None:
+        log.warning("%s", recorder.failure)
+    await stop.wait()
 
 
 async def _watch_http(http: HttpProcess) -> None:
