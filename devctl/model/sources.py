@@ -58,6 +58,7 @@ class Source(Word):
     PROCS = "procs"
     RUNTIME = "runtime"
     KUBELET_STATE = "kubelet-state"  # cpu_manager_state, memory_manager_state, config.yaml
+    NODE_NAME = "node-name"  # the kubelet's node name, for doctor's hints: a walk of <proc> ``ls`` never pays for
     # What a source error names beside those: a plugins directory that could not be listed (so that the views
     # can tell the directory from the sockets in it), a device plugin's socket, a registration socket, a DRA
     # driver's endpoint (its name in ``subject``), and sysfs.
@@ -83,8 +84,9 @@ PROCS = Source.PROCS
 RUNTIME = Source.RUNTIME
 HOLDER_SOURCES = frozenset({PROCS, RUNTIME, CHECKPOINT, IDENTITIES, DRA_CHECKPOINT, CDI})  # DRA: nodes via CDI
 KUBELET_STATE = Source.KUBELET_STATE
+NODE_NAME = Source.NODE_NAME
 # What doctor and snapshot read beyond ALL_SOURCES.
-EXTRA_SOURCES = HOLDER_SOURCES | {KUBELET_STATE}
+EXTRA_SOURCES = HOLDER_SOURCES | {KUBELET_STATE, NODE_NAME}
 PLUGINS_DIR_SOURCE = Source.PLUGINS_DIR
 
 
