@@ -127,7 +127,7 @@ def test_every_path_the_exporter_reads_is_mounted_read_only() -> None:
     (container,) = pod.containers
     volumes = {v.name: v for v in pod.volumes}
     mounts = container.volume_mounts
-    assert all(m.read_only for m in mounts)
+    assert [m.mount_path for m in mounts if not m.read_only] == ["/host/var/lib/devctl"]  # the journal's, alone
     root = container.args[container.args.index("--root") + 1]
     paths = resolve_paths(root=root, env={})
     read = [
@@ -152,6 +152,22 @@ def test_every_path_the_exporter_reads_is_mounted_read_only() -> None:
         assert volumes[m.name].host_path is not None, f"{path} is hidden under {m.mount_path}"
         host = volumes[m.name].host_path.path + path[len(m.mount_path) :]
         assert host == path[len(root) :], (path, host)
+
+
+def test_the_exporter_records_into_a_host_directory_of_its_own() -> None:
+    """Issue 32: the DaemonSet records by default; /var/lib/devctl is its only writable host path."""
+    pod = _daemonset().spec.template.spec
+    (container,) = pod.containers
+    volumes = {v.name: v for v in pod.volumes}
+    journal = container.args[container.args.index("--journal") + 1]
+    root = container.args[container.args.index("--root") + 1]
+    assert journal == f"{root}/var/lib/devctl/journal"  # where `devctl events` looks by default
+    m = _deepest_mount(container.volume_mounts, journal)
+    assert not m.read_only and m.mount_path == f"{root}/var/lib/devctl"
+    assert volumes[m.name].host_path.path == "/var/lib/devctl"
+    assert volumes[m.name].host_path.type == "DirectoryOrCreate"
+    writable = [volumes[x.name] for x in container.volume_mounts if not x.read_only]
+    assert [v.name for v in writable] == [m.name]
 
 
 def test_the_container_has_no_capability_and_a_readiness_probe_on_healthz() -> None:
