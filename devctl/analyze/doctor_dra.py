@@ -1,7 +1,7 @@
 """The DRA and CDI checks of ``devctl doctor``: each finding from evidence in the snapshot, each with a hint.
 
-Like ``devctl.analyze.doctor``, these only read the views (``analyze.claims``,
-``analyze.cdi``, ``analyze.dra_inventory``) and say what a person at the node
+Like the other families of checks (``devctl.analyze.doctor_*``, on ``analyze.checkup``), these only read
+the views (``analyze.claims``, ``analyze.cdi``, ``analyze.dra_inventory``) and say what a person at the node
 should make of them. Facts behind the hints: a claim's entry in
 ``dra_manager_state`` is removed only when its driver unprepares it, so a claim
 whose driver is gone keeps its pods ``Terminating``; a CDI name no spec defines
@@ -12,20 +12,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from devctl.analyze import DRA_CHECKPOINT
 from devctl.analyze.cdi import CONFLICT, UNRESOLVABLE, cdi_view, unjudged_kinds
+from devctl.analyze.checkup import ERROR, INFO, WARNING, Checkup, delete_pods
 from devctl.analyze.claim_state import DRIVER_MISSING, STALE
 from devctl.analyze.claims import ClaimRow, claims_view
 from devctl.analyze.dra_inventory import DRA_KIND
 from devctl.analyze.rows import UNKNOWN, ClaimHolder
-from devctl.model import HEALTHY, ErrorKind, NodeSnapshot, Severity, SourceError
+from devctl.model import CDI, HEALTHY, ErrorKind, NodeSnapshot, Source, SourceError
 
-if TYPE_CHECKING:
-    from devctl.analyze.doctor import _Checkup
-
-ERROR, WARNING, INFO = Severity.ERROR, Severity.WARNING, Severity.INFO
 # The labels of a DRA service a kubelet can use (dra-contract.md).
 DRA_SERVICES = ("v1.DRAPlugin", "v1beta1.DRAPlugin", "v1alpha3.NodeService")
 MAX_NAMES = 8
@@ -36,7 +32,7 @@ def _some(names: list[str]) -> str:
     return ", ".join(names[:MAX_NAMES]) + (f" and {more} more" if more > 0 else "")
 
 
-def check_dra(c: _Checkup) -> None:
+def check_dra(c: Checkup) -> None:
     """Every DRA and CDI check, in the order of their severity's usual weight."""
     snap = c.snapshot
     claims = claims_view(snap)
@@ -50,7 +46,7 @@ def check_dra(c: _Checkup) -> None:
     _versions(c)
 
 
-def _driver_missing(c: _Checkup, claims: Sequence[ClaimRow]) -> None:
+def _driver_missing(c: Checkup, claims: Sequence[ClaimRow]) -> None:
     by_driver: dict[str, list[str]] = {}
     for r in claims:
         if r.state == DRIVER_MISSING:
@@ -59,7 +55,7 @@ def _driver_missing(c: _Checkup, claims: Sequence[ClaimRow]) -> None:
     for driver, names in sorted(by_driver.items()):
         # The endpoint's own failure, if it was dialled, is this finding's evidence.
         def about(e: SourceError, d: str = driver) -> bool:
-            return e.source == "dra" and e.subject == d
+            return e.source == Source.DRA and e.subject == d
 
         told = c.explain(about)
         why = f" ({told[0].message})" if told else " (no registration socket answers for it)"
@@ -73,7 +69,7 @@ def _driver_missing(c: _Checkup, claims: Sequence[ClaimRow]) -> None:
         )
 
 
-def _stale_claims(c: _Checkup, claims: Sequence[ClaimRow]) -> None:
+def _stale_claims(c: Checkup, claims: Sequence[ClaimRow]) -> None:
     for r in claims:
         if r.state == STALE:
             c.add(
@@ -86,9 +82,7 @@ def _stale_claims(c: _Checkup, claims: Sequence[ClaimRow]) -> None:
             )
 
 
-def _unhealthy_in_use(c: _Checkup) -> None:
-    from devctl.analyze.doctor import _delete  # devctl.analyze.doctor imports this module when it runs the checks
-
+def _unhealthy_in_use(c: Checkup) -> None:
     for d in c.devices:
         if d.kind == DRA_KIND and d.state == "unhealthy-allocated":
             holders = sorted({h.claim for h in d.allocated_to or () if isinstance(h, ClaimHolder)})
@@ -99,11 +93,11 @@ def _unhealthy_in_use(c: _Checkup) -> None:
                 f"{d.health} per its driver's health stream, and held by claim(s) {_some(holders)}",
                 "the kubelet does not take a device from a running pod: read the driver's logs (and dmesg), "
                 "then recreate the pod so the scheduler allocates a healthy device "
-                f"({_delete(d.allocated_to)})",
+                f"({delete_pods(d.allocated_to)})",
             )
 
 
-def _unhealthy_free(c: _Checkup) -> None:
+def _unhealthy_free(c: Checkup) -> None:
     """``unhealthy-devices`` of a DRA driver, as of a device plugin: a device its health stream calls unhealthy
     that no claim holds is allocated to no one; said once the driver has one (a held one alone is the error
     dra-device-unhealthy-in-use's). Unknown health (a stale stream) is dra-health-stale's to tell."""
@@ -131,7 +125,7 @@ def _unhealthy_free(c: _Checkup) -> None:
         )
 
 
-def _health_stale(c: _Checkup) -> None:
+def _health_stale(c: Checkup) -> None:
     for p in c.snapshot.plugins:
         if p.dra is None or p.dra.health is None or p.registry is None:
             continue
@@ -152,7 +146,7 @@ def _health_stale(c: _Checkup) -> None:
             )
 
 
-def _cdi(c: _Checkup, snap: NodeSnapshot) -> None:
+def _cdi(c: Checkup, snap: NodeSnapshot) -> None:
     view = cdi_view(snap)
     # A device plugin's name is judged only where the node has specs of its kind (unjudged_kinds). A DRA
     # claim's names are always judged: a lost file (a reboot of /var/run/cdi) is exactly what leaves no spec.
@@ -191,7 +185,7 @@ def _cdi(c: _Checkup, snap: NodeSnapshot) -> None:
                 f"defined by more than one spec of the same priority: {', '.join(n.conflicting)} (no pod uses it yet)",
                 "the runtime uses neither copy: remove the duplicate spec file",
             )
-    c.explain(lambda e: e.source == "cdi" and e.kind == ErrorKind.MALFORMED)
+    c.explain(lambda e: e.source == CDI and e.kind == ErrorKind.MALFORMED)
     for s in view.specs:
         if s.error:
             c.add(
@@ -203,7 +197,7 @@ def _cdi(c: _Checkup, snap: NodeSnapshot) -> None:
             )
 
 
-def _dra_checkpoint(c: _Checkup) -> None:
+def _dra_checkpoint(c: Checkup) -> None:
     cp = c.snapshot.dra_checkpoint
     for e in c.explain(lambda e: e.source == DRA_CHECKPOINT and e.kind == ErrorKind.MALFORMED):
         c.add(
@@ -235,7 +229,7 @@ def _dra_checkpoint(c: _Checkup) -> None:
         )
 
 
-def _versions(c: _Checkup) -> None:
+def _versions(c: Checkup) -> None:
     for row in c.plugins:
         if row.kind == DRA_KIND and row.registry is not None and not set(row.supported_versions) & set(DRA_SERVICES):
             offered = ", ".join(row.supported_versions) or "nothing"
