@@ -5,7 +5,7 @@
 lines the journal already holds (the same time to the millisecond, device and words: the recorder
 stamps a kernel event with the record's own time), and narrows to the SUBJECTs. ``follow_events``
 goes on with both (``events -w``): the journal through ``follow_journal``, the kernel log through
-``KmsgReader.follow``. The conversions of one item into an event are ``devctl.core.convert``'s.
+``KmsgReader.follow``. The conversions of one item into an event are ``devctl.analyze.history``'s.
 
 Faces call these and never ``devctl.node``: the journal's failures are re-exported here.
 """
@@ -19,8 +19,8 @@ from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
+from devctl.analyze.history import from_kernel, matches
 from devctl.base.errors import ErrorKind
-from devctl.core.convert import from_kernel, matches
 from devctl.model import NodePaths, SourceError
 from devctl.model.history import EventSource, JournalRead, NodeEvent
 from devctl.model.kernel import RecordsLost

@@ -22,15 +22,16 @@ import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timezone
 
+from devctl.analyze.history import NodeIndex, from_kernel, from_udev, from_watch, node_index
 from devctl.core.collect import collect
-from devctl.core.convert import from_kernel, from_udev, from_watch, holder_index, now
 from devctl.core.events import Notice, WatchEvent
 from devctl.core.watch import watch
-from devctl.model import POD_LIST, NodePaths, NodeSnapshot
+from devctl.model import POD_LIST, NodePaths, NodeSnapshot, PodResources
 from devctl.model.history import EventSource, Holder, NodeEvent
 from devctl.model.kernel import RecordsLost
+from devctl.model.sources import CDI
 from devctl.model.udev import KernelEvent
 from devctl.node.journal import JournalError, JournalWriter, read_journal
 from devctl.node.kmsg import KmsgReader, KmsgUnreadable, read_boot_time
@@ -88,8 +89,20 @@ class Coalescer:
         return len(self._pending)
 
 
-def _allocations(snapshot: NodeSnapshot) -> dict[tuple[str, str], tuple[Holder, ...]]:
-    return holder_index(snapshot.pods)
+def _allocations(pods: tuple[PodResources, ...] | None) -> dict[tuple[str, str], tuple[Holder, ...]]:
+    """(resource, device ID) -> the containers holding it, from a pod-resources List."""
+    index: dict[tuple[str, str], list[Holder]] = {}
+    for pod in pods or ():
+        for container in pod.containers:
+            for devices in container.devices:
+                for device_id in devices.ids:
+                    holder = Holder(pod.namespace, pod.name, container.name)
+                    index.setdefault((devices.resource, device_id), []).append(holder)
+    return {key: tuple(dict.fromkeys(value)) for key, value in index.items()}
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
 
 
 def allocation_events(
@@ -135,10 +148,11 @@ class Recorder:
         self.writer = writer
         self.coalescer = coalescer if coalescer is not None else Coalescer()
         self.on_notice = on_notice or (lambda _m: None)
-        self.snapshot: NodeSnapshot | None = None
+        self.snapshot: NodeIndex | None = None  # the joins of the newest pod-resources List (and CDI specs)
         self.failure: JournalError | None = None
         self.written = 0
         self._said_dropped = 0
+        self._pods_seen: dict[tuple[str, str], tuple[Holder, ...]] | None = None
 
     # --- taking items (never blocks) -------------------------------------------------------------
 
@@ -178,17 +192,17 @@ class Recorder:
     # --- the sources -----------------------------------------------------------------------------
 
     async def _pods(self, paths: NodePaths, timeout: float, every: float) -> None:
-        before = _allocations(self.snapshot) if self.snapshot is not None else None
+        before = self._pods_seen
         while True:
             await asyncio.sleep(every)
-            snapshot = await collect(paths, timeout, want={POD_LIST})
+            snapshot = await _node(paths, timeout)
             if snapshot.pods is None:
                 continue  # the kubelet is not answering: no List is not "every device freed"
-            after = _allocations(snapshot)
+            after = _allocations(snapshot.pods)
             if before is not None:
-                for event in allocation_events(before, after, now()):
+                for event in allocation_events(before, after, _now()):
                     self.add(event)
-            self.snapshot, before = snapshot, after
+            self.snapshot, before = node_index(snapshot), after
 
     async def _kernel(self, path: str, proc: str) -> None:
         last = _last_kernel_time(self.writer.path)
@@ -227,8 +241,9 @@ class Recorder:
         pods_every: float = PODS_EVERY,
     ) -> RecordStats:
         """Record until ``stop`` is set or the journal fails; everything waiting is written before it returns."""
-        first = await collect(paths, timeout, want={POD_LIST})
-        self.snapshot = first if first.pods is not None else None
+        first = await _node(paths, timeout)
+        if first.pods is not None:
+            self.snapshot, self._pods_seen = node_index(first), _allocations(first.pods)
         tasks = [
             asyncio.ensure_future(self._follow(paths, timeout, udev)),
             asyncio.ensure_future(self._pods(paths, timeout, pods_every)),
@@ -246,6 +261,11 @@ class Recorder:
             self.flush(everything=True)
             self.writer.close()
         return self.stats()
+
+
+async def _node(paths: NodePaths, timeout: float) -> NodeSnapshot:
+    """The pod-resources List and the CDI specs: who holds what, and which PCI function a device is on."""
+    return await collect(paths, timeout, want={POD_LIST, CDI})
 
 
 def _last_kernel_time(path: str) -> datetime | None:
