@@ -25,6 +25,7 @@ from pathlib import Path
 from devctl.lab.plugin.dra import default_major
 from devctl.lab.plugin.spec import PluginSpec
 from devctl.lab.sim.scenario_dra import DraScenario
+from devctl.lab.sim.sysfs import function_dir
 from devctl.model import PciDevice
 
 CHAR_DIR = "dev/char"
@@ -91,8 +92,7 @@ def write_char_links(sysfs: Path, devices: dict[tuple[int, int], PciDevice]) -> 
     directory = Path(sysfs) / CHAR_DIR
     directory.mkdir(parents=True, exist_ok=True)
     for (major, minor), pci in devices.items():
-        domain_bus = pci.address.rsplit(":", 1)[0]
-        target = Path(sysfs) / "devices" / f"pci{domain_bus}" / pci.address
+        target = function_dir(Path(sysfs), pci)  # under its bridges when the scenario's PCIe tree places it
         link = directory / f"{major}:{minor}"
         relative = os.path.relpath(target, directory)
         if link.is_symlink() and os.readlink(link) == relative:
