@@ -18,6 +18,8 @@ from typing import Any
 from devctl.base.errors import DevctlError
 from devctl.base.units import format_cpulist, parse_cpulist, parse_quantity
 from devctl.lab.plugin.spec import PluginSpec, PluginSpecError, numa_node_error, spec_from_mapping
+from devctl.lab.sim.kmsg import KernelLine, KernelScenarioError, parse_kernel
+from devctl.lab.sim.pcietree import PcieError, parse_pcie
 from devctl.lab.sim.scenario_dra import DraScenario, DraScenarioError, parse_dra
 from devctl.model import ClaimDevice, ContainerMemory, DynamicResource, Hugepages, NumaNode, PciDevice
 
@@ -81,6 +83,7 @@ class Scenario:
     kubelet: KubeletOptions = field(default_factory=KubeletOptions)
     dra: DraScenario = field(default_factory=DraScenario)
     processes: tuple[ProcessSpec, ...] = ()
+    kernel: tuple[KernelLine, ...] = ()  # the kernel log's lines (lab/sim/kmsg.py)
 
     @property
     def cpus(self) -> tuple[int, ...]:
@@ -135,14 +138,14 @@ def _load_yaml(text: str) -> Any:
         raise ScenarioError(f"not valid YAML: {where}{problem}") from None
 
 
-_TOP_LEVEL = ("numa_nodes", "reserved_cpus", "resources", "pods", "pci_devices", "kubelet", "dra", "processes")
+_TOP_LEVEL = ("numa_nodes", "reserved_cpus", "resources", "pods", "pci_devices", "pcie", "kubelet", "dra", "processes")
 
 
 def parse_scenario(data: Mapping[str, Any]) -> Scenario:
     """A scenario from its parsed YAML mapping (see docs/scenarios.md)."""
     if not isinstance(data, Mapping):
         raise ScenarioError("a scenario must be a mapping with numa_nodes, resources and pods")
-    _no_unknown(data, _TOP_LEVEL, "")
+    _no_unknown(data, (*_TOP_LEVEL, "kernel"), "")  # kernel: the kernel log (lab/sim/kmsg.py)
     numa_nodes = _numa_nodes(data.get("numa_nodes") or ())
     all_cpus = {c for n in numa_nodes for c in n.cpus}
     reserved = _cpus(data.get("reserved_cpus"), "reserved_cpus")
@@ -153,15 +156,16 @@ def parse_scenario(data: Mapping[str, Any]) -> Scenario:
         numa_nodes=numa_nodes,
         reserved_cpus=reserved,
         resources=specs,
-        pci_devices=_pci_devices(data.get("pci_devices") or ()),
+        pci_devices=_pci_devices(data.get("pci_devices") or (), data.get("pcie")),
         kubelet=_kubelet(data.get("kubelet") or {}),
     )
     pods = _pods(data.get("pods") or (), scenario)
     try:
         dra = parse_dra(data.get("dra"), {(p.namespace, p.name): [c.name for c in p.containers] for p in pods})
-    except DraScenarioError as e:
+        kernel = parse_kernel(data.get("kernel"))
+    except (DraScenarioError, KernelScenarioError) as e:
         raise ScenarioError(str(e)) from None
-    return replace(scenario, pods=pods, dra=dra, processes=_processes(data.get("processes") or ()))
+    return replace(scenario, pods=pods, dra=dra, processes=_processes(data.get("processes") or ()), kernel=kernel)
 
 
 # --- pieces -------------------------------------------------------------------------
@@ -313,8 +317,12 @@ def _no_unknown_in_resource(entry: Mapping[str, Any], where: str) -> None:
                     _no_unknown(item, known, f"{where}.allocate.{key}[{j}]")
 
 
-def _pci_devices(value: Any) -> tuple[PciDevice, ...]:
-    out: list[PciDevice] = []
+def _pci_devices(value: Any, pcie: Any = None) -> tuple[PciDevice, ...]:
+    """The flat ``pci_devices:``, then every function of the ``pcie:`` tree (lab/sim/pcietree.py)."""
+    try:
+        out: list[PciDevice] = list(parse_pcie(pcie))
+    except PcieError as e:
+        raise ScenarioError(str(e)) from None
     for i, item in enumerate(_list(value, "pci_devices")):
         where = f"pci_devices[{i}]"
         entry = _mapping(item, where)

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from devctl.base.units import format_cpulist
+from devctl.lab.sim.pcietree import SimPci, config_header, cpumask
 from devctl.model import Hugepages, NumaNode, PciDevice
 from devctl.model.pci import normalize_pci_address
 from devctl.node.sysfs import CPU_ONLINE, NODE_DIR, PCI_DIR
@@ -47,7 +48,10 @@ def write_topology(
     _write_nodes(sysfs / NODE_DIR, numa_nodes)
     online = online_cpus if online_cpus is not None else format_cpulist(c for n in numa_nodes for c in n.cpus)
     _write(sysfs / CPU_ONLINE, online)
-    _write_pci(sysfs, pci_devices)
+    _write_cpus(sysfs / "devices/system/cpu", numa_nodes)
+    cpus = {n.id: tuple(n.cpus) for n in numa_nodes}
+    cpus[-1] = tuple(sorted(c for n in numa_nodes for c in n.cpus))
+    _write_pci(sysfs, pci_devices, cpus)
 
 
 def _check(nodes: Sequence[NumaNode], devices: Sequence[PciDevice]) -> None:
@@ -79,6 +83,18 @@ def _write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def _write_bytes(path: Path, content: bytes) -> None:
+    """``_write`` for a binary file."""
+    try:
+        if path.read_bytes() == content:
+            return
+    except OSError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(content)
+    os.replace(tmp, path)
+
+
 def _remove_stale(directory: Path, pattern: re.Pattern[str], keep: Iterable[str]) -> None:
     wanted = set(keep)
     for entry in directory.iterdir():
@@ -107,6 +123,7 @@ def _write_nodes(node_dir: Path, nodes: Sequence[NumaNode]) -> None:
     for node in nodes:
         path = node_dir / f"node{node.id}"
         _write(path / "cpulist", format_cpulist(node.cpus))
+        _write(path / "cpumap", cpumask(node.cpus))
         _write(path / "meminfo", _meminfo(node))
         _write_hugepages(path / "hugepages", node.hugepages)
 
@@ -128,11 +145,33 @@ def _write_hugepages(directory: Path, pools: Sequence[Hugepages]) -> None:
         _write(path / "surplus_hugepages", "0")
 
 
-def _write_pci(sysfs: Path, devices: Sequence[PciDevice]) -> None:
-    """Each device in ``devices/pci<domain>:<bus>/<address>/``, linked from ``bus/pci/devices``.
+def _write_cpus(cpu_dir: Path, nodes: Sequence[NumaNode]) -> None:
+    """Each CPU's ``topology/``: one socket per NUMA node, one thread per core (what hwloc and ``fit`` read)."""
+    for node in nodes:
+        for core, cpu in enumerate(sorted(node.cpus)):
+            topology = cpu_dir / f"cpu{cpu}" / "topology"
+            _write(topology / "physical_package_id", str(node.id))
+            _write(topology / "core_id", str(core))
+            _write(topology / "thread_siblings", cpumask([cpu]))
+            _write(topology / "thread_siblings_list", str(cpu))
+            _write(topology / "core_siblings", cpumask(node.cpus))
+            _write(topology / "core_siblings_list", format_cpulist(node.cpus))
+
+
+def function_dir(sysfs: Path, device: PciDevice) -> Path:
+    """Where the kernel puts ``device``: under its host bridge and the bridges above it (scenario ``pcie:``),
+    or right on the root bus ``pci<domain>:<bus>`` (a flat ``pci_devices:`` entry)."""
+    if isinstance(device, SimPci):
+        return sysfs.joinpath("devices", f"pci{device.host_bridge}", *device.bridges, device.address)
+    return sysfs / "devices" / f"pci{device.address.rsplit(':', 1)[0]}" / device.address
+
+
+def _write_pci(sysfs: Path, devices: Sequence[PciDevice], cpus: dict[int, tuple[int, ...]]) -> None:
+    """Each device in its place under ``devices/`` (``function_dir``), linked from ``bus/pci/devices``.
 
     The links are relative, as the kernel's are, so the tree still reads right
-    when it is moved or mounted elsewhere (``/host/sys``).
+    when it is moved or mounted elsewhere (``/host/sys``). Each function gets its
+    configuration header (``config``) and ``local_cpus``, which hwloc reads.
     """
     addresses = {d.address for d in devices}
     links = sysfs / PCI_DIR
@@ -145,10 +184,15 @@ def _write_pci(sysfs: Path, devices: Sequence[PciDevice]) -> None:
                 _remove(target)
             _remove(entry)
     for device in devices:
-        domain_bus = device.address.rsplit(":", 1)[0]
-        path = sysfs / "devices" / f"pci{domain_bus}" / device.address
+        path = function_dir(sysfs, device)
         path.mkdir(parents=True, exist_ok=True)
         _write(path / "numa_node", str(device.numa_node))
+        local = cpus.get(device.numa_node, cpus[-1])
+        _write(path / "local_cpus", cpumask(local))
+        _write(path / "local_cpulist", format_cpulist(local))
+        _write_bytes(path / "config", config_header(device))
+        if isinstance(device, SimPci) and device.rdma:
+            (path / "infiniband").mkdir(exist_ok=True)
         for name, value in (("vendor", device.vendor_id), ("device", device.device_id), ("class", device.class_id)):
             if value:
                 _write(path / name, value)
