@@ -310,6 +310,21 @@ def add_pod(
     print(escape(f"added pod {reply['pod']} ({reply['uid']})"))
 
 
+@sim_app.command("kmsg")
+def kmsg(
+    ctx: typer.Context,
+    text: Annotated[str, typer.Argument(metavar="TEXT", help="The kernel line, e.g. an NVRM Xid line.")],
+    level: Annotated[int, typer.Option("--level", min=0, max=7, help="Its syslog level (4: warning).")] = 4,
+) -> None:
+    """Append one record to the simulated node's kernel log (<root>/dev/kmsg), stamped now.
+
+    devctl events and devctl record read it as the kernel's own:
+    devctl sim kmsg "NVRM: Xid (PCI:0000:d0:03): 79, pid=1, GPU has fallen off the bus."
+    """
+    reply = _pod_request(ctx, {"op": "kmsg", "text": text, "level": level})
+    print(escape(f"kernel log {reply['path']}: record {reply['seq']} appended"))
+
+
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the app."""
     app.add_typer(sim_app)

@@ -14,6 +14,7 @@ so that ``DEVCTL_ROOT=<root>`` points every devctl command at it:
     <root>/run/devctl/plugins/*.ctl, sim.ctl           live control (devctl plugin set-health, devctl sim ...)
     <root>/run/containerd/containerd.sock              the CRI runtime (devctl.lab.sim.workload, devctl.lab.sim.cri)
     <root>/proc/<pid>/{cmdline,cgroup,fd/N}            the processes that hold device nodes open
+    <root>/dev/kmsg, <root>/proc/stat                  the kernel log (a regular file) and its boot time
 
 Each scenario resource is served by an in-process ``DevicePluginServer`` that
 registers with the simulated kubelet exactly as an external plugin would, and
@@ -50,6 +51,7 @@ from devctl.lab.sim.devicemanager import DEFAULT_GRACE_PERIOD, DeviceManager
 from devctl.lab.sim.dramanager import DraManager
 from devctl.lab.sim.dranode import PodResourcesWithClaims, prepare_claims, start_drivers, stop_drivers, wait_drivers
 from devctl.lab.sim.drasysfs import char_devices, write_char_links
+from devctl.lab.sim.kmsg import SimKmsg
 from devctl.lab.sim.pluginwatcher import DevicePluginRegistryHandler, PluginWatcher
 from devctl.lab.sim.podresources import PodResourcesServer
 from devctl.lab.sim.registration import RegistrationServer
@@ -179,6 +181,7 @@ class SimNode:
         self.workload = Workload(
             self.root, scenario.processes, lambda: self.device_manager.running_pods(), scenario.cpus, made=self.made
         )
+        self.kmsg = SimKmsg(self.root, self.workload.proc, scenario.kernel)  # <root>/dev/kmsg (lab/sim/kmsg.py)
 
     @property
     def dra_manager(self) -> DraManager:
@@ -233,10 +236,12 @@ class SimNode:
                     "restart-kubelet": self._ctl_restart,
                     "delete-pod": lambda m: podlife.delete_pod(self, m),
                     "add-pod": lambda m: podlife.add_pod(self, m),
+                    "kmsg": self.kmsg.control,
                 },
             )
             await self._control.start()
             await self.workload.start()
+            self.kmsg.start()
         except BaseException:
             await self.stop()
             raise
@@ -259,6 +264,7 @@ class SimNode:
         self.plugins.clear()
         await stop_part("the DRA drivers", stop_drivers(self.dra_drivers))
         await stop_part("the container runtime", self.workload.stop())
+        await stop_part("the kernel log", self.kmsg.stop())
         self.made.remove()
 
     async def ready(self, timeout: float = 10.0) -> None:
@@ -382,6 +388,7 @@ class SimNode:
         with self.made.new_dirs(self.paths.sysfs):  # before the root is announced: only this run writes there
             write_topology(Path(self.paths.sysfs), self.scenario.numa_nodes, pci)
             write_char_links(Path(self.paths.sysfs), chars)
+        self.kmsg.lay_out(self.made)
 
     def _pod_dirs(self, pod: PodSpec) -> None:
         # What the kubelet makes for a pod it runs (pkg/kubelet/kubelet_pods.go, kuberuntime logs).

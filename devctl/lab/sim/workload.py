@@ -111,7 +111,7 @@ def write_proc(proc: Path, procs: list[SimProcess], made: Made | None = None) ->
         for entry in proc.iterdir():
             if entry.is_dir() and not entry.is_symlink():
                 made.remove(under=entry)  # only what this run made there
-            else:
+            elif entry.name != "stat":  # the boot time the kernel log's reader needs (lab/sim/kmsg.py) stays
                 entry.unlink(missing_ok=True)
     for p in procs:
         d = proc / str(p.pid)
