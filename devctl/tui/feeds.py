@@ -172,9 +172,10 @@ class NodeFeed:
 
     async def snapshot(self, progress: Callable[[Progress], None] | None = None) -> NodeSnapshot:
         from devctl.core.collect import collect
-        from devctl.model import ALL_SOURCES, HOLDER_SOURCES
+        from devctl.model import ALL_SOURCES, HOLDER_SOURCES, NODE_NAME
 
-        return await collect(self.paths, self.timeout, want=ALL_SOURCES | HOLDER_SOURCES, progress=progress)
+        want = ALL_SOURCES | HOLDER_SOURCES | {NODE_NAME}  # NODE_NAME: the findings' hints name the node
+        return await collect(self.paths, self.timeout, want=want, progress=progress)
 
     def events(self, resolve: Resolver) -> AsyncGenerator[object, None]:
         if self.watch_subprocess:
