@@ -104,6 +104,7 @@ def test_a_plugin_with_only_unhealthy_devices_is_named_as_the_likely_plugin(vend
 def _kubelet(root: Path, pid: int, *args: str) -> None:
     d = root / "proc" / str(pid)
     d.mkdir(parents=True)
+    (d / "comm").write_bytes(b"kubelet\n")  # as the kernel names it: only its command line is then read
     (d / "cmdline").write_bytes(b"\0".join(a.encode() for a in ("/usr/bin/kubelet", *args)) + b"\0")
 
 

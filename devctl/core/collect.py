@@ -35,6 +35,7 @@ from devctl.model import (
     DRA_DRIVERS,
     IDENTITIES,
     KUBELET_STATE,
+    NODE_NAME,
     PLUGINS,
     PLUGINS_DIR_SOURCE,
     POD_LIST,
@@ -466,6 +467,15 @@ async def _procs(paths: NodePaths, timeout: float, out: _Result) -> None:
 # --- which resource a socket serves ------------------------------------------------------------
 
 
+async def _node_name(paths: NodePaths, timeout: float, out: _Result) -> None:
+    """The kubelet's node name under the deadline; unknown (None) when it is not read in time."""
+    from devctl.base.waits import within
+    from devctl.node.nodename import node_name
+
+    with contextlib.suppress(asyncio.TimeoutError):
+        out.node_name = await within(asyncio.to_thread(node_name, paths.proc, paths.root), timeout)
+
+
 def _device_plugin(p: PluginProbe) -> bool:
     """A device plugin's socket, or its registration (not a DRA or CSI driver's)."""
     return p.registry is None or p.registry.type == DEVICE_PLUGIN_TYPE
@@ -589,16 +599,11 @@ async def collect(
         await asyncio.wait([started[CHECKPOINT], started[CDI]])
         await _guard(PROCS, lambda: _procs(paths, timeout, out), out, pending)
 
-    async def name() -> None:
-        from devctl.node.nodename import node_name
-
-        out.node_name = await asyncio.to_thread(node_name, paths.proc, paths.root)
-
     await asyncio.gather(
         *started.values(),
         _guard("kubelet-socket", lambda: _kubelet_socket(paths, timeout, out), out, None),
-        # For the hints of doctor, which reads the plugins: a walk of <proc>'s command lines no other reader needs.
-        *([_guard("node-name", name, out, None)] if PLUGINS in want else []),
+        # For the hints of doctor alone: a walk of <proc> that ls, the guard and the exporter never pay for.
+        *([_guard(NODE_NAME, lambda: _node_name(paths, timeout, out), out, None)] if NODE_NAME in want else []),
         *([procs()] if PROCS in want else []),
     )
     return _assemble(paths, out)

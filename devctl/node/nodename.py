@@ -2,16 +2,17 @@
 
 The kubelet names its Node ``--hostname-override`` when it is given, else the
 host's name, trimmed and lower-cased (k8s.io/component-helpers/node/util
-GetHostname). devctl finds the kubelet among ``<proc>/*/cmdline`` (the process
-whose argv[0]'s basename is ``kubelet``) and takes its last
+GetHostname). devctl finds the kubelet among ``<proc>/*`` (the process named
+``kubelet`` by its ``comm``, whose argv[0]'s basename is ``kubelet``) and takes its last
 ``--hostname-override``; a kubelet without one is named by
 ``<root>/etc/hostname``. Several kubelets that disagree, a name that is no
 DNS subdomain (RFC 1123, as Kubernetes requires of a Node's name), or nothing
 readable: ``None``, and hints keep ``<node>``.
 
-Read-only and bounded: at most ``MAX_PIDS`` process directories, each
-``cmdline`` through the safe reader (devctl.node.files.read_regular: a regular
-file, at most ``MAX_CMDLINE`` bytes), the hostname file likewise. Never raises.
+Read-only and bounded: at most ``MAX_PIDS`` process directories, each one's
+``comm`` (a few bytes) and only a kubelet's ``cmdline``, through the safe reader
+(devctl.node.files.read_regular: a regular file, at most ``MAX_CMDLINE`` bytes),
+the hostname file likewise. Never raises.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from devctl.node.files import FileRefused, read_regular
 MAX_PIDS = 100_000
 MAX_CMDLINE = 256 * 1024
 MAX_HOSTNAME = 4096
+MAX_COMM = 64  # the kernel's comm is at most 15 bytes and a newline
 FLAG = "--hostname-override"
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
@@ -61,6 +63,10 @@ def kubelet_argvs(proc: str) -> list[list[str]]:
         return []
     found = []
     for pid in pids[:MAX_PIDS]:
+        # The name first: a command line is read only for a process the kernel calls kubelet.
+        comm = _read(f"{proc}/{pid}/comm", MAX_COMM)
+        if comm is None or comm.strip() != b"kubelet":
+            continue
         data = _read(f"{proc}/{pid}/cmdline", MAX_CMDLINE)
         if not data:  # gone, closed to us, or a kernel thread (an empty command line)
             continue
