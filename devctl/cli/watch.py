@@ -128,7 +128,15 @@ async def _follow(
     """
     import asyncio
 
-    from devctl.core.watch import NoPluginsDir, NoRights, Notice, UnknownResource, UnknownTarget, plugin_sockets, watch
+    from devctl.core.watch import (
+        NoPluginsDir,
+        NoRights,
+        Notice,
+        ResourceNotServed,
+        UnknownTarget,
+        plugin_sockets,
+        watch,
+    )
     from devctl.model.serial import json_line as notice_line
     from devctl.render.events import EventTable, json_line
 
@@ -190,7 +198,7 @@ async def _follow(
         return await task
     except asyncio.CancelledError:
         return ExitCode.OK  # ended by --duration or a signal: a normal end for a watch
-    except UnknownResource as e:  # a name that does not exist, as in ls or get
+    except ResourceNotServed as e:  # a name that does not exist, as in ls or get
         say(e.message)
         return ExitCode.FINDINGS
     except UnknownTarget as e:

@@ -16,8 +16,8 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from devctl.base.errors import DevctlError, ErrorKind
 from devctl.core.callwords import CallResult, NeedsConsent, Request, refusal
+from devctl.core.failures import UnknownResource
 from devctl.node.connect import RpcFailure, check_socket
 
 if TYPE_CHECKING:
@@ -25,12 +25,6 @@ if TYPE_CHECKING:
     from devctl.node.deviceplugin import DevicePluginClient
 
 __all__ = ["RpcFailure", "UnknownResource", "call_plugin", "unreachable"]
-
-
-class UnknownResource(DevctlError):
-    """The node can be read and no plugin serves the named resource: the name is likely wrong (exit 1, as in ls)."""
-
-    kind = ErrorKind.MISSING
 
 
 def unreachable(failure: RpcFailure) -> bool:

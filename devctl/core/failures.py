@@ -6,8 +6,19 @@ kind, never on a message's words. They are named here so that no face imports no
 
 from __future__ import annotations
 
+from devctl.base.errors import DevctlError, ErrorKind
 from devctl.node.connect import RpcFailure
 from devctl.node.files import FileReadError
 from devctl.node.podresources import PodNotFound
 
-__all__ = ["FileReadError", "PodNotFound", "RpcFailure"]
+__all__ = ["FileReadError", "PodNotFound", "RpcFailure", "UnknownResource"]
+
+
+class UnknownResource(DevctlError):
+    """The node can be read and no plugin serves the named resource: the name is likely wrong (exit 1, as in ls)."""
+
+    kind = ErrorKind.MISSING
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message

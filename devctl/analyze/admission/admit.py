@@ -24,6 +24,7 @@ from devctl.analyze.admission.memory import (
     memory_requests,
 )
 from devctl.analyze.admission.providers import CpuProvider, NoCpuPolicy, StaticCpuPolicy
+from devctl.base.errors import DevctlError
 from devctl.model.machine import ContainerRequest, KubeletPolicy, PodRequest, TopologyHint
 
 TOPOLOGY_AFFINITY_ERROR = "TopologyAffinityError"
@@ -74,7 +75,7 @@ class Admission:
     open_choice: bool = False  # some device IDs are the kubelet's random pick
 
 
-class _Rejected(Exception):
+class _Rejected(DevctlError):
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
         self.reason = reason

@@ -19,10 +19,11 @@ import itertools
 import math
 from collections.abc import Callable, Iterable, Sequence
 
+from devctl.base.errors import DevctlError
 from devctl.model.machine import MachineTopology
 
 
-class TakeError(Exception):
+class TakeError(DevctlError):
     """``takeByTopology`` failed; ``str()`` is the kubelet's own error text."""
 
 

@@ -18,10 +18,11 @@ from dataclasses import dataclass
 
 from devctl.analyze.admission.hints import iterate_masks
 from devctl.analyze.admission.inputs import DeviceInfo
+from devctl.base.errors import DevctlError
 from devctl.model.machine import TopologyHint
 
 
-class DeviceAllocationError(Exception):
+class DeviceAllocationError(DevctlError):
     """The device manager's ``Allocate`` failed; ``message`` is its error text (the kubelet wraps it)."""
 
     def __init__(self, message: str) -> None:

@@ -18,6 +18,7 @@ import itertools
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
+from devctl.base.errors import DevctlError
 from devctl.model.machine import TopologyHint
 
 NONE = "none"
@@ -34,7 +35,7 @@ DEFAULT_MAX_NUMA_NODES = 8
 ProviderHints = Mapping[str, "Sequence[TopologyHint] | None"] | None
 
 
-class PolicyError(ValueError):
+class PolicyError(DevctlError, ValueError):
     """A topology manager setting the kubelet refuses at start (unknown policy, too many NUMA nodes)."""
 
 

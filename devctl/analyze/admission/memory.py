@@ -11,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from devctl.analyze.admission.hints import iterate_masks
+from devctl.base.errors import DevctlError
 from devctl.model.machine import ContainerRequest, TopologyHint
 
 STATIC = "Static"
 
 
-class MemoryAllocationError(Exception):
+class MemoryAllocationError(DevctlError):
     """The memory manager's ``Allocate`` failed; ``message`` is its error text."""
 
     def __init__(self, message: str) -> None:

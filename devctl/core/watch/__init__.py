@@ -38,6 +38,7 @@ from devctl.core.events import (
     WatchEvent,
     numa_text,
 )
+from devctl.core.failures import UnknownResource
 from devctl.core.watch.backoff import Backoff
 from devctl.core.watch.diff import counts, diff
 from devctl.core.watch.dra import DraFollower
@@ -76,7 +77,7 @@ class UnknownTarget(WatchError):
     """A named resource no socket serves, or a named socket that does not exist (and no ``wait``)."""
 
 
-class UnknownResource(UnknownTarget):
+class ResourceNotServed(UnknownTarget, UnknownResource):
     """A named resource no socket serves, while the plugins dir is there: the name is likely wrong."""
 
 
@@ -206,7 +207,7 @@ def _not_served(paths: NodePaths, unknown: Sequence[str], served: set[str | None
         return NoRights(f"no plugin serves {', '.join(unknown)} that devctl may open")
     close = likely(unknown[0], (r for r in served if r))
     hint = f"did you mean {close}? see `devctl plugins`" if close else "see `devctl plugins`; use --wait to wait for it"
-    return UnknownResource(f"no plugin serves {', '.join(unknown)} ({hint})")
+    return ResourceNotServed(f"no plugin serves {', '.join(unknown)} ({hint})")
 
 
 async def _served_or_settled(scouts: Scouts, resources: Sequence[str]) -> list[str]:
@@ -376,7 +377,7 @@ __all__ = [
     "NoRights",
     "Notice",
     "Resolver",
-    "UnknownResource",
+    "ResourceNotServed",
     "UnknownTarget",
     "WatchError",
     "WatchEvent",
