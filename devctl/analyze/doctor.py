@@ -13,29 +13,39 @@ findings alone tell the whole story, and the table needs no warning lines.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
 
 from devctl.analyze import doctor_checkpoint, doctor_kubelet, doctor_plugins, doctor_topology
 from devctl.analyze.checkup import ERROR, RECHECK_AFTER, WARNING, Checkup, denied
 from devctl.analyze.doctor_dra import check_dra
+from devctl.analyze.doctor_history import history_findings
 from devctl.analyze.doctor_plugins import recheck_sockets
 from devctl.analyze.holders import holder_findings
 from devctl.analyze.kubeletstate import kubelet_state_findings
 from devctl.model import PROCS, SEVERITIES, ErrorKind, Finding, NodeSnapshot, Severity, Source
+from devctl.model.history import NodeEvent
 
 
-def diagnose(snapshot: NodeSnapshot, again: NodeSnapshot | None = None) -> tuple[Finding, ...]:
+def diagnose(
+    snapshot: NodeSnapshot, again: NodeSnapshot | None = None, history: Sequence[NodeEvent] = ()
+) -> tuple[Finding, ...]:
     """Every check on one snapshot: errors first, then warnings, then notes; within each, node-wide checks first.
 
     ``again`` is a second reading of the sockets that ``recheck_sockets`` named,
     taken a moment later: a disagreement between a plugin and the kubelet is an
     error only when it lasts into it. Without one (a snapshot file) a
-    disagreement is a warning that says so.
+    disagreement is a warning that says so. ``history`` is the node journal's events (``devctl record``):
+    what they say of the devices (``doctor_history``).
     """
     checkup = Checkup(snapshot, again)
     for check in _CHECKS:
         check(checkup)
     _unexplained_errors(checkup)
+    if history:
+        checkup.findings.extend(
+            history_findings(snapshot, history, datetime.fromisoformat(snapshot.taken_at.replace("Z", "+00:00")))
+        )
     rank = {severity: i for i, severity in enumerate(SEVERITIES)}
     return tuple(sorted(checkup.findings, key=lambda f: rank[f.severity]))
 

@@ -8,13 +8,17 @@ standard library are imported at module level.
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from devctl.cli.common import ExitCode, Output, options, run
 from devctl.cli.output import NoHeadersOpt, OutputOpt, node_snapshot, refused_line, table_style, write_structured
 from devctl.model.findings import Severity
+
+if TYPE_CHECKING:
+    from devctl.model import NodePaths
+    from devctl.model.history import NodeEvent
 
 
 def doctor(
@@ -51,7 +55,8 @@ def doctor(
         from devctl.core.collect import reread
 
         again = run(reread(snapshot, opts.timeout, sockets, after=min(RECHECK_AFTER, opts.timeout)))
-    findings = diagnose(snapshot, again)
+    history = () if opts.from_file else _journal_events(opts.paths())  # the node journal's last day (devctl record)
+    findings = diagnose(snapshot, again, history)
     denied = refused_line(snapshot, ALL_SOURCES)
     if output in (Output.json, Output.yaml):
         write_structured(output, {"findings": findings}, errors_of(snapshot))
@@ -80,3 +85,13 @@ def doctor(
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the app."""
     app.command("doctor")(doctor)
+
+
+def _journal_events(paths: NodePaths) -> tuple[NodeEvent, ...]:
+    """The journal's events of the last day for doctor's history findings; none without a journal."""
+    from datetime import datetime, timedelta, timezone
+
+    from devctl.core.history import read_events
+
+    answer = read_events(paths, since=datetime.now(timezone.utc) - timedelta(days=1))
+    return answer.events if answer.journal_found else ()
