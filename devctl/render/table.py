@@ -94,16 +94,8 @@ def _fit(columns: list[list[str]], cut: Sequence[int], width: int, headers: bool
     over = sum(widths) + len(_GAP) * (len(widths) - 1) - width
     if over <= 0:
         return set()
-    target = {i: widths[i] for i in cut}
     floor = {i: max(MIN_CUT, len(columns[i][0]) if headers else 0) for i in cut}
-    while over > 0:
-        shrinkable = [i for i in cut if target[i] > floor[i]]
-        if not shrinkable:
-            break
-        # Of equals the last: a pod's name outlasts its namespace.
-        widest = max(reversed(shrinkable), key=target.__getitem__)
-        target[widest] -= 1
-        over -= 1
+    target = _shrunk({i: widths[i] for i in cut}, floor, over)
     done = set()
     for i in cut:
         if target[i] < widths[i]:
@@ -111,6 +103,31 @@ def _fit(columns: list[list[str]], cut: Sequence[int], width: int, headers: bool
             columns[i] = [c if len(c) <= w else cut_middle(c, w) for c in columns[i]]
             done.add(i)
     return done
+
+
+def _shrunk(target: dict[int, int], floor: dict[int, int], over: int) -> dict[int, int]:
+    """The widths after ``over`` characters are taken one at a time from the widest column above its floor (of
+    equals the last: a pod's name outlasts its namespace), computed a level at a time: a 2 MB ID is one step,
+    not two million."""
+    target = dict(target)
+    while over > 0:
+        shrinkable = [i for i in target if target[i] > floor[i]]
+        if not shrinkable:
+            break
+        top = max(target[i] for i in shrinkable)
+        level = [i for i in shrinkable if target[i] == top]
+        # Down to the next column's width, or to the highest floor among these, whichever comes first.
+        below = max([target[i] for i in shrinkable if target[i] < top] + [floor[i] for i in level])
+        if over >= len(level) * (top - below):
+            for i in level:
+                target[i] = below
+            over -= len(level) * (top - below)
+            continue
+        rounds, extra = divmod(over, len(level))
+        for n, i in enumerate(sorted(level, reverse=True)):  # each round takes from the last column first
+            target[i] = top - rounds - (1 if n < extra else 0)
+        over = 0
+    return target
 
 
 def _cell(value: object) -> str:
