@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import subprocess
+import threading
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -200,18 +202,30 @@ def test_watch_follows_the_journal_as_it_is_written(tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
         text=True,
     )
-    try:
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def read() -> None:
         assert proc.stdout is not None
-        first = ""
+        for line in proc.stdout:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
+
+    def until(found: str) -> str:
+        text = ""
         deadline = time.monotonic() + 30
-        while '"journal"' not in first and time.monotonic() < deadline:
-            first += proc.stdout.readline()
-        assert "GPU-0" in first
+        while found not in text:
+            line = lines.get(timeout=max(0.01, deadline - time.monotonic()))
+            assert line is not None, f"devctl ended; stdout so far: {text!r}"
+            text += line
+        return text
+
+    try:
+        assert "GPU-0" in until('"errors"')  # the answer so far, then it follows
         with JournalWriter.open(str(path)) as writer:
             writer.append(_health("GPU-7", 0))
-        line = proc.stdout.readline()  # bounded by the kill below
-        while line.strip() in ("]", "}", '"errors": []', '  "errors": []', "") and time.monotonic() < deadline:
-            line = proc.stdout.readline()
+        line = until('"GPU-7"').splitlines()[-1]
         assert json.loads(line)["device"] == "GPU-7"
     finally:
         proc.send_signal(2)

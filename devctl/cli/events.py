@@ -149,7 +149,7 @@ def events(
     answer = read_events(paths, journal=journal, kmsg=kmsg, since=start, until=end, subjects=subjects or ())
     _show(answer, output)
     if follow:
-        run(_follow(paths, journal, kmsg, subjects or [], output))
+        run(_follow(paths, journal, kmsg, subjects or [], output, answer.last_seq))
     if not answer.journal_found and not answer.kernel_read:
         raise typer.Exit(int(ExitCode.NO_SOURCE))
     if subjects and not answer.events:
@@ -175,7 +175,7 @@ def _show(answer: EventsAnswer, output: EventsOutput) -> None:
 
 
 async def _follow(
-    paths: NodePaths, journal: str | None, kmsg: str | None, subjects: list[str], output: EventsOutput
+    paths: NodePaths, journal: str | None, kmsg: str | None, subjects: list[str], output: EventsOutput, after: int
 ) -> None:
     import asyncio
     import contextlib
@@ -194,7 +194,9 @@ async def _follow(
     style = table_style(Output.wide if output == EventsOutput.wide else Output.table, True)
 
     async def consume() -> None:
-        async with contextlib.aclosing(follow_events(paths, journal=journal, kmsg=kmsg, subjects=subjects)) as items:
+        async with contextlib.aclosing(
+            follow_events(paths, journal=journal, kmsg=kmsg, subjects=subjects, after=after)
+        ) as items:
             async for item in items:
                 if isinstance(item, str):
                     say(item)

@@ -108,6 +108,7 @@ class EventsAnswer:
     notices: tuple[str, ...] = ()
     journal_found: bool = True
     kernel_read: bool = True
+    last_seq: int = 0  # the journal's newest record when read: ``follow_events(after=...)`` goes on from it
 
     def body(self) -> dict[str, object]:
         """The JSON document's keys before ``errors``: cli.md's ``events`` and ``journal``."""
@@ -172,6 +173,7 @@ def read_events(
         notices=tuple(notices),
         journal_found=found,
         kernel_read=kernel_error is None,
+        last_seq=read.written or 0,
     )
 
 
@@ -186,8 +188,9 @@ async def follow_events(
     kmsg: str | None = None,
     subjects: Sequence[str] = (),
     poll: float = 0.5,
+    after: int | None = None,
 ) -> AsyncGenerator[NodeEvent | str, None]:
-    """New events as they come (``events -w``), after what ``read_events`` showed: journal records and kernel lines.
+    """New events as they come (``events -w``), journal records after sequence ``after`` and new kernel lines.
 
     A ``str`` is a notice for stderr (records lost, the kernel log unreadable). The journal is polled
     in a thread (``follow_journal`` sleeps between looks); the kernel log is followed from its end.
@@ -213,14 +216,16 @@ async def follow_events(
             out.put_nowait(item)
 
     jpath = journal or default_journal(paths)
-    after = max(read_journal(jpath).written or 0, 0)
+    # ``after``: the sequence read_events saw last (EventsAnswer.last_seq), so that nothing falls between the two.
+    seq = max(read_journal(jpath).written or 0, 0) if after is None else after
 
     def journal_thread() -> None:
-        nonlocal after
+        nonlocal seq
         while not stopping:  # a second at a time, so that the thread ends soon after the caller stops
-            for seq, event in follow_journal(jpath, after, poll=poll, stop=1.0):
-                after = seq
-                loop.call_soon_threadsafe(offer, event)
+            for got, event in follow_journal(jpath, seq, poll=poll, stop=1.0):
+                seq = got
+                with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                    loop.call_soon_threadsafe(offer, event)
 
     async def kernel() -> None:
         try:
