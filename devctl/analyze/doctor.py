@@ -20,15 +20,20 @@ from devctl.analyze import doctor_checkpoint, doctor_kubelet, doctor_plugins, do
 from devctl.analyze.checkup import ERROR, RECHECK_AFTER, WARNING, Checkup, denied
 from devctl.analyze.doctor_dra import check_dra
 from devctl.analyze.doctor_history import history_findings
+from devctl.analyze.doctor_pcie import gpu_nic_findings
 from devctl.analyze.doctor_plugins import recheck_sockets
 from devctl.analyze.holders import holder_findings
 from devctl.analyze.kubeletstate import kubelet_state_findings
 from devctl.model import PROCS, SEVERITIES, ErrorKind, Finding, NodeSnapshot, Severity, Source
 from devctl.model.history import NodeEvent
+from devctl.model.pcie import PcieMatrix
 
 
 def diagnose(
-    snapshot: NodeSnapshot, again: NodeSnapshot | None = None, history: Sequence[NodeEvent] = ()
+    snapshot: NodeSnapshot,
+    again: NodeSnapshot | None = None,
+    history: Sequence[NodeEvent] = (),
+    pcie: tuple[PcieMatrix, frozenset[str]] | None = None,
 ) -> tuple[Finding, ...]:
     """Every check on one snapshot: errors first, then warnings, then notes; within each, node-wide checks first.
 
@@ -36,7 +41,8 @@ def diagnose(
     taken a moment later: a disagreement between a plugin and the kubelet is an
     error only when it lasts into it. Without one (a snapshot file) a
     disagreement is a warning that says so. ``history`` is the node journal's events (``devctl record``):
-    what they say of the devices (``doctor_history``).
+    what they say of the devices (``doctor_history``). ``pcie`` is the PCIe matrix and the RDMA NICs
+    (``core.pci.read_pci``): a container's GPU and RDMA NIC far apart (``doctor_pcie``).
     """
     checkup = Checkup(snapshot, again)
     for check in _CHECKS:
@@ -46,6 +52,8 @@ def diagnose(
         checkup.findings.extend(
             history_findings(snapshot, history, datetime.fromisoformat(snapshot.taken_at.replace("Z", "+00:00")))
         )
+    if pcie is not None:
+        checkup.findings.extend(gpu_nic_findings(snapshot, *pcie))
     rank = {severity: i for i, severity in enumerate(SEVERITIES)}
     return tuple(sorted(checkup.findings, key=lambda f: rank[f.severity]))
 
