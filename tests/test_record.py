@@ -220,3 +220,49 @@ def test_the_exporter_records_while_it_serves(sim_node: SimHandle, tmp_path: Pat
             proc.kill()
             raise
     assert proc.returncode == 0
+
+
+def _holder_of_id(sim: SimHandle, resource: str, device: str) -> dict[str, str]:
+    for pod in sim.pods():
+        for c in pod.containers:
+            for d in c.devices:
+                if d.resource == resource and device in d.ids:
+                    return {"namespace": pod.namespace, "pod": pod.name, "container": c.name}
+    raise AssertionError(f"nobody holds {device}")
+
+
+def test_kernel_lines_then_a_flip_then_a_restart_show_once_each_in_order(sim_node: SimHandle, tmp_path: Path) -> None:
+    """Issue 32's "done when", with the simulated node's kernel log (``devctl sim kmsg``).
+
+    The NIC's line joins to the SR-IOV VF whose device-plugin ID is its PCI address, and to its holder.
+    """
+    root, journal = sim_node.root, tmp_path / "journal"
+    vf = "0000:3b:02.0"
+    holder = _holder_of_id(sim_node, "intel.com/sriov_netdevice", vf)
+    first = _recorder(root, journal)
+    _until(journal, lambda es: any(e.kind == "snapshot" and e.resource == GPU for e in es), "the GPU plugin's snapshot")
+    for text in (
+        f"mlx5_core {vf}: mlx5_health_try_recover: health recovery flow aborted",
+        "NVRM: Xid (PCI:0000:17:00): 79, pid=1, GPU has fallen off the bus.",
+    ):
+        assert run_devctl("sim", "kmsg", text, root=root).exit_code == 0
+    _until(journal, lambda es: any(e.kind == "xid" for e in es), "the Xid")
+    sim_node.set_health(GPU, "GPU-2", "Unhealthy")
+    _until(journal, lambda es: any(e.kind == "health" and e.device == "GPU-2" for e in es), "the health flip")
+    assert _stop(first)[0] == 0
+    again = _recorder(root, journal)
+    _until(journal, lambda es: sum(e.kind == "snapshot" and e.resource == GPU for e in es) >= 2, "the second snapshot")
+    assert _stop(again)[0] == 0
+
+    result = run_devctl("events", "--since", "10m", "--journal", str(journal), "-o", "json", root=root)
+    assert result.exit_code == 0, result.stderr
+    events = json.loads(result.stdout)["events"]
+    mine = [
+        e
+        for e in events
+        if e["pci"] == vf or (e["kind"] == "xid" and e["pci"] == "0000:17:00.0") or e["kind"] == "health"
+    ]
+    assert [(e["source"], e["kind"]) for e in mine] == [("kernel", "pci"), ("kernel", "xid"), ("plugin", "health")]
+    assert mine[0]["holders"] == [holder] and mine[0]["device"] == vf
+    assert mine[1]["what"] == "Xid 79: GPU has fallen off the bus"
+    assert mine[2]["device"] == "GPU-2" and mine[2]["holders"]

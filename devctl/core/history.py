@@ -35,6 +35,7 @@ from devctl.node.journal import (
     follow_journal,
     read_journal,
 )
+from devctl.node.journal_format import to_ms
 from devctl.node.kmsg import KmsgReader, KmsgUnreadable, kmsg_path, read_boot_time, read_kmsg
 
 JOURNAL_UNDER_ROOT = "var/lib/devctl/journal"
@@ -116,7 +117,8 @@ class EventsAnswer:
 
 
 def _kernel_key(event: NodeEvent) -> tuple[object, ...]:
-    return (int(event.time.timestamp() * 1000), event.pci, event.kind, event.what)
+    """A kernel line's identity across the journal and the live log: its time in whole ms as the journal keeps it."""
+    return (to_ms(event.time), event.pci, event.kind, event.what)
 
 
 def _kernel_events(

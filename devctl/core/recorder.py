@@ -34,6 +34,7 @@ from devctl.model.kernel import RecordsLost
 from devctl.model.sources import CDI
 from devctl.model.udev import KernelEvent
 from devctl.node.journal import JournalError, JournalWriter, read_journal
+from devctl.node.journal_format import to_ms
 from devctl.node.kmsg import KmsgReader, KmsgUnreadable, read_boot_time
 
 WINDOW = 1.0  # seconds: the same event again within this is counted, not written again
@@ -217,7 +218,7 @@ class Recorder:
                     self.on_notice(item.notice)
                     continue
                 event = from_kernel(item, self.snapshot)
-                if event is not None and (last is None or event.time > last):
+                if event is not None and (last is None or to_ms(event.time) > last):
                     self.add(event)
 
     async def _follow(self, paths: NodePaths, timeout: float, udev: bool) -> None:
@@ -268,8 +269,8 @@ async def _node(paths: NodePaths, timeout: float) -> NodeSnapshot:
     return await collect(paths, timeout, want={POD_LIST, CDI})
 
 
-def _last_kernel_time(path: str) -> datetime | None:
-    """The newest kernel event's time in the journal: a restarted recorder records only kernel lines after it."""
+def _last_kernel_time(path: str) -> int | None:
+    """The newest kernel event's time in the journal (ms, as kept): a restarted recorder records only later lines."""
     read = read_journal(path)
-    times = [e.time for e in read.events if e.source == EventSource.KERNEL]
+    times = [to_ms(e.time) for e in read.events if e.source == EventSource.KERNEL]
     return max(times) if times else None
