@@ -1,0 +1,369 @@
+"""``devctl why POD``: one verdict for a pod that does not run as it should, with the evidence it rests on.
+
+Pure: decides over a ``NodeSnapshot`` and the pod's own inputs (``WhyInputs``: its CRI states, the
+kubelet's log lines about it, the Pods API probe, an optional ``fit`` replay), in a fixed order, the
+first that holds wins: not-on-node, cdi-unresolvable, dra-driver-missing, claim-not-prepared,
+plugin-missing, device-unhealthy, container-error, admission-rejected, running, unknown. Each hint is a
+command a person can run as printed, with the pod's real namespace and name (shell-quoted).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from devctl.analyze.cdi import UNRESOLVABLE, resolver
+from devctl.analyze.claim_state import device_health as dra_health
+from devctl.analyze.claim_state import live_drivers
+from devctl.analyze.pods import device_health
+from devctl.model import HEALTHY, NodeSnapshot, PodResources, SourceError
+from devctl.node.cri_states import PodRuntimeState
+from devctl.node.kubeletlog import LogLine
+
+CODES = (
+    "not-on-node",
+    "cdi-unresolvable",
+    "dra-driver-missing",
+    "claim-not-prepared",
+    "plugin-missing",
+    "device-unhealthy",
+    "container-error",
+    "admission-rejected",
+    "running",
+    "unknown",
+)
+_CDI_WORDS = re.compile(r"unresolvable CDI devices?|CDI device injection failed|failed to inject CDI", re.IGNORECASE)
+_CDI_NAME = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+=[\w.:-]+")
+_ADMISSION = re.compile(
+    r"UnexpectedAdmissionError|TopologyAffinityError|SMTAlignmentError|OutOf[A-Za-z0-9.]+|Predicate\w* failed"
+)
+_WAITING = re.compile(
+    r"CreateContainerError|CreateContainerConfigError|RunContainerError|CrashLoopBackOff|ImagePullBackOff|ErrImagePull"
+)
+
+
+class FitAnswer(Protocol):
+    """What ``why`` needs of a ``fit`` replay (devctl.analyze.admission's answer): admitted or not, and why."""
+
+    @property
+    def admit(self) -> bool: ...
+
+    @property
+    def reason(self) -> str | None: ...
+
+    @property
+    def message(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class PodRef:
+    namespace: str
+    name: str
+    uid: str | None = None
+
+
+@dataclass(frozen=True)
+class Evidence:
+    source: str  # cri, kubelet-log, journal, pod-resources, checkpoint, dra-checkpoint, dra, cdi, plugins, fit
+    time: str | None
+    what: str
+
+
+@dataclass(frozen=True)
+class WhyAnswer:
+    pod: PodRef
+    code: str
+    verdict: str
+    evidence: tuple[Evidence, ...] = ()
+    hint: str = ""
+    errors: tuple[SourceError, ...] = ()
+
+
+@dataclass(frozen=True)
+class WhyInputs:
+    """The pod's own sources beside the snapshot; None: not read (its failure is in ``errors``)."""
+
+    runtime: PodRuntimeState | None = None
+    kubelet_lines: tuple[LogLine, ...] = ()
+    log_source: str = "kubelet-log"  # "journal" when the lines came from journalctl
+    logged: bool = False  # a <pod-logs>/<ns>_<name>_<uid> directory exists
+    fit: FitAnswer | None = None
+    node_name: str | None = None
+    errors: tuple[SourceError, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Ctx:
+    pod: PodRef
+    snap: NodeSnapshot
+    extra: WhyInputs
+    held: PodResources | None
+
+    def cmd(self, *words: str) -> str:
+        return " ".join(shlex.quote(w) for w in words)
+
+    def kubectl(self, verb: str, *more: str) -> str:
+        return self.cmd("kubectl", "-n", self.pod.namespace, verb, "pod", self.pod.name, *more)
+
+    def journal(self) -> str:
+        key = self.pod.uid or f"{self.pod.namespace}/{self.pod.name}"
+        return f"journalctl -u kubelet | grep {shlex.quote(key)}"
+
+
+_Found = tuple[str, tuple[Evidence, ...], str] | None  # verdict, evidence, hint
+
+
+def _uid(pod: PodRef, snap: NodeSnapshot, extra: WhyInputs) -> str | None:
+    if pod.uid:
+        return pod.uid
+    if extra.runtime is not None and extra.runtime.sandboxes:
+        return extra.runtime.sandboxes[0].uid or None
+    for ident in snap.pod_identities:
+        if (ident.namespace, ident.name) == (pod.namespace, pod.name):
+            return ident.uid
+    return None
+
+
+def _held(pod: PodRef, snap: NodeSnapshot) -> PodResources | None:
+    return next((p for p in snap.pods or () if (p.namespace, p.name) == (pod.namespace, pod.name)), None)
+
+
+def _not_on_node(c: _Ctx) -> _Found:
+    uid = c.pod.uid
+    in_checkpoint = (
+        uid is not None and c.snap.checkpoint is not None and any(e.pod_uid == uid for e in c.snap.checkpoint.entries)
+    )
+    seen = (
+        c.held is not None
+        or (c.extra.runtime is not None and bool(c.extra.runtime.sandboxes))
+        or in_checkpoint
+        or c.extra.logged
+        or bool(c.extra.kubelet_lines)
+        or uid is not None
+    )
+    if seen or (c.extra.runtime is None and c.snap.pods is None):
+        return None  # seen, or nothing that could say it was read
+    where = "kubectl get pods -A -o wide --field-selector " + shlex.quote(f"metadata.name={c.pod.name}")
+    ev = Evidence("node", c.snap.taken_at, "no sandbox in the CRI, no pod-resources entry, no checkpoint entry, no log")
+    return f"{c.pod.namespace}/{c.pod.name} is not on this node", (ev,), where
+
+
+def _cdi_names(c: _Ctx) -> list[tuple[str, str]]:
+    """(CDI name, who uses it) for every name the pod's claims and devices use."""
+    names: list[tuple[str, str]] = []
+    for container in c.held.containers if c.held else ():
+        for dr in container.dynamic_resources:
+            names += [(n, f"claim {dr.claim_name}") for d in dr.devices for n in d.cdi_devices]
+    uid = c.pod.uid
+    for e in c.snap.checkpoint.entries if c.snap.checkpoint and uid else ():
+        if e.pod_uid == uid and e.allocation is not None:
+            names += [(n, f"{e.resource} of {e.container}") for n in e.allocation.cdi_devices]
+    return names
+
+
+def _cdi(c: _Ctx) -> _Found:
+    ev: list[Evidence] = []
+    for s in c.extra.runtime.containers if c.extra.runtime else ():
+        if _CDI_WORDS.search(s.message) or _CDI_WORDS.search(s.reason):
+            ev.append(Evidence("cri", s.created_at, f"container {s.name}: {s.reason}: {s.message}"))
+    ev += [Evidence(c.extra.log_source, ln.time, ln.text) for ln in c.extra.kubelet_lines if _CDI_WORDS.search(ln.text)]
+    if c.snap.cdi is not None:
+        r = resolver(c.snap)
+        for name, user in _cdi_names(c):
+            if r.resolve(name).status == UNRESOLVABLE:
+                ev.append(Evidence("cdi", c.snap.taken_at, f"{name} ({user}): no CDI spec on the node defines it"))
+    if not ev:
+        return None
+    names = sorted({n for e in ev for n in _CDI_NAME.findall(e.what)})
+    shown = ", ".join(names[:3]) or "a CDI device"
+    return f"the runtime cannot resolve {shown}: the CDI spec is missing", tuple(ev), "devctl cdi"
+
+
+def _claims_of(c: _Ctx) -> list[tuple[str, str, tuple[str, ...], int]]:
+    """(claim namespace, name, drivers, devices) of the DRA checkpoint's claims for this pod."""
+    if c.snap.dra_checkpoint is None or c.pod.uid is None:
+        return []
+    return [
+        (cl.namespace, cl.name, cl.drivers, len(cl.devices))
+        for cl in c.snap.dra_checkpoint.claims
+        if c.pod.uid in cl.pod_uids
+    ]
+
+
+def _drivers_used(c: _Ctx) -> dict[str, str]:
+    """driver -> a claim of the pod that uses it."""
+    used = {d: f"{ns}/{name}" for ns, name, drivers, _ in _claims_of(c) for d in drivers}
+    for container in c.held.containers if c.held else ():
+        for dr in container.dynamic_resources:
+            used.update({d.driver: f"{dr.claim_namespace}/{dr.claim_name}" for d in dr.devices})
+    return used
+
+
+def _dra_driver(c: _Ctx) -> _Found:
+    if c.snap.plugins_incomplete or any(e.source in ("plugins", "plugins-dir") for e in c.snap.errors):
+        return None  # not known which drivers are registered
+    live = live_drivers(c.snap)
+    missing = {d: claim for d, claim in _drivers_used(c).items() if not live.get(d, False)}
+    if not missing:
+        return None
+    ev = tuple(
+        Evidence("dra", c.snap.taken_at, f"claim {claim}: driver {d} is not registered on this node")
+        for d, claim in sorted(missing.items())
+    )
+    driver = sorted(missing)[0]
+    node = c.extra.node_name
+    hint = (
+        c.cmd("kubectl", "get", "pods", "-A", "-o", "wide", "--field-selector", f"spec.nodeName={node}")
+        + f" | grep {shlex.quote(driver.split('.')[0])}"
+        if node
+        else "devctl plugins"
+    )
+    return f"DRA driver {driver} is not registered: its claims cannot be prepared", ev, hint
+
+
+def _claim_prepared(c: _Ctx) -> _Found:
+    ev = [
+        Evidence(
+            "dra-checkpoint", c.snap.taken_at, f"claim {ns}/{name}: in the kubelet's checkpoint, no device prepared"
+        )
+        for ns, name, _, devices in _claims_of(c)
+        if devices == 0
+    ]
+    if c.snap.dra_checkpoint is not None and c.held is not None:
+        known = {(cl.namespace, cl.name) for cl in c.snap.dra_checkpoint.claims}
+        for container in c.held.containers:
+            for dr in container.dynamic_resources:
+                if (dr.claim_namespace, dr.claim_name) not in known:
+                    what = f"claim {dr.claim_namespace}/{dr.claim_name} of {container.name}: not in dra_manager_state"
+                    ev.append(Evidence("dra-checkpoint", c.snap.taken_at, what))
+    if not ev:
+        return None
+    return "a DRA claim of the pod is not prepared on this node", tuple(ev), c.journal()
+
+
+def _resources_held(c: _Ctx) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for container in c.held.containers if c.held else ():
+        for d in container.devices:
+            out.setdefault(d.resource, set()).update(d.ids)
+    for e in c.snap.checkpoint.entries if c.snap.checkpoint and c.pod.uid else ():
+        if e.pod_uid == c.pod.uid:
+            out.setdefault(e.resource, set()).update(i for ids in e.device_ids.values() for i in ids)
+    return out
+
+
+def _plugin_missing(c: _Ctx) -> _Found:
+    if c.snap.plugins_incomplete or any(e.source == "plugins-dir" for e in c.snap.errors):
+        return None
+    served = {p.resource for p in c.snap.plugins if p.resource}
+    missing = sorted(r for r in _resources_held(c) if r not in served)
+    if not missing:
+        return None
+    ev = tuple(Evidence("plugins", c.snap.taken_at, f"{r}: held by the pod, no plugin serves it") for r in missing)
+    return f"no device plugin serves {missing[0]}", ev, "devctl plugins"
+
+
+def _unhealthy(c: _Ctx) -> _Found:
+    health = device_health(c.snap)
+    ev = [
+        Evidence("plugins", c.snap.taken_at, f"{r} {i}: {health[r][i]}")
+        for r, ids in sorted(_resources_held(c).items())
+        for i in sorted(ids)
+        if health.get(r, {}).get(i, HEALTHY) not in (HEALTHY, "Unknown")
+    ]
+    dra = dra_health(c.snap)
+    for container in c.held.containers if c.held else ():
+        for dr in container.dynamic_resources:
+            for d in dr.devices:
+                h = dra.get((d.driver, d.pool, d.device))
+                if h is not None and h.health == "Unhealthy":
+                    what = f"claim {dr.claim_name}: {d.driver} {d.pool}/{d.device}: Unhealthy {h.message}".rstrip()
+                    ev.append(Evidence("dra", c.snap.taken_at, what))
+    if not ev:
+        return None
+    return f"a device the pod holds is unhealthy ({ev[0].what.split(':')[0]})", tuple(ev), c.kubectl("delete")
+
+
+def _container_error(c: _Ctx) -> _Found:
+    ev: list[Evidence] = []
+    first: tuple[str, str] | None = None
+    for s in c.extra.runtime.containers if c.extra.runtime else ():
+        if s.reason and s.state != "running" and not (s.state == "exited" and s.exit_code == 0):
+            ev.append(Evidence("cri", s.created_at, f"container {s.name}: {s.reason}: {s.message}".rstrip(": ")))
+            first = first or (s.name, s.reason)
+    lines = [ln for ln in c.extra.kubelet_lines if _WAITING.search(ln.text)]
+    ev += [Evidence(c.extra.log_source, ln.time, ln.text) for ln in lines]
+    if not ev:
+        return None
+    if first is None:
+        m = _WAITING.search(lines[0].text)
+        first = ("?", m.group(0) if m else "error")
+    name, reason = first
+    hint = c.kubectl("describe")
+    if reason == "CrashLoopBackOff" and name != "?":
+        hint = c.cmd("kubectl", "-n", c.pod.namespace, "logs", c.pod.name, "-c", name, "--previous")
+    return f"container {name}: {reason}", tuple(ev), hint
+
+
+def _admission(c: _Ctx) -> _Found:
+    lines = [ln for ln in c.extra.kubelet_lines if _ADMISSION.search(ln.text)]
+    ev = [Evidence(c.extra.log_source, ln.time, ln.text) for ln in lines]
+    reason = None
+    if lines:
+        m = _ADMISSION.search(lines[-1].text)
+        reason = m.group(0) if m else None
+    fit = c.extra.fit
+    if fit is not None and not fit.admit:
+        ev.append(Evidence("fit", c.snap.taken_at, f"replayed: {fit.reason}: {fit.message}"))
+        reason = reason or fit.reason
+    if not ev:
+        return None
+    hint = c.kubectl("get", "-o", "yaml") + " | devctl fit -f -"
+    if reason == "UnexpectedAdmissionError":
+        hint = c.kubectl("delete")  # a pod the kubelet rejected stays Failed: only a new pod is admitted again
+    return f"the kubelet rejected the pod at admission: {reason or 'rejected'}", tuple(ev), hint
+
+
+def _running(c: _Ctx) -> _Found:
+    rt = c.extra.runtime
+    if rt is None or not rt.sandboxes or rt.sandboxes[0].state != "ready":
+        return None
+    mine = [s for s in rt.containers if s.sandbox_id == rt.sandboxes[0].id]
+    if not mine or any(s.state != "running" for s in mine):
+        return None
+    ev = tuple(Evidence("cri", s.created_at, f"container {s.name}: running") for s in mine)
+    return f"{c.pod.namespace}/{c.pod.name} runs: nothing wrong found", ev, c.cmd("devctl", "get", _key(c.pod))
+
+
+def _key(pod: PodRef) -> str:
+    return f"{pod.namespace}/{pod.name}"
+
+
+_CHECKS: tuple[tuple[str, Callable[[_Ctx], _Found]], ...] = (
+    ("not-on-node", _not_on_node),
+    ("cdi-unresolvable", _cdi),
+    ("dra-driver-missing", _dra_driver),
+    ("claim-not-prepared", _claim_prepared),
+    ("plugin-missing", _plugin_missing),
+    ("device-unhealthy", _unhealthy),
+    ("container-error", _container_error),
+    ("admission-rejected", _admission),
+    ("running", _running),
+)
+
+
+def verdict(pod: PodRef, snapshot: NodeSnapshot, extra: WhyInputs) -> WhyAnswer:
+    """The first of the checks, in ``CODES``' order, that holds for the pod; ``unknown`` when none does."""
+    pod = PodRef(pod.namespace, pod.name, _uid(pod, snapshot, extra))
+    ctx = _Ctx(pod, snapshot, extra, _held(pod, snapshot))
+    errors = (*snapshot.errors, *extra.errors)
+    for code, check in _CHECKS:
+        found = check(ctx)
+        if found is not None:
+            line, evidence, hint = found
+            return WhyAnswer(pod, code, line, evidence, hint, errors)
+    why = "nothing the node shows explains it" if extra.runtime is not None else "the runtime could not be read"
+    return WhyAnswer(pod, "unknown", f"{_key(pod)}: {why}", (), "devctl doctor", errors)
