@@ -1,0 +1,163 @@
+"""The ``why`` use-case: every source about one pod, read concurrently, each under its own deadline; then the verdict.
+
+The node's snapshot (pod-resources, plugins and DRA drivers, both checkpoints, CDI, identities, the node
+name) through ``collect``; beside it the pod's CRI states, the Pods API probe and the kubelet's log lines.
+A source that hangs or fails is a ``SourceError`` in the answer's ``errors``; the others still answer
+within the deadline. Where the kubelet log comes from: ``--kubelet-log FILE``; else
+``<root>/var/log/kubelet.log`` when it exists (the simulated node writes one there); else, on the node
+itself (root ``/``), ``journalctl -u kubelet`` when present; else none, said in ``errors``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass
+
+from devctl.analyze.why import FitAnswer, PodRef, WhyAnswer, WhyInputs, verdict
+from devctl.base.waits import within
+from devctl.core.collect import collect
+from devctl.model import (
+    CDI,
+    CHECKPOINT,
+    DRA_CHECKPOINT,
+    IDENTITIES,
+    NODE_NAME,
+    PLUGINS,
+    POD_RESOURCES,
+    ErrorKind,
+    NodePaths,
+    NodeSnapshot,
+    SourceError,
+)
+from devctl.node import kubeletlog
+from devctl.node.connect import RpcFailure
+from devctl.node.cri_states import PodRuntimeState, pod_states
+from devctl.node.files import FileReadError
+from devctl.node.podlogs import parse_log_dir
+from devctl.node.podsapi import probe
+
+SOURCES = frozenset({POD_RESOURCES, PLUGINS, CHECKPOINT, DRA_CHECKPOINT, CDI, IDENTITIES, NODE_NAME})
+CRI = "cri"
+KUBELET_LOG = "kubelet-log"
+JOURNAL = "journal"
+PODS_API = "pods-api"
+SIM_KUBELET_LOG = "var/log/kubelet.log"  # under --root
+
+
+@dataclass(frozen=True)
+class WhyRequest:
+    namespace: str
+    name: str
+    kubelet_log: str | None = None  # --kubelet-log FILE
+    fit: FitAnswer | None = None  # a fit replay made by the caller (the hook for devctl fit's answer)
+
+
+def log_dir_uid(pod_logs: str, namespace: str, name: str) -> str | None:
+    """The pod's UID from its ``<pod-logs>/<ns>_<name>_<uid>`` directory (the newest), None when there is none."""
+    try:
+        names = os.listdir(pod_logs)
+    except OSError:
+        return None
+    found = []
+    for n in names:
+        parsed = parse_log_dir(n)
+        if parsed is not None and parsed[:2] == (namespace, name):
+            try:
+                found.append((os.path.getmtime(os.path.join(pod_logs, n)), parsed[2]))
+            except OSError:
+                continue
+    return max(found)[1] if found else None
+
+
+def kubelet_log_file(paths: NodePaths, given: str | None) -> str | None:
+    """The log file to read: ``given``, else ``<root>/var/log/kubelet.log`` when it exists, else None."""
+    if given:
+        return given
+    default = os.path.join(paths.root or "/", SIM_KUBELET_LOG)
+    return default if os.path.isfile(default) else None
+
+
+async def _runtime(
+    paths: NodePaths, timeout: float, req: WhyRequest, errors: list[SourceError]
+) -> PodRuntimeState | None:
+    if not paths.runtime_endpoint:
+        errors.append(SourceError(CRI, "no CRI endpoint found (--runtime-endpoint)", ErrorKind.MISSING))
+        return None
+    try:
+        return await within(pod_states(paths.runtime_endpoint, timeout, req.namespace, req.name), timeout)
+    except RpcFailure as e:
+        errors.append(SourceError(CRI, e.message, e.kind))
+    except asyncio.TimeoutError:
+        errors.append(SourceError(CRI, f"{paths.runtime_endpoint}: no answer within {timeout:g}s", ErrorKind.TIMEOUT))
+    except OSError as e:
+        errors.append(SourceError(CRI, f"{paths.runtime_endpoint}: {e.strerror or e}", ErrorKind.of_oserror(e)))
+    return None
+
+
+async def _log(
+    paths: NodePaths, timeout: float, req: WhyRequest, needles: tuple[str, ...], errors: list[SourceError]
+) -> tuple[tuple[kubeletlog.LogLine, ...], str]:
+    path = kubelet_log_file(paths, req.kubelet_log)
+    if path is not None:
+        try:
+            return await within(asyncio.to_thread(kubeletlog.file_lines, path, needles), timeout), KUBELET_LOG
+        except FileReadError as e:
+            errors.append(SourceError(KUBELET_LOG, str(e), e.kind))
+        except asyncio.TimeoutError:
+            errors.append(SourceError(KUBELET_LOG, f"{path}: not read within {timeout:g}s", ErrorKind.TIMEOUT))
+        return (), KUBELET_LOG
+    if (paths.root or "/") != "/" or kubeletlog.journalctl() is None:
+        errors.append(
+            SourceError(KUBELET_LOG, "no kubelet log (--kubelet-log FILE) and no journalctl", ErrorKind.MISSING)
+        )
+        return (), KUBELET_LOG
+    try:
+        return await kubeletlog.journal_lines(needles, timeout), JOURNAL
+    except asyncio.TimeoutError:
+        errors.append(SourceError(JOURNAL, f"journalctl -u kubelet: no end within {timeout:g}s", ErrorKind.TIMEOUT))
+    except OSError as e:
+        errors.append(SourceError(JOURNAL, f"journalctl -u kubelet: {e.strerror or e}", ErrorKind.of_oserror(e)))
+    return (), JOURNAL
+
+
+async def _pods_api(paths: NodePaths, timeout: float, errors: list[SourceError]) -> None:
+    found = await probe(paths.kubelet_dir, timeout)
+    if found.path is None:
+        errors.append(
+            SourceError(PODS_API, f"not served: no socket listens at {' or '.join(found.tried)}", ErrorKind.MISSING)
+        )
+    else:
+        errors.append(
+            SourceError(
+                PODS_API, f"{found.path}: served; devctl does not read the Pods API yet", ErrorKind.UNIMPLEMENTED
+            )
+        )
+
+
+async def why(paths: NodePaths, timeout: float, req: WhyRequest, snapshot: NodeSnapshot | None = None) -> WhyAnswer:
+    """The verdict for ``req``'s pod: the sources read concurrently (``snapshot`` when given: ``--from``)."""
+    errors: list[SourceError] = []
+    uid = log_dir_uid(paths.pod_logs, req.namespace, req.name)
+    needles = (f"{req.namespace}/{req.name}", *((uid,) if uid else ()))
+    snap_task = collect(paths, timeout, want=SOURCES) if snapshot is None else _given(snapshot)
+    snap, runtime, (lines, log_source), _ = await asyncio.gather(
+        snap_task,
+        _runtime(paths, timeout, req, errors),
+        _log(paths, timeout, req, needles, errors),
+        _pods_api(paths, timeout, errors),
+    )
+    extra = WhyInputs(
+        runtime=runtime,
+        kubelet_lines=lines,
+        log_source=log_source,
+        logged=uid is not None,
+        fit=req.fit,
+        node_name=snap.node_name,
+        errors=tuple(errors),
+    )
+    return verdict(PodRef(req.namespace, req.name, uid), snap, extra)
+
+
+async def _given(snapshot: NodeSnapshot) -> NodeSnapshot:
+    return snapshot
