@@ -29,9 +29,6 @@ from devctl.model import ErrorKind, Finding, NodeSnapshot, Severity, SourceError
 
 ERROR, WARNING, INFO = Severity.ERROR, Severity.WARNING, Severity.INFO
 
-# The registry type of a device plugin (pluginregistration's PluginInfo.type); other
-# registry sockets are CSI or DRA drivers, which these checks leave alone.
-DEVICE_PLUGIN_TYPE = "DevicePlugin"
 
 # How many device IDs (or holders) a message names before it says "and N more".
 MAX_IDS = 8

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 
 from devctl.analyze import MISSING, PluginRow, ResourceRow
 from devctl.analyze.checkup import (
-    DEVICE_PLUGIN_TYPE,
     ERROR,
     INFO,
     RECHECK_AFTER,
@@ -20,7 +19,7 @@ from devctl.analyze.checkup import (
     id_list,
     node_name,
 )
-from devctl.model import HEALTHY, ErrorKind, NodeSnapshot, PluginProbe, PluginStatus, Source
+from devctl.model import DEVICE_PLUGIN_TYPE, HEALTHY, ErrorKind, NodeSnapshot, PluginProbe, PluginStatus, Source
 
 # --- plugin sockets ----------------------------------------------------------------------------------
 

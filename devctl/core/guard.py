@@ -39,17 +39,16 @@ from dataclasses import dataclass
 
 from devctl.model import (
     CHECKPOINT,
+    DEVICE_PLUGIN_TYPE,
     PLUGINS,
     PLUGINS_DIR_SOURCE,
     POD_RESOURCES,
     ErrorKind,
     NodePaths,
     NodeSnapshot,
-    PluginProbe,
     PluginStatus,
 )
 from devctl.node.sockets import (
-    DEVICE_PLUGIN_TYPE,
     dial_path,
     real_path,
     serving_sockets,
@@ -166,7 +165,7 @@ def _unnamed_unknown(snapshot: NodeSnapshot, paths: NodePaths, skip: Collection[
     if not unread:
         return None  # no kubelet (nothing there, or nothing listening): nothing is registered
     for p in snapshot.plugins:
-        if p.resource is not None or p.status != PluginStatus.SERVING or not _device_plugin(p):
+        if p.resource is not None or p.status != PluginStatus.SERVING or not p.is_device_plugin:
             continue
         dial = dial_path(paths, p)
         if dial is None or dial in skip or _real(p.socket) in skip:
@@ -174,10 +173,6 @@ def _unnamed_unknown(snapshot: NodeSnapshot, paths: NodePaths, skip: Collection[
         why = f"the kubelet's devices could not be read to tell its resource: {shown(unread[0].message)}"
         return LiveServer(dial if dial == p.socket else f"{dial} (through {p.socket})", certain=False, why=why)
     return None
-
-
-def _device_plugin(p: PluginProbe) -> bool:
-    return p.registry is None or p.registry.type == DEVICE_PLUGIN_TYPE
 
 
 def _real(path: str) -> str | None:

@@ -61,8 +61,6 @@ from devctl.model import CDI, HEALTHY, Device, NodeSnapshot, PluginProbe, Plugin
 # The ``kind`` label: devices of device plugins, and DRA drivers' devices (the views' ``kind``).
 DEVICE_PLUGIN = "device-plugin"
 DRA = "dra"
-# A registry socket that is a device plugin (pluginregistration's PluginInfo.type).
-DEVICE_PLUGIN_TYPE = "DevicePlugin"
 
 # The sources each refresh reads and ``devctl_source_up`` reports, in the order they are listed:
 # the DRA ones give the claims (dra_manager_state) and their devices' NUMA nodes (CDI specs).
@@ -190,10 +188,6 @@ def health_value(health: str) -> float:
     return 0.0
 
 
-def _is_device_plugin(p: PluginProbe) -> bool:
-    return p.registry is None or p.registry.type == DEVICE_PLUGIN_TYPE
-
-
 def _dra_driver(p: PluginProbe) -> str | None:
     """The driver a registration socket names, when it is a DRA driver's."""
     return p.registry.name if p.registry is not None and p.registry.type == DRA_TYPE and p.registry.name else None
@@ -292,7 +286,7 @@ def _plugin_up_family(plugins: tuple[PluginProbe, ...]) -> GaugeMetricFamily:
         driver = _dra_driver(p)
         if driver is not None:
             plugin_up.add_metric([DRA, p.socket, driver], 1.0 if _dra_serving(p) else 0.0)
-        elif _is_device_plugin(p):
+        elif p.is_device_plugin:
             plugin_up.add_metric(
                 [DEVICE_PLUGIN, p.socket, p.resource or ""], 1.0 if p.status == PluginStatus.SERVING else 0.0
             )

@@ -55,6 +55,7 @@ from devctl.model.kubelet import (
     MemoryManagerState,
 )
 from devctl.model.plugins import (
+    DEVICE_PLUGIN_TYPE,
     HEALTHY,
     UNHEALTHY,
     Allocation,
@@ -110,6 +111,7 @@ __all__ = [
     "ALL_SOURCES",
     "CDI",
     "CHECKPOINT",
+    "DEVICE_PLUGIN_TYPE",
     "DRA_CHECKPOINT",
     "DRA_DRIVERS",
     "EXTRA_SOURCES",

@@ -11,6 +11,9 @@ from devctl.base.errors import ErrorKind
 
 HEALTHY = "Healthy"
 UNHEALTHY = "Unhealthy"
+# The registry type of a device plugin (pluginregistration's PluginInfo.type); other registry sockets are CSI or
+# DRA drivers.
+DEVICE_PLUGIN_TYPE = "DevicePlugin"
 
 
 class PluginStatus(str, Enum):
@@ -204,3 +207,8 @@ class PluginProbe:
     registry: RegistryInfo | None = None
     error_kind: ErrorKind | None = None
     dra: DraEndpoint | None = None  # a DRA driver's endpoint, probed (registry sockets of type DRAPlugin)
+
+    @property
+    def is_device_plugin(self) -> bool:
+        """A device plugin's socket, or its registration (not a DRA or CSI driver's)."""
+        return self.registry is None or self.registry.type == DEVICE_PLUGIN_TYPE

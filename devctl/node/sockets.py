@@ -33,6 +33,7 @@ from dataclasses import dataclass, replace
 
 from devctl.base.errors import DevctlError
 from devctl.model import (
+    DEVICE_PLUGIN_TYPE,
     AllocatableResources,
     Checkpoint,
     DeviceList,
@@ -44,8 +45,6 @@ from devctl.model import (
 )
 
 KUBELET_SOCKET = "kubelet.sock"
-# pluginregistration's PluginInfo.type of a device plugin.
-DEVICE_PLUGIN_TYPE = "DevicePlugin"
 # Symlinks followed in one path before it is given up as a loop (Linux's own limit).
 _MAX_LINKS = 40
 

@@ -14,7 +14,7 @@ import os
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
-from devctl.model import Device, NodePaths, NodeSnapshot, PluginProbe, PluginStatus, RegistryInfo
+from devctl.model import DEVICE_PLUGIN_TYPE, Device, NodePaths, NodeSnapshot, PluginProbe, PluginStatus, RegistryInfo
 from devctl.node import sockets as node_sockets
 from devctl.node.rpc import RpcFailure
 
@@ -188,7 +188,7 @@ class Registered:
             log.debug("registry socket %s: %s", s.path, e)
             asked.retry_at = time.monotonic() + REGISTRY_RETRY
             return
-        if info.type != node_sockets.DEVICE_PLUGIN_TYPE:
+        if info.type != DEVICE_PLUGIN_TYPE:
             return  # a DRA or CSI driver: not a device plugin's socket
         asked.info = info
         try:
