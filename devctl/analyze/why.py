@@ -170,7 +170,7 @@ def _cdi(c: _Ctx) -> _Found:
         if _CDI_WORDS.search(s.message) or _CDI_WORDS.search(s.reason):
             ev.append(Evidence("cri", s.created_at, f"container {s.name}: {s.reason}: {s.message}"))
     ev += [Evidence(c.extra.log_source, ln.time, ln.text) for ln in c.extra.kubelet_lines if _CDI_WORDS.search(ln.text)]
-    if c.snap.cdi is not None:
+    if c.snap.cdi is not None and not _all_running(c):  # a running container's names were resolved when made
         r = resolver(c.snap)
         for name, user in _cdi_names(c):
             if r.resolve(name).status == UNRESOLVABLE:
@@ -180,6 +180,15 @@ def _cdi(c: _Ctx) -> _Found:
     names = sorted({n for e in ev for n in _CDI_NAME.findall(e.what)})
     shown = ", ".join(names[:3]) or "a CDI device"
     return f"the runtime cannot resolve {shown}: the CDI spec is missing", tuple(ev), "devctl cdi"
+
+
+def _all_running(c: _Ctx) -> bool:
+    """Whether the runtime says the pod's newest sandbox is ready with every container of it running."""
+    rt = c.extra.runtime
+    if rt is None or not rt.sandboxes or rt.sandboxes[0].state != "ready":
+        return False
+    mine = [s for s in rt.containers if s.sandbox_id == rt.sandboxes[0].id]
+    return bool(mine) and all(s.state == "running" for s in mine)
 
 
 def _claims_of(c: _Ctx) -> list[tuple[str, str, tuple[str, ...], int]]:
@@ -328,12 +337,10 @@ def _admission(c: _Ctx) -> _Found:
 
 
 def _running(c: _Ctx) -> _Found:
+    if not _all_running(c) or c.extra.runtime is None:
+        return None
     rt = c.extra.runtime
-    if rt is None or not rt.sandboxes or rt.sandboxes[0].state != "ready":
-        return None
     mine = [s for s in rt.containers if s.sandbox_id == rt.sandboxes[0].id]
-    if not mine or any(s.state != "running" for s in mine):
-        return None
     ev = tuple(Evidence("cri", s.created_at, f"container {s.name}: running") for s in mine)
     return f"{c.pod.namespace}/{c.pod.name} runs: nothing wrong found", ev, c.cmd("devctl", "get", _key(c.pod))
 

@@ -25,7 +25,6 @@ MAX_WARNINGS = 4
 
 
 def _cut(text: str, width: int = WIDTH) -> str:
-    text = " ".join(text.split())
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
@@ -40,21 +39,21 @@ def _short_time(time: str | None) -> str:
 def _evidence_line(e: Evidence) -> str:
     from devctl.base.escape import escape
 
-    return _cut(f"  {_short_time(e.time):<14} {escape(e.source):<14} {escape(e.what)}")
+    return _cut(f"  {_short_time(e.time):<14} {escape(e.source):<14} {escape(' '.join(e.what.split()))}")
 
 
 def table(answer: WhyAnswer) -> str:
     """The answer for a person: verdict, evidence, hint, warnings; every string from outside escaped."""
     from devctl.base.escape import escape
 
-    lines = [_cut(f"{answer.code}: {escape(answer.verdict)}")]
+    lines = [_cut(f"{answer.code}: {escape(' '.join(answer.verdict.split()))}")]
     lines += [_evidence_line(e) for e in answer.evidence[:MAX_EVIDENCE]]
     if len(answer.evidence) > MAX_EVIDENCE:
         lines.append(f"  … {len(answer.evidence) - MAX_EVIDENCE} more (-o json)")
     if answer.hint:
         lines.append(f"hint: {escape(answer.hint)}")
     shown = answer.errors[:MAX_WARNINGS]
-    lines += [_cut(f"warning: {escape(e.source)}: {escape(e.message)}") for e in shown]
+    lines += [_cut(f"warning: {escape(e.source)}: {escape(' '.join(e.message.split()))}") for e in shown]
     if len(answer.errors) > MAX_WARNINGS:
         lines.append(f"warning: … {len(answer.errors) - MAX_WARNINGS} more (-o json)")
     return "\n".join(lines) + "\n"
