@@ -1,6 +1,12 @@
 """Benchmark of ``devctl topo --pci``'s own work: reading the PCIe tree from sysfs and the matrix of every pair.
 
     .venv/bin/python bench/bench_pcie.py [--runs 7] [--switches 8] [--per-switch 8] [--hosts 2]
+    .venv/bin/python bench/bench_pcie.py --cli [--runs 15]
+
+``--cli``: the wired commands, as a person runs them, on a simulated node (``devctl sim``) whose scenario has
+64 GPUs and NICs under 8 PCIe switches on two NUMA nodes (``pcie:``) and bench_read's pods and devices:
+``devctl topo -o json`` and ``devctl topo --pci -o json``, alternating, and the ratio of their medians
+(issue 33's bar: within 1.2x).
 
 Builds a fake sysfs under a temporary directory: ``--hosts`` host bridges (one NUMA node each) sharing
 ``--switches`` PCIe switches (a root port, the switch's upstream port and one downstream port per device),
@@ -67,13 +73,86 @@ def _median(runs: int, work: Callable[[], object]) -> float:
     return statistics.median(times)
 
 
+def pcie_scenario(switches: int, per_switch: int) -> list[dict[str, object]]:
+    """The scenario's ``pcie:``: two host bridges (NUMA 0 and 1), ``switches`` switches between them."""
+    hosts: list[dict[str, object]] = []
+    for numa, base in ((0, 0x00), (1, 0x80)):
+        mine = [s for s in range(switches) if s % 2 == numa]
+        lists = []
+        for k, _ in enumerate(mine):
+            first = base + 3 + k * (per_switch + 2)
+            lists.append(
+                {
+                    "devices": [
+                        {
+                            "address": f"0000:{first + d:02x}:00.0",
+                            "vendor": "0x10de",
+                            "device": "0x2330",
+                            "class": "0x030200" if d % 2 == 0 else "0x020000",
+                        }
+                        for d in range(per_switch)
+                    ]
+                }
+            )
+        hosts.append({"host_bridge": f"0000:{base:02x}", "numa_node": numa, "switches": lists})
+    return hosts
+
+
+def cli(runs: int, switches: int, per_switch: int) -> None:
+    """``topo`` against ``topo --pci`` on a simulated node; prints both medians and their ratio."""
+    import shutil
+    import signal
+    import subprocess
+
+    import yaml
+    from bench_read import DEVCTL, run_child, scenario, start_sim
+
+    root = Path(tempfile.mkdtemp(prefix="dcp", dir="/tmp"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DEVCTL_", "_DEVCTL_"))}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env |= {"NO_COLOR": "1", "DEVCTL_ROOT": str(root), "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    node = scenario(pods=50, containers=2, devices=200, resources=4) | {"pcie": pcie_scenario(switches, per_switch)}
+    scenario_file, log = root.with_suffix(".yaml"), root.with_suffix(".log")
+    scenario_file.write_text(yaml.safe_dump(node))
+    sim = start_sim(root, scenario_file, env, log)
+    walls: dict[str, list[float]] = {"topo": [], "topo --pci": []}
+    try:
+        argv = {name: [*DEVCTL, *name.split(), "-o", "json"] for name in walls}
+        for name in walls:  # warm up: page cache, bytecode
+            run_child(argv[name], env)
+        for _ in range(runs):
+            for name in walls:
+                time.sleep(0.05)  # the simulated kubelet's pod-resources token bucket refills
+                walls[name].append(run_child(argv[name], env)[0])
+    finally:
+        sim.send_signal(signal.SIGINT)
+        try:
+            sim.wait(30)
+        except subprocess.TimeoutExpired:
+            sim.kill()
+        shutil.rmtree(root, ignore_errors=True)
+        scenario_file.unlink(missing_ok=True)
+        log.unlink(missing_ok=True)
+    plain, pci = (statistics.median(walls[n]) * 1000 for n in walls)
+    print(
+        f"{switches * per_switch} devices under {switches} switches, 100 containers; median of {runs}, load "
+        f"{os.getloadavg()[0]:.1f}"
+    )
+    print(f"devctl topo -o json        {plain:8.1f} ms")
+    print(f"devctl topo --pci -o json  {pci:8.1f} ms   ratio {pci / plain:.2f}x (issue 33's bar: 1.2x)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cli", action="store_true", help="the wired commands on a simulated node")
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--switches", type=int, default=8)
     parser.add_argument("--per-switch", type=int, default=8)
     parser.add_argument("--hosts", type=int, default=2)
     args = parser.parse_args()
+    if args.cli:
+        cli(args.runs, args.switches, args.per_switch)
+        return
     with tempfile.TemporaryDirectory(prefix="bench-pcie-") as tmp:
         sysfs = Path(tmp) / "sys"
         devices = build(sysfs, args.switches, args.per_switch, args.hosts)
