@@ -3,7 +3,8 @@
 Kept out of the command itself so that its edit stays one call. The tree is read through the core
 (``core.pci.read_pci``, under the command's ``--timeout``), never node/. ``topo -o json`` without ``--pci``
 reads no tree and its JSON is what it was; ``topo``'s table reads it for the GPU↔NIC lines (only pairs sysfs
-can tell). A snapshot file (``--from``) holds no PCI tree: ``--pci`` says so as one error, the rest shown.
+can tell; the tree's problems are said with ``--pci`` only). A snapshot file (``--from``) holds no PCI tree:
+``--pci`` says so as one error, the rest shown.
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ def topo_pci(
     from devctl.core.pci import read_pci
 
     answer = run(read_pci(snapshot.paths.sysfs, opts.timeout))
-    snapshot = replace(snapshot, errors=(*snapshot.errors, *answer.errors))
+    if pci:  # without --pci the GPU-NIC lines are what sysfs can tell; its problems are --pci's to say
+        snapshot = replace(snapshot, errors=(*snapshot.errors, *answer.errors))
     pairs = gpu_nic_pairs(snapshot, answer.matrix)
 
     def table(style: TableStyle) -> str:
