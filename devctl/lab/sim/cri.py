@@ -1,5 +1,6 @@
 """The simulated node's container runtime: a CRI RuntimeService (runtime.v1) that names its pods and containers.
 
+A container with ``waiting:`` in the scenario stays created, its status carrying that reason and message.
 Serves ``ListPodSandbox``, ``ListContainers`` and ``ContainerStatus`` on
 ``<root>/run/containerd/containerd.sock`` as containerd does, with the IDs of
 ``devctl.lab.sim.workload``, so that ``crictl`` habits and ``devctl who`` agree.
@@ -50,7 +51,7 @@ def _containers(pods: tuple[PodSpec, ...], created: int) -> list[cri.Container]:
             pod_sandbox_id=sandbox_id(p.uid),
             metadata=cri.ContainerMetadata(name=c.name),
             image=cri.ImageSpec(image=f"registry.example/{c.name}:latest"),
-            state=cri.CONTAINER_RUNNING,
+            state=cri.CONTAINER_RUNNING if c.waiting is None else cri.CONTAINER_CREATED,  # waiting: lab/sim/stuck.py
             created_at=created,
             labels={
                 "io.kubernetes.container.name": c.name,
@@ -90,8 +91,10 @@ class _Runtime(cri_grpc.RuntimeServiceServicer):
     async def ContainerStatus(
         self, request: cri.ContainerStatusRequest, context: grpc.aio.ServicerContext[object, object]
     ) -> cri.ContainerStatusResponse:
+        waiting = {container_id(p.uid, c.name): c.waiting for p in self._pods() for c in p.containers if c.waiting}
         for c in _containers(self._pods(), self._created):
             if c.id == request.container_id:
+                reason, message = waiting.get(c.id, ("", ""))
                 status = cri.ContainerStatus(
                     id=c.id,
                     metadata=c.metadata,
@@ -100,6 +103,8 @@ class _Runtime(cri_grpc.RuntimeServiceServicer):
                     started_at=c.created_at,
                     image=c.image,
                     labels=c.labels,
+                    reason=reason,
+                    message=message,
                 )
                 return cri.ContainerStatusResponse(status=status)
         await context.abort(

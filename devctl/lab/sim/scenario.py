@@ -21,6 +21,7 @@ from devctl.lab.plugin.spec import PluginSpec, PluginSpecError, numa_node_error,
 from devctl.lab.sim.kmsg import KernelLine, KernelScenarioError, parse_kernel
 from devctl.lab.sim.pcietree import PcieError, parse_pcie
 from devctl.lab.sim.scenario_dra import DraScenario, DraScenarioError, parse_dra
+from devctl.lab.sim.stuck import parse_waiting
 from devctl.model import ClaimDevice, ContainerMemory, DynamicResource, Hugepages, NumaNode, PciDevice
 
 # Namespaces and pod names are DNS names (a label and a subdomain): the kubelet's
@@ -53,6 +54,7 @@ class ContainerSpec:
     cpus: tuple[int, ...] = ()  # exclusive CPUs (the CPU manager's static policy)
     memory: tuple[ContainerMemory, ...] = ()
     dynamic_resources: tuple[DynamicResource, ...] = ()
+    waiting: tuple[str, str] | None = None  # (reason, message): stuck before it runs (lab/sim/stuck.py)
 
 
 @dataclass(frozen=True)
@@ -404,7 +406,7 @@ def _pods(value: Any, scenario: Scenario) -> tuple[PodSpec, ...]:
 
 def _container(value: Any, where: str, scenario: Scenario, namespace: str) -> ContainerSpec:
     entry = _mapping(value, where)
-    _no_unknown(entry, ("name", "requests", "cpus", "memory", "dynamic_resources"), where)
+    _no_unknown(entry, ("name", "requests", "cpus", "memory", "dynamic_resources", "waiting"), where)
     name = str(entry.get("name", ""))
     if not _DNS_LABEL.match(name):
         raise ScenarioError(f"{where}.name: {name!r} is not a DNS label (lower case, digits, '-')")
@@ -433,15 +435,15 @@ def _container(value: Any, where: str, scenario: Scenario, namespace: str) -> Co
                 type=str(m.get("type", "memory")), size=_size(m["size"], f"{mwhere}.size"), numa_nodes=nodes
             )
         )
-    claims = []
-    for k, c in enumerate(_list(entry.get("dynamic_resources") or [], f"{where}.dynamic_resources")):
-        claims.append(_claim(c, f"{where}.dynamic_resources[{k}]", namespace))
+    dr = f"{where}.dynamic_resources"
+    claims = [_claim(c, f"{dr}[{k}]", namespace) for k, c in enumerate(_list(entry.get("dynamic_resources") or [], dr))]
     return ContainerSpec(
         name=name,
         requests=requests,
         cpus=_cpus(entry.get("cpus"), f"{where}.cpus"),
         memory=tuple(memory),
         dynamic_resources=tuple(claims),
+        waiting=parse_waiting(entry.get("waiting"), f"{where}.waiting", ScenarioError),
     )
 
 
@@ -452,8 +454,7 @@ def _claim(value: Any, where: str, namespace: str) -> DynamicResource:
         raise ScenarioError(f"{where}: needs a 'claim_name'")
     devices = []
     for i, d in enumerate(_list(entry.get("devices") or [], f"{where}.devices")):
-        dwhere = f"{where}.devices[{i}]"
-        d = _mapping(d, dwhere)
+        d = _mapping(d, dwhere := f"{where}.devices[{i}]")
         _no_unknown(d, ("driver", "pool", "device", "cdi_devices"), dwhere)
         for key in ("driver", "pool", "device"):
             if not d.get(key):

@@ -22,6 +22,7 @@ from devctl.lab.made import Made
 from devctl.lab.sim.cri import SOCKET, RuntimeServer
 from devctl.lab.sim.ids import container_id
 from devctl.lab.sim.scenario import PodSpec, ProcessSpec
+from devctl.lab.sim.stuck import write_kubelet_log
 from devctl.model import Checkpoint
 
 FIRST_PID = 1000
@@ -150,6 +151,7 @@ class Workload:
         cpus: tuple[int, ...] = (),
         *,
         made: Made | None = None,
+        kubelet_config: Mapping[str, Any] | None = None,
     ):
         self.proc = root / "proc"
         self.kubelet_dir = root / "var/lib/kubelet"
@@ -157,6 +159,7 @@ class Workload:
         self._planted = planted
         self._pods = pods
         self._made = made
+        self._config = kubelet_config
         self.runtime = RuntimeServer(str(root / SOCKET), pods)
 
     async def start(self) -> None:
@@ -173,13 +176,16 @@ class Workload:
         except (CheckpointError, OSError):
             checkpoint = None
         write_proc(self.proc, processes(self._pods(), self._planted, checkpoint, claimed), self._made)
-        write_kubelet_state(self.kubelet_dir, self._pods(), self._cpus)
+        write_kubelet_state(self.kubelet_dir, self._pods(), self._cpus, self._config)
+        write_kubelet_log(self.proc.parent, self._pods(), self._made)  # the lines about stuck containers
 
     async def stop(self) -> None:
         await self.runtime.stop()
 
 
-def write_kubelet_state(kubelet_dir: Path, pods: tuple[PodSpec, ...], all_cpus: tuple[int, ...]) -> None:
+def write_kubelet_state(
+    kubelet_dir: Path, pods: tuple[PodSpec, ...], all_cpus: tuple[int, ...], config: Mapping[str, Any] | None = None
+) -> None:
     """What the kubelet's static CPU and memory managers write for the running pods, and its config.yaml.
 
     Both states carry the checksums the kubelet computes, so they verify.
@@ -208,8 +214,4 @@ def write_kubelet_state(kubelet_dir: Path, pods: tuple[PodSpec, ...], all_cpus: 
     (kubelet_dir / "cpu_manager_state").write_text(json.dumps(cpu))
     state = {"policyName": "Static", "machineState": {}, "entries": memory}
     (kubelet_dir / "memory_manager_state").write_text(json.dumps({**state, "checksum": memory_checksums(state)[0]}))
-    (kubelet_dir / "config.yaml").write_text(
-        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
-        "cpuManagerPolicy: static\nmemoryManagerPolicy: Static\n"
-        "topologyManagerPolicy: best-effort\ntopologyManagerScope: container\n"
-    )
+    (kubelet_dir / "config.yaml").write_text(config_yaml(DEFAULT_CONFIG if config is None else config))
