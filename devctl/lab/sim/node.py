@@ -179,7 +179,12 @@ class SimNode:
         self._control: SimControlServer | None = None
         self._restart_lock = asyncio.Lock()
         self.workload = Workload(
-            self.root, scenario.processes, lambda: self.device_manager.running_pods(), scenario.cpus, made=self.made
+            self.root,
+            scenario.processes,
+            lambda: self.device_manager.running_pods(),
+            scenario.cpus,
+            made=self.made,
+            kubelet_config=scenario.kubelet.config,
         )
         self.kmsg = SimKmsg(self.root, self.workload.proc, scenario.kernel)  # <root>/dev/kmsg (lab/sim/kmsg.py)
 

@@ -19,6 +19,7 @@ from devctl.base.errors import DevctlError
 from devctl.base.units import format_cpulist, parse_cpulist, parse_quantity
 from devctl.lab.plugin.spec import PluginSpec, PluginSpecError, numa_node_error, spec_from_mapping
 from devctl.lab.sim.kmsg import KernelLine, KernelScenarioError, parse_kernel
+from devctl.lab.sim.kubelet_config import CONFIG_FIELDS, DEFAULT_CONFIG, parse_kubelet_config
 from devctl.lab.sim.pcietree import PcieError, parse_pcie
 from devctl.lab.sim.scenario_dra import DraScenario, DraScenarioError, parse_dra
 from devctl.lab.sim.stuck import parse_waiting
@@ -45,6 +46,7 @@ class KubeletOptions:
     get_enabled: bool = True  # KubeletPodResourcesGet
     api: str = "v1"  # "v1alpha1": an old kubelet that serves only v1alpha1 List
     dynamic_resources: bool = True  # KubeletPodResourcesDynamicResources
+    config: Mapping[str, Any] = field(default_factory=lambda: dict(DEFAULT_CONFIG))  # lab/sim/kubelet_config.py
 
 
 @dataclass(frozen=True)
@@ -159,7 +161,7 @@ def parse_scenario(data: Mapping[str, Any]) -> Scenario:
         reserved_cpus=reserved,
         resources=specs,
         pci_devices=_pci_devices(data.get("pci_devices") or (), data.get("pcie")),
-        kubelet=_kubelet(data.get("kubelet") or {}),
+        kubelet=_kubelet(data.get("kubelet") or {}, reserved),
     )
     pods = _pods(data.get("pods") or (), scenario)
     try:
@@ -348,17 +350,15 @@ def _pci_devices(value: Any, pcie: Any = None) -> tuple[PciDevice, ...]:
     return tuple(out)
 
 
-def _kubelet(value: Any) -> KubeletOptions:
+def _kubelet(value: Any, reserved: tuple[int, ...] = ()) -> KubeletOptions:
     entry = _mapping(value, "kubelet")
-    _no_unknown(entry, ("get_enabled", "api", "dynamic_resources"), "kubelet")
+    _no_unknown(entry, ("get_enabled", "api", "dynamic_resources", *CONFIG_FIELDS), "kubelet")
     api = str(entry.get("api", "v1"))
     if api not in API_VERSIONS:
         raise ScenarioError(f"kubelet.api: {api!r} is not one of {', '.join(API_VERSIONS)}")
-    return KubeletOptions(
-        get_enabled=_bool(entry.get("get_enabled", True), "kubelet.get_enabled"),
-        api=api,
-        dynamic_resources=_bool(entry.get("dynamic_resources", True), "kubelet.dynamic_resources"),
-    )
+    get = _bool(entry.get("get_enabled", True), "kubelet.get_enabled")
+    dynamic = _bool(entry.get("dynamic_resources", True), "kubelet.dynamic_resources")
+    return KubeletOptions(get, api, dynamic, parse_kubelet_config(entry, reserved, ScenarioError))
 
 
 def parse_pods(value: Any, scenario: Scenario) -> tuple[PodSpec, ...]:

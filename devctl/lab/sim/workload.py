@@ -17,10 +17,12 @@ import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from devctl.lab.made import Made
 from devctl.lab.sim.cri import SOCKET, RuntimeServer
 from devctl.lab.sim.ids import container_id
+from devctl.lab.sim.kubelet_config import DEFAULT_CONFIG, config_yaml
 from devctl.lab.sim.scenario import PodSpec, ProcessSpec
 from devctl.lab.sim.stuck import write_kubelet_log
 from devctl.model import Checkpoint
