@@ -29,6 +29,7 @@ COMMAND_MODULES = {
     **dict.fromkeys(("events", "record"), "events"),
     **{name: name for name in ("doctor", "call", "watch", "plugin", "sim", "completion", "exporter", "fleet", "who")},
     "hw": "hw",
+    "fit": "fit",
     "why": "why",
 }
 ROOT_COMMANDS = frozenset({"version"})
