@@ -58,6 +58,8 @@ TOP_HELP = (
     '              and the kernel log, each with its source.\n'
     "  exporter    Serve Prometheus metrics of this node's devices, holders and\n"
     '              findings at /metrics (and /healthz).\n'
+    '  fit         Would the kubelet admit this pod now: the verdict, each\n'
+    "              container's NUMA affinity, devices and CPUs.\n"
     '  fleet       The node views across many nodes, from the Prometheus that\n'
     "              scrapes every node's devctl exporter.\n"
     "  get         One pod's allocations, by pod-resources Get (List where Get is\n"
@@ -87,4 +89,6 @@ TOP_HELP = (
     '              line per change, until Ctrl-C.\n'
     '  who         Which processes hold each device open, in which container and\n'
     '              pod, and whether that container was given it.\n'
+    '  why         Why a pod does not run as it should on this node: one verdict,\n'
+    '              the evidence it rests on, a command to run.\n'
 )
