@@ -113,6 +113,11 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "devctl who nvidia.com/gpu      # processes holding each GPU, by pod",
         "devctl who /dev/nvidia3        # who has this device node open",
     ),
+    "fit": (
+        "devctl fit nvidia.com/gpu=2 cpu=8 memory=32Gi  # would it be admitted now",
+        "devctl fit -f pod.yaml -o json # a whole Pod: init containers, sidecars",
+        "devctl fit nvidia.com/gpu=4 cpu=16 --policy single-numa-node  # what if",
+    ),
 }
 
 
