@@ -221,7 +221,7 @@ def _tabulate_grid(headers: list[str], rows: list[list[object]], style: TableSty
     """What grid printed when tabulate laid out every table: the reference its own writer must match."""
     from tabulate import DataRow, TableFormat, tabulate
 
-    from devctl.render.table import _cell
+    from devctl.render.grid import _cell
 
     body = [[_cell(v) for v in row] for row in rows]
     if not body:

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from devctl.render.table import ELLIPSIS, MIN_CUT, WIDTH, TableStyle, _fit, grid
+from devctl.render.grid import ELLIPSIS, MIN_CUT, WIDTH, TableStyle, _fit, grid
 
 
 def _one_at_a_time(widths: list[int], floor: dict[int, int], cut: list[int], over: int) -> dict[int, int]:
