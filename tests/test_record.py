@@ -209,17 +209,17 @@ def test_the_exporter_records_while_it_serves(sim_node: SimHandle, tmp_path: Pat
     try:
         _until(journal, lambda es: any(e.kind == "snapshot" and e.resource == GPU for e in es), "a snapshot")
         refused = run_devctl("record", "--journal", str(journal), root=sim_node.root)
-        assert refused.exit_code == 1 and "already being recorded" in refused.stderr
+        assert refused.exit_code == 1 and "already being recorded" in refused.stderr, refused
         sim_node.set_health(GPU, "GPU-6", "Unhealthy")
         _until(journal, lambda es: any(e.kind == "health" and e.device == "GPU-6" for e in es), "the health flip")
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
-            proc.communicate(timeout=30)
+            _, err = proc.communicate(timeout=30)
         except subprocess.TimeoutExpired:
             proc.kill()
             raise
-    assert proc.returncode == 0
+    assert proc.returncode == 0, err
 
 
 def _holder_of_id(sim: SimHandle, resource: str, device: str) -> dict[str, str]:
