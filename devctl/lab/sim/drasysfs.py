@@ -24,6 +24,7 @@ from pathlib import Path
 
 from devctl.lab.plugin.dra import default_major
 from devctl.lab.plugin.spec import PluginSpec
+from devctl.lab.sim.nvidia import is_time_sliced
 from devctl.lab.sim.scenario_dra import DraScenario
 from devctl.lab.sim.sysfs import function_dir
 from devctl.model import PciDevice
@@ -64,8 +65,8 @@ def char_devices(
             out[(spec.major, minor)] = _function(next(free), device.numa_nodes, driver)
     majors = {major for major, _ in out}
     for resource in resources:
-        if not (resource.allocate.devices or resource.allocate.cdi_devices):
-            continue
+        if not (resource.allocate.devices or resource.allocate.cdi_devices) or is_time_sliced(resource):
+            continue  # a time-sliced GPU is the scenario's own function (lab/sim/nvidia.py)
         major = _free_major(default_major(resource.resource), majors)
         if major is None:
             break  # every local major is taken: the rest get no links

@@ -45,7 +45,7 @@ from devctl.lab.plugin.cdi import DYNAMIC_DIR
 from devctl.lab.plugin.control import control_path, default_control_dir
 from devctl.lab.plugin.dra import DraDriver
 from devctl.lab.plugin.server import DevicePluginServer
-from devctl.lab.sim import podlife
+from devctl.lab.sim import nvidia, podlife
 from devctl.lab.sim.control import SimControlServer, SimNotRunning, control_socket, request
 from devctl.lab.sim.devicemanager import DEFAULT_GRACE_PERIOD, DeviceManager
 from devctl.lab.sim.dramanager import DraManager
@@ -388,11 +388,15 @@ class SimNode:
             self.made.makedirs(directory)
         # DRA and device-plugin devices get PCI functions and /sys/dev/char links too (devctl/lab/sim/drasysfs.py).
         chars = char_devices(self.scenario.dra, self.scenario.resources, self.scenario.pci_devices)
+        sim_gpus = nvidia.gpus(self.scenario.resources, self.scenario.pci_devices)  # 195:N and their CDI spec
+        chars.update(nvidia.char_devices(sim_gpus))
         listed = set(self.scenario.pci_devices)
         pci = self.scenario.pci_devices + tuple(dict.fromkeys(d for d in chars.values() if d not in listed))
         with self.made.new_dirs(self.paths.sysfs):  # before the root is announced: only this run writes there
             write_topology(Path(self.paths.sysfs), self.scenario.numa_nodes, pci)
             write_char_links(Path(self.paths.sysfs), chars)
+        if (spec := nvidia.write_spec(str(self.root), sim_gpus)) is not None:
+            self.made.file(spec)
         self.kmsg.lay_out(self.made)
 
     def _pod_dirs(self, pod: PodSpec) -> None:
