@@ -266,3 +266,35 @@ def test_kernel_lines_then_a_flip_then_a_restart_show_once_each_in_order(sim_nod
     assert mine[0]["holders"] == [holder] and mine[0]["device"] == vf
     assert mine[1]["what"] == "Xid 79: GPU has fallen off the bus"
     assert mine[2]["device"] == "GPU-2" and mine[2]["holders"]
+
+
+def _small_files() -> None:
+    """In the child: files may grow to 600 bytes (EFBIG past it, as a full disk says ENOSPC), SIGXFSZ ignored."""
+    import resource
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (600, 600))
+
+
+def test_a_full_disk_stops_recording_with_one_line_and_exit_1_and_the_journal_stays_readable(
+    sim_node: SimHandle, tmp_path: Path
+) -> None:
+    journal = tmp_path / "journal"
+    proc = subprocess.Popen(
+        [*DEVCTL, "record", "--journal", str(journal)],
+        env=devctl_env(sim_node.root),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_small_files,
+    )
+    try:
+        _, err = proc.communicate(timeout=45)  # it ends by itself: the first snapshots pass 600 bytes
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+    assert proc.returncode == 1, err
+    stopped = [line for line in err.splitlines() if "recording stopped" in line]
+    assert len(stopped) == 1 and str(journal) in stopped[0]
+    read = read_journal(str(journal))
+    assert read.error is None and read.records >= 1  # what fitted is there, whole
