@@ -37,9 +37,8 @@ CODES = (
 )
 _CDI_WORDS = re.compile(r"unresolvable CDI devices?|CDI device injection failed|failed to inject CDI", re.IGNORECASE)
 _CDI_NAME = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+=[\w.:-]+")
-_ADMISSION = re.compile(
-    r"UnexpectedAdmissionError|TopologyAffinityError|SMTAlignmentError|OutOf[A-Za-z0-9.]+|Predicate\w* failed"
-)
+_REJECTED = re.compile(r"UnexpectedAdmissionError|TopologyAffinityError|SMTAlignmentError|OutOf[\w./-]+")
+_ADMISSION = re.compile(rf"{_REJECTED.pattern}|Predicate\w* failed")
 _WAITING = re.compile(
     r"CreateContainerError|CreateContainerConfigError|RunContainerError|CrashLoopBackOff|ImagePullBackOff|ErrImagePull"
 )
@@ -322,7 +321,7 @@ def _admission(c: _Ctx) -> _Found:
     ev = [Evidence(c.extra.log_source, ln.time, ln.text) for ln in lines]
     reason = None
     if lines:
-        m = _ADMISSION.search(lines[-1].text)
+        m = _REJECTED.search(lines[-1].text) or _ADMISSION.search(lines[-1].text)
         reason = m.group(0) if m else None
     fit = c.extra.fit
     if fit is not None and not fit.admit:

@@ -8,6 +8,7 @@ hint, within one 80x24 screen) or for a script (``-o json|yaml``: cli.md's shape
 
 from __future__ import annotations
 
+import re
 import sys
 from typing import TYPE_CHECKING, Annotated
 
@@ -36,10 +37,16 @@ def _short_time(time: str | None) -> str:
     return time
 
 
+# A log line's own header, shown in the time column already: klog's (``E1203 13:00:00.123456 4242 ``) and
+# journalctl short-iso's (``2026-12-03T13:00:00+0000 host kubelet[4242]: ``).
+_LOG_HEADER = re.compile(r"^(?:[IWEF]\d{4} [\d:.]+\s+\d+ |\d{4}-\d\d-\d\dT\S+ \S+ \S+\[\d+\]: )")
+
+
 def _evidence_line(e: Evidence) -> str:
     from devctl.base.escape import escape
 
-    return _cut(f"  {_short_time(e.time):<14} {escape(e.source):<14} {escape(' '.join(e.what.split()))}")
+    what = _LOG_HEADER.sub("", e.what) if e.source in ("kubelet-log", "journal") else e.what
+    return _cut(f"  {_short_time(e.time):<14} {escape(e.source):<11} {escape(' '.join(what.split()))}")
 
 
 def table(answer: WhyAnswer) -> str:

@@ -70,8 +70,11 @@ def tail_text(path: str, limit: int = TAIL_BYTES) -> list[str]:
         raise _read_error(path, FileRefused(err.strerror or str(err), err)) from None
     finally:
         os.close(fd)
-    lines = data.replace(b"\0", b"").decode("utf-8", "replace").splitlines()
-    return lines[1:] if start > 0 and lines else lines
+    if start > 0:  # the window's first line is cut: dropped, up to a newline or a hole of NULs
+        cut = min((i for i in (data.find(b"\n"), data.find(b"\0")) if i >= 0), default=len(data))
+        data = data[cut:]
+    # A hole (copytruncate's NULs, a sparse file) ends the line before it.
+    return re.sub(rb"\0+", b"\n", data).decode("utf-8", "replace").splitlines()
 
 
 def _read_error(path: str, refused: FileRefused) -> FileReadError:
