@@ -1,7 +1,7 @@
 """``devctl fit``'s table for people: the verdict, the policies, each container, the hints, what would fit.
 
-Within 80 columns (a longer line is wrapped at spaces, its rest indented); every string from outside devctl (resource names, device
-IDs, container and pod names, file paths, messages quoting them) passes ``escape`` first.
+Within 80 columns (a longer line is wrapped at spaces, its rest indented); every string from outside devctl
+(resource names, device IDs, container and pod names, file paths, messages quoting them) passes ``escape`` first.
 """
 
 from __future__ import annotations
