@@ -2,9 +2,10 @@
 
 On a real node the NVIDIA driver numbers its GPUs ``/dev/nvidia<N>`` (character major 195, minor N;
 ``/dev/nvidiactl`` is 195:255), ``/sys/dev/char/195:<N>`` links to the GPU's PCI function, and
-``nvidia-ctk cdi generate`` writes a CDI spec of kind ``nvidia.com/gpu`` naming each GPU by its UUID
-and its index, with its device node. A device plugin with time-slicing advertises replicas
-``GPU-<uuid>::<n>`` of one GPU and hands out the GPU's CDI name, ``nvidia.com/gpu=GPU-<uuid>``.
+NVIDIA's device plugin with a CDI device-list strategy writes a CDI spec of kind
+``k8s.device-plugin.nvidia.com/gpu`` naming each GPU it serves by its UUID and its index, with its device
+node. With time-slicing it advertises replicas ``GPU-<uuid>::<n>`` of one GPU and hands out the GPU's CDI
+name, ``k8s.device-plugin.nvidia.com/gpu=GPU-<uuid>``.
 
 The simulator does the same from the scenario alone:
 
@@ -12,9 +13,9 @@ The simulator does the same from the scenario alone:
   order; each ``nvidia.com/*`` resource, in the scenario's order, takes one per distinct base ID of its
   devices (``GPU-<uuid>::0..3`` are one GPU), so the GPU's index is its place in that order;
 - every GPU so taken gets its ``<sysfs>/dev/char/195:<N>`` link;
-- the CDI spec ``<root>/var/run/cdi/nvidia.yaml`` names the GPUs of the time-sliced resources (whose
-  devices are all replicas) by UUID and index. The whole GPUs of the default node keep no spec entries:
-  its story is that their specs vanished (ml/train-0 cannot start).
+- the CDI spec ``<root>/var/run/cdi/k8s.device-plugin.nvidia.com-gpu.yaml`` names the GPUs of the
+  time-sliced resources (whose devices are all replicas) by UUID and index. The whole GPUs of the default
+  node (``nvidia.com/gpu=GPU-<n>``, another kind) keep no spec: its story is that theirs vanished.
 
 Such resources get no simulated functions of their own (``drasysfs.char_devices`` passes them over).
 """
@@ -34,8 +35,8 @@ from devctl.model import PciDevice
 MAJOR = 195  # the NVIDIA driver's character major (Documentation/admin-guide/devices.txt: 195 = nvidia)
 CTL_MINOR = 255  # /dev/nvidiactl
 VENDOR = "0x10de"
-KIND = "nvidia.com/gpu"
-SPEC_NAME = "nvidia.yaml"
+KIND = "k8s.device-plugin.nvidia.com/gpu"
+SPEC_NAME = "k8s.device-plugin.nvidia.com-gpu.yaml"
 _REPLICA = re.compile(r"(.+)::(\d+)")
 
 
@@ -92,7 +93,7 @@ def _node(index: int | str) -> dict[str, object]:
 
 
 def spec(sim_gpus: Sequence[SimGpu]) -> dict[str, object] | None:
-    """The CDI spec of the time-sliced GPUs (None: there are none), as ``nvidia-ctk cdi generate`` shapes it."""
+    """The CDI spec of the time-sliced GPUs (None: there are none), shaped as the plugin writes it."""
     shared = [g for g in sim_gpus if g.shared]
     if not shared:
         return None
@@ -110,7 +111,7 @@ def spec(sim_gpus: Sequence[SimGpu]) -> dict[str, object] | None:
 
 
 def write_spec(root: str, sim_gpus: Sequence[SimGpu]) -> str | None:
-    """Write ``<root>/var/run/cdi/nvidia.yaml`` at once; its path, or None when there is nothing to name."""
+    """Write ``<root>/var/run/cdi/<SPEC_NAME>`` at once; its path, or None when there is nothing to name."""
     import yaml
 
     content = spec(sim_gpus)
