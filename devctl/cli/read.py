@@ -1,4 +1,4 @@
-"""The read commands: ls, devices, pods, get, topo, plugins, checkpoint, snapshot.
+"""The read commands: ls, devices, pods, get here; topo, plugins, checkpoint, snapshot in devctl.cli.read_node.
 
 Each command is a thin function: collect (or load ``--from FILE``), analyse,
 render. Only typer and the standard library are imported here at module level;
@@ -24,17 +24,15 @@ from devctl.cli.output import (
     QuietOpt,
     SortByOpt,
     WatchOpt,
-    absent_line,
     emit,
-    folded,
     no_plugins_dir,
     node_snapshot,
-    refused_line,
     rewatch,
     sort_rows,
     table_style,
     write_structured,
 )
+from devctl.cli.read_node import checkpoint, dra_sources, plugins, snapshot, topo
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -49,18 +47,6 @@ ResourcesArg = Annotated[
 ]
 
 DEFAULT_NAMESPACE = "default"
-
-
-def _dra_sources(numa: bool = True) -> set[str]:
-    """Read beside a view's own sources for its DRA rows (claims from dra_manager_state, NUMA through CDI specs).
-
-    The CDI specs only when the view shows NUMA nodes (``numa``): a node with
-    1,000 claims has 1,000 spec files, most of `ls`'s cost (docs/dra.md).
-    A function, not a constant: the names live in devctl.model, which the commands import and `--help` does not.
-    """
-    from devctl import analyze
-
-    return {analyze.DRA_CHECKPOINT, analyze.IDENTITIES} | ({analyze.CDI} if numa else set())
 
 
 def _unknown_resources(asked: list[str] | None, snap: NodeSnapshot) -> list[str]:
@@ -139,7 +125,7 @@ def ls(
         sources = {analyze.POD_RESOURCES, analyze.PLUGINS, analyze.CHECKPOINT}
         # The table has no NUMA column (-o wide has), the one thing `ls` takes from CDI specs.
         numa = output not in (Output.table, Output.name) or sort_by is not None
-        snap = node_snapshot(ctx, sources | _dra_sources(numa))
+        snap = node_snapshot(ctx, sources | dra_sources(numa))
         rows = sort_rows(analyze.resources_view(snap, resources), sort_by)
 
         def table(style: TableStyle) -> str:
@@ -243,7 +229,7 @@ def devices(
         wide = {analyze.PROCS, analyze.RUNTIME, analyze.IDENTITIES} if output == Output.wide else set()
         # The PCI function behind each device (-o wide and the structured forms): sysfs names it.
         hardware = output in (Output.wide, Output.json, Output.yaml)
-        snap = node_snapshot(ctx, sources | _dra_sources() | wide | ({analyze.TOPOLOGY} if hardware else set()))
+        snap = node_snapshot(ctx, sources | dra_sources() | wide | ({analyze.TOPOLOGY} if hardware else set()))
         named, ids, not_found = _resources_and_ids(resources, snap)
         rows: Sequence[DeviceRow] = analyze.devices_view(snap, named or (None if ids else resources))
         if ids is not None:
@@ -439,134 +425,6 @@ def get(
             pods_table([found], table_style(output, no_headers), health)
             or escape(f"{found.namespace}/{found.name}") + ": no containers\n"
         )
-
-
-def topo(
-    ctx: typer.Context,
-    output: OutputOpt = Output.table,
-    no_headers: NoHeadersOpt = False,
-    quiet: QuietOpt = False,
-) -> None:
-    """NUMA nodes: CPUs (allocatable, exclusive, shared pool), memory, devices; alignment per container."""
-    from devctl import analyze
-    from devctl.analyze.kubeletstate import kubelet_state_view
-    from devctl.model.serial import to_plain
-    from devctl.render.kubeletstate import kubelet_state_table
-    from devctl.render.table import topology_table
-
-    # The checkpoint names the resource behind each plugin socket when pod-resources cannot.
-    sources = {
-        analyze.TOPOLOGY,
-        analyze.POD_RESOURCES,
-        analyze.PLUGINS,
-        analyze.CHECKPOINT,
-        analyze.KUBELET_STATE,
-        analyze.IDENTITIES,
-    }
-    snap = node_snapshot(ctx, sources | _dra_sources())
-    view = analyze.topology_view(snap)
-    state = kubelet_state_view(snap)
-    emit(
-        snap,
-        {analyze.TOPOLOGY, analyze.POD_RESOURCES},
-        output,
-        {**to_plain(view), "kubelet_state": to_plain(state)},
-        lambda style: topology_table(view, style) + kubelet_state_table(state, style),
-        lambda: (str(n.id) for n in view.numa_nodes if n.id is not None),
-        no_headers=no_headers,
-        quiet=quiet,
-    )
-
-
-def plugins(
-    ctx: typer.Context,
-    output: OutputOpt = Output.table,
-    no_headers: NoHeadersOpt = False,
-    quiet: QuietOpt = False,
-) -> None:
-    """Every socket in the plugins dir and plugins_registry/: resource, status, devices, latency."""
-    from devctl import analyze
-    from devctl.render.table import plugins_table
-
-    sources = {analyze.PLUGINS, analyze.POD_RESOURCES, analyze.CHECKPOINT}
-    snap = node_snapshot(ctx, sources)
-    view = analyze.plugins_view(snap)
-    emit(
-        snap,
-        sources,
-        output,
-        view,
-        lambda style: plugins_table(view, style),
-        lambda: (p.socket for p in view.plugins),
-        no_headers=no_headers,
-        quiet=quiet,
-    )
-
-
-def checkpoint(
-    ctx: typer.Context,
-    output: OutputOpt = Output.table,
-    no_headers: NoHeadersOpt = False,
-    quiet: QuietOpt = False,
-) -> None:
-    """The device manager and DRA checkpoints decoded: checksum, format, entries with their allocation and pod.
-
-    Exit 3 when neither checkpoint can be read: they are all this command shows.
-    """
-    from devctl import analyze
-    from devctl.render.dra import dra_checkpoint_lines
-    from devctl.render.table import checkpoint_table
-
-    # DRA: dra_manager_state, with the drivers (a claim whose driver is gone) and CDI (its NUMA nodes).
-    dra = {analyze.DRA_CHECKPOINT, analyze.PLUGINS, analyze.CDI}
-    snap = node_snapshot(ctx, {analyze.CHECKPOINT, analyze.POD_RESOURCES, analyze.IDENTITIES, *dra})
-    view = analyze.checkpoint_view(snap)
-    emit(
-        snap,
-        {analyze.CHECKPOINT, analyze.DRA_CHECKPOINT},
-        output,
-        view,
-        lambda style: checkpoint_table(view, style) + dra_checkpoint_lines(view.dra, style),
-        lambda: dict.fromkeys(e.pod_uid for e in view.entries),
-        no_headers=no_headers,
-        quiet=quiet,
-    )
-
-
-def snapshot(
-    ctx: typer.Context,
-    file: Annotated[
-        str | None,
-        typer.Option("--file", "-f", metavar="FILE", help="Write here instead of stdout.", show_default=False),
-    ] = None,
-    redact: Annotated[
-        bool, typer.Option("--redact", help="Hide process command lines and the env values of Allocate replies.")
-    ] = False,
-) -> None:
-    """Every source at once as one JSON document, for `devctl --from FILE ...` anywhere else."""
-    from devctl.analyze import ALL_SOURCES, sources_read
-    from devctl.core.collect import dump_snapshot
-    from devctl.model import EXTRA_SOURCES
-    from devctl.render.table import warnings
-
-    snap = node_snapshot(ctx, ALL_SOURCES | EXTRA_SOURCES)
-    if redact:
-        from devctl.analyze.redact import redact as hide
-
-        snap = hide(snap)
-    denied = refused_line(snap, ALL_SOURCES)
-    absent = absent_line(snap, ALL_SOURCES)
-    sys.stderr.write(denied + absent + warnings(folded(snap.errors, denied, absent)))
-    if file is None:
-        dump_snapshot(snap, sys.stdout)
-    else:
-        try:
-            with open(file, "w", encoding="utf-8") as f:
-                dump_snapshot(snap, f)
-        except OSError as e:
-            fail(f"cannot write {file}: {e.strerror or e}", ExitCode.USAGE)
-    if denied or not sources_read(snap):
-        raise typer.Exit(int(ExitCode.NO_SOURCE))
 
 
 def register(app: typer.Typer) -> None:
