@@ -32,6 +32,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "topo": (
         "devctl topo                    # NUMA nodes: CPUs, memory, devices",
         "devctl topo -o json            # the same as a document",
+        "devctl topo --pci              # and how far apart each pair of GPUs and NICs sits",
     ),
     "plugins": (
         "devctl plugins                 # every socket: resource, status, latency",

@@ -22,6 +22,7 @@ from devctl.cli.output import (
     node_snapshot,
     refused_line,
 )
+from devctl.cli.topo_pci import PCI_HELP, topo_pci
 
 if TYPE_CHECKING:
     pass
@@ -44,6 +45,7 @@ def topo(
     output: OutputOpt = Output.table,
     no_headers: NoHeadersOpt = False,
     quiet: QuietOpt = False,
+    pci: Annotated[bool, typer.Option("--pci", help=PCI_HELP + ".")] = False,
 ) -> None:
     """NUMA nodes: CPUs (allocatable, exclusive, shared pool), memory, devices; alignment per container."""
     from devctl import analyze
@@ -64,12 +66,13 @@ def topo(
     snap = node_snapshot(ctx, sources | dra_sources())
     view = analyze.topology_view(snap)
     state = kubelet_state_view(snap)
+    snap, extra, pcie_table = topo_pci(ctx, snap, pci=pci, structured=output in (Output.json, Output.yaml))
     emit(
         snap,
         {analyze.TOPOLOGY, analyze.POD_RESOURCES},
         output,
-        {**to_plain(view), "kubelet_state": to_plain(state)},
-        lambda style: topology_table(view, style) + kubelet_state_table(state, style),
+        {**to_plain(view), "kubelet_state": to_plain(state), **extra},
+        lambda style: topology_table(view, style) + kubelet_state_table(state, style) + pcie_table(style),
         lambda: (str(n.id) for n in view.numa_nodes if n.id is not None),
         no_headers=no_headers,
         quiet=quiet,
