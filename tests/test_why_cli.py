@@ -86,3 +86,14 @@ def test_kubelet_log_option_is_read(sim_node, tmp_path):
     r = devctl(sim_node.root, "why", "ml/ghost-0", "--kubelet-log", str(log), "-o", "json")
     assert r.json["code"] == "admission-rejected"
     assert "OutOfnvidia.com/gpu" in r.json["verdict"]
+
+
+def test_manifest_names_the_pod_and_a_non_pod_is_a_usage_error(sim_node, tmp_path):
+    pod = tmp_path / "pod.yaml"
+    pod.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: train-0, namespace: ml}\nspec: {containers: []}\n")
+    r = devctl(sim_node.root, "why", "-f", str(pod), "-o", "json")
+    assert r.json["pod"]["namespace"] == "ml" and r.json["code"] == "cdi-unresolvable"
+    notpod = tmp_path / "deploy.yaml"
+    notpod.write_text("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\n")
+    bad = devctl(sim_node.root, "why", "-f", str(notpod))
+    assert bad.exit_code == 2 and bad.stdout == ""

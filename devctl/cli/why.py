@@ -76,15 +76,14 @@ def _no_source(answer: WhyAnswer) -> bool:
 
 def _target(pod: str, namespace: str | None, manifest: str | None) -> tuple[str, str]:
     if manifest is not None:
-        from devctl.node.podmanifest import ManifestError, read_pod_manifest
+        from devctl.base.errors import DevctlError
+        from devctl.core.why import manifest_pod
 
         try:
-            meta = read_pod_manifest(manifest).get("metadata")
-        except ManifestError as e:
+            ns, name = manifest_pod(manifest)
+        except DevctlError as e:
             fail(str(e), ExitCode.USAGE)
-        if isinstance(meta, dict) and isinstance(meta.get("name"), str):
-            return str(meta.get("namespace") or namespace or "default"), meta["name"]
-        fail(f"{manifest}: the Pod has no metadata.name", ExitCode.USAGE)
+        return ns or namespace or "default", name
     if "/" in pod:
         ns, _, name = pod.partition("/")
         if namespace is not None and namespace != ns:

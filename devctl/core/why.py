@@ -53,6 +53,17 @@ class WhyRequest:
     fit: FitAnswer | None = None  # a fit replay made by the caller (the hook for devctl fit's answer)
 
 
+def manifest_pod(path: str) -> tuple[str | None, str]:
+    """(namespace or None, name) of the Pod manifest at ``path`` (``-``: stdin); raises ManifestError (one line)."""
+    from devctl.node.podmanifest import ManifestError, read_pod_manifest
+
+    meta = read_pod_manifest(path).get("metadata")
+    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
+        raise ManifestError(f"{path}: the Pod has no metadata.name")
+    namespace = meta.get("namespace")
+    return (namespace if isinstance(namespace, str) and namespace else None), meta["name"]
+
+
 def log_dir_uid(pod_logs: str, namespace: str, name: str) -> str | None:
     """The pod's UID from its ``<pod-logs>/<ns>_<name>_<uid>`` directory (the newest), None when there is none."""
     try:
