@@ -42,7 +42,7 @@ from devctl.core.failures import UnknownResource
 from devctl.core.watch.backoff import Backoff
 from devctl.core.watch.diff import counts, diff
 from devctl.core.watch.dra import DraFollower
-from devctl.core.watch.follow import Follower, Reconnecting, Scouts, WatchItem, _inode, now
+from devctl.core.watch.follow import Follower, Reconnecting, Scouts, WatchItem, now
 from devctl.core.watch.sockets import (
     DISCOVERY_POLL,
     FromKnownIds,
@@ -57,6 +57,7 @@ from devctl.core.watch.sockets import (
     resolve_plugins,
     socket_resources,
 )
+from devctl.core.watch.stream import inode_of as _inode
 from devctl.model import NodePaths
 from devctl.node.dra import Driver, driver_at, find_drivers
 from devctl.node.paths import not_a_node

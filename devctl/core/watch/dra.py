@@ -23,7 +23,8 @@ import grpc
 
 from devctl.core.events import ADDED, DISCONNECTED, HEALTH, RECONNECTED, REMOVED, SNAPSHOT, Notice, WatchEvent
 from devctl.core.watch.backoff import Backoff
-from devctl.core.watch.follow import BEHIND, SKIP_NOTICE_EVERY, Reconnecting, WatchItem, _Ended, now
+from devctl.core.watch.follow import BEHIND, SKIP_NOTICE_EVERY, Reconnecting, WatchItem, now
+from devctl.core.watch.stream import StreamEnded as _Ended
 from devctl.model import HEALTHY, DraDeviceHealth
 from devctl.node.dra import Driver, HealthStream
 from devctl.node.rpc import RpcFailure, check_socket

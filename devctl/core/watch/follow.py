@@ -10,59 +10,38 @@ first and streamed later, so no change falls between the two.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import os
 import time
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Protocol
 
-from devctl.base.errors import DevctlError
-from devctl.base.waits import within
 from devctl.core.events import DISCONNECTED, RECONNECTED, SNAPSHOT, Change, Notice, WatchEvent
 from devctl.core.watch.backoff import Backoff
 from devctl.core.watch.diff import counts, diff
-from devctl.core.watch.sockets import Namer, Registered, plugin_sockets
+from devctl.core.watch.scouts import Scouts
+from devctl.core.watch.sockets import Namer
+from devctl.core.watch.stream import (
+    BEHIND,
+    SCOUT_POLL,
+    SCOUT_RETRY,
+    SCOUT_RETRY_CAP,
+    SKIP_NOTICE_EVERY,
+    SOCKET_POLL,
+    STABLE_AFTER,
+    OpenStream,
+    StreamEnded,
+    exists,
+    inode_of,
+    now,
+    open_stream,
+)
 from devctl.model import Device, PluginStatus
 from devctl.model.udev import KernelEvent
-from devctl.node.deviceplugin import DevicePluginClient
-from devctl.node.rpc import RpcFailure, check_socket
+from devctl.node.rpc import RpcFailure
 
 log = logging.getLogger(__name__)
 
 WatchItem = WatchEvent | KernelEvent | Notice
-
-# How often a live stream checks that its socket file is still the one it dialled.
-# A kubelet restart deletes every socket in the plugins dir
-# (pkg/kubelet/cm/devicemanager/plugin/v1beta1/server.go, Start -> cleanup); the
-# kubelet then cannot reach a plugin until the plugin serves a new socket, even
-# if our old connection still lives.
-SOCKET_POLL = 0.25
-# A connection that lived this long resets the backoff; a flapping stream does not.
-STABLE_AFTER = 2.0
-# When the oldest list not yet taken from a stream waited longer than this, take the newest
-# instead: each list is the full list, and a person wants the present, not a queue of the past.
-BEHIND = 0.1
-# How often at most a stream says that it skipped lists to keep up.
-SKIP_NOTICE_EVERY = 5.0
-# How often the scouts list the plugins dir, and when they dial a failed socket again.
-SCOUT_POLL = 0.2
-SCOUT_RETRY = 1.0
-SCOUT_RETRY_CAP = 8.0
-
-
-def now() -> datetime:
-    return datetime.now(timezone.utc)
-
-
-class _Ended(DevctlError):
-    """A stream session ended; the message says why, in one line, and ``status`` how a source is shown for it."""
-
-    def __init__(self, message: str, status: PluginStatus = PluginStatus.UNREACHABLE):
-        super().__init__(message)
-        self.status = status
 
 
 class Sink(Protocol):
@@ -89,217 +68,6 @@ class Listener(Protocol):
         """The stream ended or could not be opened; the follower tries again with backoff."""
 
 
-def _exists(path: str | None) -> bool:
-    return path is not None and os.path.exists(path)
-
-
-def _inode(path: str) -> int | None:
-    try:
-        return os.stat(path).st_ino
-    except OSError:
-        return None
-
-
-@dataclass
-class _Open:
-    """A ListAndWatch stream with its first list already read: what a session starts from."""
-
-    socket: str
-    inode: int | None
-    client: DevicePluginClient
-    stream: AsyncIterator[tuple[Device, ...]]
-    first: tuple[Device, ...]
-    took: float  # seconds from the call to its first list
-
-    async def close(self) -> None:
-        with contextlib.suppress(Exception):
-            await self.stream.aclose()  # type: ignore[attr-defined]
-        await self.client.close()
-
-
-async def _open(socket: str, timeout: float, first_within: float | None) -> _Open:
-    """Dial ``socket`` and read its first list (within ``first_within`` seconds, or however long it takes)."""
-    await check_socket(socket, timeout)
-    inode = _inode(socket)
-    client = DevicePluginClient(socket, timeout)
-    stream = client.list_and_watch(behind=BEHIND)
-    try:
-        clock = time.perf_counter()
-        try:
-            first = await within(stream.__anext__(), first_within)
-        except asyncio.TimeoutError:
-            raise _Ended(f"{socket}: no device list within {first_within:g}s", PluginStatus.TIMEOUT) from None
-        except StopAsyncIteration:
-            raise _Ended(f"{socket}: ListAndWatch ended before the first list") from None
-    except BaseException:
-        with contextlib.suppress(Exception):
-            await stream.aclose()  # type: ignore[attr-defined]
-        await client.close()
-        raise
-    return _Open(socket, inode, client, stream, first, time.perf_counter() - clock)
-
-
-@dataclass
-class _Scouted:
-    inode: int | None
-    settled: bool = False  # answered, failed, or passed its deadline
-    resource: str | None = None
-    named: bool = False
-    retry_at: float | None = None  # for a failed dial: when to try again
-    task: asyncio.Future[None] | None = None
-
-
-class Scouts:
-    """Dial every socket of the plugins dir at once and name each from its own first list.
-
-    A socket found to serve a wanted resource keeps its stream open for that
-    resource's follower (``take``); the others are closed. A hung socket holds
-    nobody up: it is only "settled" once its deadline passes, and if it
-    answers later still, it is named then and joins the watch.
-    """
-
-    def __init__(
-        self,
-        plugins_dir: str,
-        wanted: set[str],
-        name: Namer,
-        timeout: float,
-        root: str | None = None,
-        registered: Registered | None = None,
-    ):
-        self.plugins_dir = plugins_dir
-        self.root = root
-        self.registered = registered  # device plugins registered in plugins_registry/: their sockets are dialled too
-        self.wanted = wanted
-        self.name = name
-        self.timeout = timeout
-        self.scanned = False
-        self._seen: dict[str, _Scouted] = {}
-        self._handoff: dict[str, _Open] = {}
-        self._changed = asyncio.Event()
-        self._closing: set[asyncio.Future[None]] = set()  # streams being closed, kept from the collector
-        self._tries: dict[str, int] = {}  # failed or unnamed dials of each socket in a row
-
-    def _notify(self) -> None:
-        self._changed.set()
-
-    async def changed(self, timeout: float) -> None:
-        """Return when something was found or failed, or after ``timeout``."""
-        self._changed.clear()
-        with contextlib.suppress(asyncio.TimeoutError):
-            await within(self._changed.wait(), timeout)
-
-    def serving(self, resource: str) -> list[str]:
-        return sorted(s for s, seen in self._seen.items() if seen.named and seen.resource == resource)
-
-    def names(self) -> set[str | None]:
-        return {seen.resource for seen in self._seen.values() if seen.named}
-
-    def settled(self) -> bool:
-        """Every socket listed so far (and every registration's) has answered, failed, or passed its deadline."""
-        if self.registered is not None and not (
-            self.registered.settled() and all(s in self._seen for s in self.registered.sockets())
-        ):
-            return False
-        return self.scanned and all(seen.settled for seen in self._seen.values())
-
-    def take(self, resource: str, prefer: str | None) -> _Open | None:
-        """An open stream of a socket serving ``resource`` (``prefer``'s when it is one), or None."""
-        ready = [s for s in self.serving(resource) if s in self._handoff]
-        if not ready:
-            return None
-        return self._handoff.pop(prefer if prefer in ready else ready[0])
-
-    def release(self, resource: str) -> None:
-        """Dial the sockets of ``resource`` again: its stream ended, and it may come back on any of them."""
-        for socket in self.serving(resource):
-            self._forget(socket)
-
-    async def run(self) -> None:
-        try:
-            while True:
-                self._scan()
-                await asyncio.sleep(SCOUT_POLL)
-        finally:
-            for seen in self._seen.values():
-                if seen.task is not None:
-                    seen.task.cancel()
-            for opened in self._handoff.values():
-                await opened.close()
-            self._handoff.clear()
-
-    def _listed(self) -> list[str]:
-        listed = plugin_sockets(self.plugins_dir, self.root)
-        if self.registered is None:
-            return listed
-        return list(dict.fromkeys([*listed, *self.registered.sockets()]))
-
-    def _scan(self) -> None:
-        listed = self._listed()
-        for socket in set(self._seen) - set(listed):
-            self._forget(socket)
-        for socket in listed:
-            inode = _inode(socket)
-            seen = self._seen.get(socket)
-            if seen is not None and seen.inode == inode and (seen.retry_at is None or time.monotonic() < seen.retry_at):
-                continue
-            if seen is not None:
-                self._forget(socket)
-            seen = self._seen[socket] = _Scouted(inode)
-            seen.task = asyncio.ensure_future(self._scout(socket, seen))
-        if not self.scanned:
-            self.scanned = True
-            self._notify()
-
-    def _retry_at(self, socket: str) -> float:
-        """When to dial a socket again that failed or could not be named: sooner at first, then less often."""
-        tries = self._tries[socket] = self._tries.get(socket, 0) + 1
-        return time.monotonic() + min(SCOUT_RETRY * 2.0 ** (tries - 1), SCOUT_RETRY_CAP)
-
-    def _forget(self, socket: str) -> None:
-        seen = self._seen.pop(socket)
-        if seen.task is not None:
-            seen.task.cancel()
-        opened = self._handoff.pop(socket, None)
-        if opened is not None:
-            closing = asyncio.ensure_future(opened.close())
-            self._closing.add(closing)
-            closing.add_done_callback(self._closing.discard)
-        self._notify()
-
-    async def _scout(self, socket: str, seen: _Scouted) -> None:
-        def passed_deadline() -> None:
-            seen.settled = True
-            self._notify()
-
-        deadline = asyncio.get_running_loop().call_later(self.timeout, passed_deadline)
-        try:
-            opened = await _open(socket, self.timeout, None)
-        except Exception as e:  # stale, hung past nothing, another API: a socket that does not serve, for now
-            log.debug("scouting %s: %s", socket, e)
-            seen.settled = True
-            seen.retry_at = self._retry_at(socket)
-            self._notify()
-            return
-        finally:
-            deadline.cancel()
-        try:
-            seen.resource = await self.name(socket, opened.first)
-        except BaseException:
-            await opened.close()
-            raise
-        seen.named = seen.settled = True
-        if seen.resource is None:
-            seen.retry_at = self._retry_at(socket)  # the kubelet may learn its devices later
-        else:
-            self._tries.pop(socket, None)
-        if seen.resource in self.wanted and self._seen.get(socket) is seen:
-            self._handoff[socket] = opened
-        else:
-            await opened.close()
-        self._notify()
-
-
 def _named_once(name: str, reason: str) -> str:
     """``reason`` prefixed with the target's name, unless it starts with it already ("sock: …", "sock ListAndWatch: …").
 
@@ -324,7 +92,7 @@ def stream_end(socket: str, error: Exception | None, ended: str) -> StreamEnd:
     if isinstance(error, (AttributeError, TypeError)):
         # grpc.aio hands back None for a reply it cannot decode: another API on this socket.
         return StreamEnd(PluginStatus.UNREACHABLE, f"{socket}: the reply could not be decoded (not a device plugin)")
-    if isinstance(error, _Ended):
+    if isinstance(error, StreamEnded):
         return StreamEnd(error.status, _named_once(socket, error.args[0]))
     reason = ended if error is None else f"{type(error).__name__}: {error}"
     return StreamEnd(PluginStatus.UNREACHABLE, _named_once(socket, reason))
@@ -389,7 +157,7 @@ class Reconnecting:
                     await self._idle()
                     continue
                 reason = self.ENDED
-            except (_Ended, RpcFailure) as e:
+            except (StreamEnded, RpcFailure) as e:
                 reason, error = e.args[0], e
             except Exception as e:  # one misbehaving plugin or driver must never end the watch of the others
                 log.debug("watching %s failed", self.name, exc_info=True)
@@ -485,13 +253,13 @@ class Follower(Reconnecting):
                 self._event(change.event, self.tally, change)
         self.last = devices
 
-    async def _connect(self) -> _Open | None:
+    async def _connect(self) -> OpenStream | None:
         """A stream to follow now, with its first list read; None when nothing serves the target yet."""
         if self.scouts is None:
-            if not _exists(self.socket):
+            if not exists(self.socket):
                 return None
             assert self.socket is not None
-            return await _open(self.socket, self.timeout, self.timeout)
+            return await open_stream(self.socket, self.timeout, self.timeout)
         assert self.resource is not None
         opened = self.scouts.take(self.resource, self.socket)
         if opened is not None:
@@ -528,7 +296,7 @@ class Follower(Reconnecting):
         if self.scouts is not None and self.resource is not None:
             self.scouts.release(self.resource)
 
-    async def _follow(self, opened: _Open) -> None:
+    async def _follow(self, opened: OpenStream) -> None:
         """Emit the stream's first list and every change; return or raise when the stream ends."""
         try:
             if self.resource is None:
@@ -546,7 +314,7 @@ class Follower(Reconnecting):
                     task.cancel()
                 await asyncio.gather(consume, replaced, return_exceptions=True)
             if replaced.done() and not replaced.cancelled() and replaced.exception() is None:
-                raise _Ended(replaced.result())
+                raise StreamEnded(replaced.result())
             consume.result()  # re-raises the RpcFailure that ended the stream
         finally:
             await opened.close()
@@ -562,7 +330,7 @@ class Follower(Reconnecting):
             self._changes(devices)
         self.settled.set()
 
-    async def _consume(self, opened: _Open) -> None:
+    async def _consume(self, opened: OpenStream) -> None:
         told, told_at = opened.client.skipped, -SKIP_NOTICE_EVERY
         async for devices in opened.stream:
             if self.resource is None:
@@ -583,8 +351,29 @@ class Follower(Reconnecting):
     async def _until_replaced(self, socket: str, inode: int | None) -> str:
         while True:
             await asyncio.sleep(SOCKET_POLL)
-            current = _inode(socket)
+            current = inode_of(socket)
             if current is None:
                 return f"{socket} was deleted (plugin or kubelet restart)"
             if current != inode:
                 return f"{socket} was created again (plugin or kubelet restart)"
+
+
+__all__ = [
+    "BEHIND",
+    "SCOUT_POLL",
+    "SCOUT_RETRY",
+    "SCOUT_RETRY_CAP",
+    "SKIP_NOTICE_EVERY",
+    "SOCKET_POLL",
+    "STABLE_AFTER",
+    "Follower",
+    "Listener",
+    "Reconnecting",
+    "Scouts",
+    "Sink",
+    "StreamEnd",
+    "StreamEnded",
+    "WatchItem",
+    "now",
+    "stream_end",
+]
