@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import sys
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -268,12 +269,13 @@ def test_kernel_lines_then_a_flip_then_a_restart_show_once_each_in_order(sim_nod
     assert mine[2]["device"] == "GPU-2" and mine[2]["holders"]
 
 
-def _small_files() -> None:
-    """In the child: files may grow to 600 bytes (EFBIG past it, as a full disk says ENOSPC), SIGXFSZ ignored."""
-    import resource
-
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (600, 600))
+# The child's files may grow to 600 bytes (EFBIG past it, as a full disk says ENOSPC), SIGXFSZ ignored; set in
+# the child itself: a preexec_fn would run Python in a fork of this threaded process (the simulated node's thread).
+SMALL_FILES = (
+    "import resource, runpy, signal, sys; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
+    "resource.setrlimit(resource.RLIMIT_FSIZE, (600, 600)); sys.argv = ['devctl', *sys.argv[1:]]; "
+    "runpy.run_module('devctl', run_name='__main__')"
+)
 
 
 def test_a_full_disk_stops_recording_with_one_line_and_exit_1_and_the_journal_stays_readable(
@@ -281,12 +283,11 @@ def test_a_full_disk_stops_recording_with_one_line_and_exit_1_and_the_journal_st
 ) -> None:
     journal = tmp_path / "journal"
     proc = subprocess.Popen(
-        [*DEVCTL, "record", "--journal", str(journal)],
+        [sys.executable, "-c", SMALL_FILES, "record", "--journal", str(journal)],
         env=devctl_env(sim_node.root),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=_small_files,
     )
     try:
         _, err = proc.communicate(timeout=45)  # it ends by itself: the first snapshots pass 600 bytes
@@ -298,3 +299,22 @@ def test_a_full_disk_stops_recording_with_one_line_and_exit_1_and_the_journal_st
     assert len(stopped) == 1 and str(journal) in stopped[0]
     read = read_journal(str(journal))
     assert read.error is None and read.records >= 1  # what fitted is there, whole
+
+
+def test_claims_prepared_and_unprepared_between_two_checkpoint_reads() -> None:
+    from devctl.core.recorder import claim_events
+
+    at = datetime(2026, 12, 3, tzinfo=timezone.utc)
+    before = {
+        ("ml", "train-1-gpus", "gpu.example.com", "pool-a/gpu-2"),
+        ("ml", "old", "gpu.example.com", "pool-a/gpu-1"),
+    }
+    after = {
+        ("ml", "train-1-gpus", "gpu.example.com", "pool-a/gpu-2"),
+        ("ml", "new", "gpu.example.com", "pool-a/gpu-0"),
+    }
+    got = [(e.source, e.kind, e.driver, e.device, e.what) for e in claim_events(before, after, at)]
+    assert got == [
+        (EventSource.DRA, "prepared", "gpu.example.com", "pool-a/gpu-0", "claim ml/new prepared"),
+        (EventSource.DRA, "unprepared", "gpu.example.com", "pool-a/gpu-1", "claim ml/old unprepared"),
+    ]

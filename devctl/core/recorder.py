@@ -31,7 +31,7 @@ from devctl.core.watch import watch
 from devctl.model import POD_LIST, NodePaths, NodeSnapshot, PodResources
 from devctl.model.history import EventSource, Holder, NodeEvent
 from devctl.model.kernel import RecordsLost
-from devctl.model.sources import CDI
+from devctl.model.sources import CDI, DRA_CHECKPOINT
 from devctl.model.udev import KernelEvent
 from devctl.node.journal import JournalError, JournalWriter, read_journal
 from devctl.node.journal_format import to_ms
@@ -154,6 +154,7 @@ class Recorder:
         self.written = 0
         self._said_dropped = 0
         self._pods_seen: dict[tuple[str, str], tuple[Holder, ...]] | None = None
+        self._claims_seen: set[ClaimDevice] | None = None
 
     # --- taking items (never blocks) -------------------------------------------------------------
 
@@ -203,7 +204,15 @@ class Recorder:
             if before is not None:
                 for event in allocation_events(before, after, _now()):
                     self.add(event)
-            self.snapshot, before = node_index(snapshot), after
+            index = node_index(snapshot)
+            claims = _claims(snapshot)
+            if claims is not None and self._claims_seen is not None:
+                for event in claim_events(self._claims_seen, claims, _now()):
+                    # The holders then: the new List's for a prepared claim, the last one's for an unprepared one.
+                    held = index if event.kind == "prepared" or self.snapshot is None else self.snapshot
+                    self.add(replace(event, holders=held.holders.get((event.driver or "", event.device or ""), ())))
+            self._claims_seen = claims if claims is not None else self._claims_seen
+            self.snapshot, before = index, after
 
     async def _kernel(self, path: str, proc: str) -> None:
         last = _last_kernel_time(self.writer.path)
@@ -245,6 +254,7 @@ class Recorder:
         first = await _node(paths, timeout)
         if first.pods is not None:
             self.snapshot, self._pods_seen = node_index(first), _allocations(first.pods)
+        self._claims_seen = _claims(first)
         tasks = [
             asyncio.ensure_future(self._follow(paths, timeout, udev)),
             asyncio.ensure_future(self._pods(paths, timeout, pods_every)),
@@ -265,8 +275,32 @@ class Recorder:
 
 
 async def _node(paths: NodePaths, timeout: float) -> NodeSnapshot:
-    """The pod-resources List and the CDI specs: who holds what, and which PCI function a device is on."""
-    return await collect(paths, timeout, want={POD_LIST, CDI})
+    """The pod-resources List, the CDI specs and the DRA checkpoint: who holds what, on which PCI function."""
+    return await collect(paths, timeout, want={POD_LIST, CDI, DRA_CHECKPOINT})
+
+
+ClaimDevice = tuple[str, str, str, str]  # namespace, claim, driver, pool/device
+
+
+def _claims(snapshot: NodeSnapshot) -> set[ClaimDevice] | None:
+    """Each prepared claim's devices in the DRA checkpoint; ``None`` when it was not read (unknown, not empty)."""
+    if snapshot.dra_checkpoint is None:
+        return None
+    return {
+        (c.namespace, c.name, d.driver, f"{d.pool}/{d.device}")
+        for c in snapshot.dra_checkpoint.claims
+        for d in c.devices
+    }
+
+
+def claim_events(before: set[ClaimDevice], after: set[ClaimDevice], at: datetime) -> list[NodeEvent]:
+    """``dra`` ``prepared``/``unprepared`` events between two reads of the DRA checkpoint, a device each."""
+    out = []
+    for kind, keys in (("prepared", after - before), ("unprepared", before - after)):
+        for ns, claim, driver, device in sorted(keys):
+            what = f"claim {ns}/{claim} {kind}"
+            out.append(NodeEvent(at, EventSource.DRA, kind, device=device, what=what, driver=driver))
+    return out
 
 
 def _last_kernel_time(path: str) -> int | None:
