@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -32,7 +31,7 @@ from dataclasses import dataclass
 from devctl.base.waits import cancel_and_wait
 from devctl.core.watch import DISCOVERY_POLL, Backoff, WatchItem
 from devctl.core.watch.follow import Follower, StreamEnd
-from devctl.core.watch.sockets import Registered, discover
+from devctl.core.watch.sockets import Registered, discover, inode_of
 from devctl.model import Device, NodePaths, PluginStatus
 
 log = logging.getLogger(__name__)
@@ -59,13 +58,6 @@ OnChange = Callable[[str, "LiveSocket | None"], None]
 OnRpc = Callable[[str, float], None]
 
 
-def _inode(path: str) -> int | None:
-    try:
-        return os.stat(path).st_ino
-    except OSError:
-        return None
-
-
 class _NoTimeline:
     """The follower's timeline, kept by nobody: the exporter wants the lists, not the events between them."""
 
@@ -83,7 +75,7 @@ class _Followed:
     def __init__(self, streams: PluginStreams, name: str, dial: str):
         self.streams = streams
         self.name = name
-        self.inode = _inode(dial)
+        self.inode = inode_of(dial)
         self.follower = Follower(
             _NoTimeline(),
             _unnamed,
@@ -159,7 +151,7 @@ class PluginStreams:
             if (
                 followed is not None
                 and dial not in self._gone
-                and (followed.name, followed.inode) == (name, _inode(dial))
+                and (followed.name, followed.inode) == (name, inode_of(dial))
             ):
                 continue
             if followed is not None:

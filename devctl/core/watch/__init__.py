@@ -53,11 +53,11 @@ from devctl.core.watch.sockets import (
     by_resolver,
     device_sockets,
     discover,
+    inode_of,
     plugin_sockets,
     resolve_plugins,
     socket_resources,
 )
-from devctl.core.watch.stream import inode_of as _inode
 from devctl.model import NodePaths
 from devctl.node.dra import Driver, driver_at, find_drivers
 from devctl.node.paths import not_a_node
@@ -143,7 +143,7 @@ async def _discover_drivers(paths: NodePaths, timeout: float, start: Callable[[D
             return  # not answering (yet), or an endpoint outside the root: `devctl plugins` says which
         finally:
             asking.pop(socket.path, None)
-        asked[socket.path] = _inode(socket.real)
+        asked[socket.path] = inode_of(socket.real)
         if driver is not None and driver.name not in following:  # None: not a DRA driver's registration
             following.add(driver.name)
             start(driver)
@@ -155,7 +155,7 @@ async def _discover_drivers(paths: NodePaths, timeout: float, start: Callable[[D
             except OSError:
                 found = []  # no registry (yet): most nodes without DRA or CSI drivers
             for s in found:
-                if s.path not in asking and (s.path not in asked or asked[s.path] != _inode(s.real)):
+                if s.path not in asking and (s.path not in asked or asked[s.path] != inode_of(s.real)):
                     asking[s.path] = asyncio.ensure_future(ask(s))
             await asyncio.sleep(DISCOVERY_POLL)
     finally:

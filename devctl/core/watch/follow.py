@@ -19,7 +19,7 @@ from devctl.core.events import DISCONNECTED, RECONNECTED, SNAPSHOT, Change, Noti
 from devctl.core.watch.backoff import Backoff
 from devctl.core.watch.diff import counts, diff
 from devctl.core.watch.scouts import Scouts
-from devctl.core.watch.sockets import Namer
+from devctl.core.watch.sockets import Namer, inode_of
 from devctl.core.watch.stream import (
     BEHIND,
     SCOUT_POLL,
@@ -31,7 +31,6 @@ from devctl.core.watch.stream import (
     OpenStream,
     StreamEnded,
     exists,
-    inode_of,
     now,
     open_stream,
 )

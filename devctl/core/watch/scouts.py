@@ -13,13 +13,12 @@ import time
 from dataclasses import dataclass
 
 from devctl.base.waits import within
-from devctl.core.watch.sockets import Namer, Registered, plugin_sockets
+from devctl.core.watch.sockets import Namer, Registered, inode_of, plugin_sockets
 from devctl.core.watch.stream import (
     SCOUT_POLL,
     SCOUT_RETRY,
     SCOUT_RETRY_CAP,
     OpenStream,
-    inode_of,
     open_stream,
 )
 

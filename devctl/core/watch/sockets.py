@@ -93,7 +93,8 @@ class _Asked:
         self.task: asyncio.Future[None] | None = None
 
 
-def _inode(path: str) -> int | None:
+def inode_of(path: str) -> int | None:
+    """The inode of the socket at ``path`` (None when gone): a plugin that restarts binds a new one."""
     try:
         return os.stat(path).st_ino
     except OSError:
@@ -157,7 +158,7 @@ class Registered:
         for gone in set(self._asked) - set(by_path):
             self._forget(gone)
         for path, s in by_path.items():
-            inode = _inode(s.real)
+            inode = inode_of(s.real)
             asked = self._asked.get(path)
             if asked is not None and asked.inode == inode and (asked.retry_at is None or now < asked.retry_at):
                 continue

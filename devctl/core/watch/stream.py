@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 
 from devctl.base.errors import DevctlError
 from devctl.base.waits import within
+from devctl.core.watch.sockets import inode_of
 from devctl.model import Device, PluginStatus
 from devctl.node.deviceplugin import DevicePluginClient
 from devctl.node.rpc import check_socket
@@ -53,13 +54,6 @@ class StreamEnded(DevctlError):
 
 def exists(path: str | None) -> bool:
     return path is not None and os.path.exists(path)
-
-
-def inode_of(path: str) -> int | None:
-    try:
-        return os.stat(path).st_ino
-    except OSError:
-        return None
 
 
 @dataclass
