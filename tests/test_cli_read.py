@@ -36,6 +36,7 @@ from devctl.model import Device
 from devctl.node.checkpoint import fnv1a32, render_spew
 
 GPU, NIC, FOO = "nvidia.com/gpu", "intel.com/sriov_netdevice", "hardware-vendor.example/foo"
+SHARED = "nvidia.com/gpu.shared"  # the default node's time-sliced GPU: 4 replicas, two held
 DRA = "gpu.example.com"  # the default node's DRA driver: its rows follow the device plugins'
 FPGA, NPU = "example.com/fpga", "acme.io/npu"
 EDGE = Path(__file__).parent / "scenarios" / "edge-node.yaml"
@@ -79,7 +80,7 @@ def test_ls_json(default_node):
     doc = r.json
     assert doc["errors"] == []
     rows = by(doc["resources"], "name")
-    assert list(rows) == [FOO, NIC, GPU, DRA]
+    assert list(rows) == [FOO, NIC, GPU, SHARED, DRA]
     gpu = rows[GPU]
     assert gpu["socket"] == f"{default_node.paths.plugins_dir}/nvidia-gpu.sock"
     assert gpu["status"] == "serving"
@@ -110,7 +111,7 @@ def test_ls_table_filters_quiet_and_no_headers(default_node):
         "1",
         "1",
     ]
-    assert devctl(default_node.root, "ls", "-q").stdout == f"{FOO}\n{NIC}\n{GPU}\n{DRA}\n"
+    assert devctl(default_node.root, "ls", "-q").stdout == f"{FOO}\n{NIC}\n{GPU}\n{SHARED}\n{DRA}\n"
     wide = devctl(default_node.root, "ls", "-o", "wide").stdout.splitlines()
     assert wide[0].split()[-4:] == ["NUMA", "PRE-START", "PREFERRED", "SOCKET"]
 
@@ -159,7 +160,7 @@ def test_devices_json(default_node):
     r = devctl(default_node.root, "devices", "-o", "json")
     assert r.exit_code == 0
     rows = by(r.json["devices"], "id")
-    assert len(rows) == 18 + 4  # and the DRA driver's four
+    assert len(rows) == 18 + 4 + 4  # the replicas, and the DRA driver's four
     assert rows["GPU-5"] == {
         "resource": GPU,
         "id": "GPU-5",
@@ -184,7 +185,7 @@ def test_pods_json(default_node):
     r = devctl(default_node.root, "pods", "-o", "json")
     assert r.exit_code == 0
     pods = {(p["namespace"], p["name"]): p for p in r.json["pods"]}
-    assert len(pods) == 6
+    assert len(pods) == 8
     trainer, shipper = pods["ml", "train-0"]["containers"]
     assert trainer["name"] == "trainer" and shipper == {
         "name": "log-shipper",
@@ -301,7 +302,7 @@ def test_plugins_json(default_node):
     assert (gpu["resource"], gpu["status"], gpu["devices"], gpu["healthy"]) == (GPU, "serving", 8, 7)
     assert gpu["options"] == {"pre_start_required": False, "get_preferred_allocation_available": True}
     assert gpu["latency_ms"] > 0 and gpu["error"] is None
-    assert {p["resource"] for s, p in plugins.items() if s.startswith(paths.plugins_dir)} == {GPU, NIC, FOO}
+    assert {p["resource"] for s, p in plugins.items() if s.startswith(paths.plugins_dir)} == {GPU, NIC, FOO, SHARED}
     # the default node's DRA driver registers through plugins_registry
     dra = plugins[f"{paths.plugins_registry}/gpu.example.com-reg.sock"]
     assert (dra["status"], dra["registry"]["type"], dra["registry"]["name"]) == (
@@ -317,7 +318,7 @@ def test_checkpoint_json(default_node):
     doc = r.json
     assert (doc["format"], doc["checksum_ok"], doc["path"]) == ("v2", True, default_node.paths.checkpoint)
     assert len(doc["registered_devices"][GPU]) == 7  # healthy only
-    assert len(doc["entries"]) == 5 and not any(e["stale"] for e in doc["entries"])
+    assert len(doc["entries"]) == 7 and not any(e["stale"] for e in doc["entries"])
     (gpu,) = (e for e in doc["entries"] if e["resource"] == GPU and e["pod"]["name"] == "train-0")
     assert gpu["container"] == "trainer" and gpu["device_ids"] == {"0": ["GPU-0", "GPU-1", "GPU-2", "GPU-3"]}
     assert gpu["allocation"]["envs"]["NVIDIA_VISIBLE_DEVICES"] == "GPU-0,GPU-1,GPU-2,GPU-3"
@@ -632,7 +633,7 @@ def test_stale_and_hung_plugins_are_one_line_each_and_the_rest_shows(sim_node, b
         f"warning: plugin: {d}/hung.sock GetDevicePluginOptions: no answer after 0.5s (deadline exceeded)",
         f"warning: plugin: {d}/old.sock: stale socket (nothing listens on it)",
     ]
-    assert len(r.stdout.splitlines()) == 5  # the header, the three resources and the DRA driver
+    assert len(r.stdout.splitlines()) == 6  # the header, the four resources and the DRA driver
     plugins = by(devctl(sim_node.root, "plugins", "-o", "json", timeout=0.5).json["plugins"], "socket")
     assert plugins[f"{d}/old.sock"]["status"] == "stale" and plugins[f"{d}/old.sock"]["resource"] is None
     assert plugins[f"{d}/hung.sock"]["status"] == "timeout"
@@ -657,7 +658,7 @@ def test_a_corrupt_checkpoint(default_node, tmp_path):
     ls = devctl(default_node.root, *args, "ls", "-o", "json")
     assert ls.exit_code == 0  # pod-resources still answers
     assert [e["source"] for e in ls.json["errors"]] == ["checkpoint"]
-    assert {r["name"] for r in ls.json["resources"]} == {GPU, NIC, FOO, DRA}
+    assert {r["name"] for r in ls.json["resources"]} == {GPU, NIC, FOO, SHARED, DRA}
     plugins = devctl(default_node.root, *args, "plugins", "-o", "json").json
     assert plugins["checkpoint"] == {
         "path": f"{tmp_path}/kubelet_internal_checkpoint",
@@ -763,7 +764,7 @@ def test_a_v1alpha1_only_kubelet():
 def test_ls_as_a_process(default_node):
     p = run_devctl("ls", "-o", "json", root=default_node.root)
     assert p.exit_code == 0 and p.stderr == ""
-    assert {r["name"] for r in json.loads(p.stdout)["resources"]} == {GPU, NIC, FOO, DRA}
+    assert {r["name"] for r in json.loads(p.stdout)["resources"]} == {GPU, NIC, FOO, SHARED, DRA}
 
 
 def test_ls_does_not_import_textual(short_root):

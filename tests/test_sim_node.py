@@ -80,6 +80,7 @@ async def test_the_root_is_laid_out_like_a_host(node: SimNode) -> None:
         "foo.sock",
         "kubelet.sock",
         "kubelet_internal_checkpoint",
+        "nvidia-gpu-shared.sock",
         "nvidia-gpu.sock",
         "sriov-netdevice.sock",
     ]
@@ -87,6 +88,7 @@ async def test_the_root_is_laid_out_like_a_host(node: SimNode) -> None:
     assert sorted(os.listdir(node.control_dir)) == [
         "dra-gpu.example.com.ctl",
         "foo.sock.ctl",
+        "nvidia-gpu-shared.sock.ctl",
         "nvidia-gpu.sock.ctl",
         "sriov-netdevice.sock.ctl",
     ]
@@ -96,7 +98,7 @@ async def test_default_scenario_as_pod_resources_shows_it(node: SimNode) -> None
     async with PodResourcesClient(node.paths.pod_resources, timeout=WAIT) as client:
         pods = {f"{p.namespace}/{p.name}": p for p in await client.list()}
         allocatable = await client.allocatable()
-    assert len(pods) == 6
+    assert len(pods) == 8
     gpus = {i for d in pods["ml/train-0"].containers[0].devices if d.resource == GPU for i in d.ids}
     assert gpus == {"GPU-0", "GPU-1", "GPU-2", "GPU-3"}
     # serve-0's VF sits on NUMA node 0 while its CPUs and memory are on node 1: the misaligned pod.
@@ -155,7 +157,7 @@ async def test_an_external_plugin_is_served_like_the_scenario_ones(node: SimNode
 
 async def test_control_socket_info_and_restart(node: SimNode) -> None:
     info = await request(str(node.root), {"op": "info"}, WAIT)
-    assert info["ok"] and info["ready"] and len(info["pods"]) == 6 and info["failed"] == {}
+    assert info["ok"] and info["ready"] and len(info["pods"]) == 8 and info["failed"] == {}
     assert {r["name"]: r["allocatable"] for r in info["resources"]}[GPU] == 7
     reply = await request(str(node.root), {"op": "restart-kubelet", "wait": True}, WAIT)
     # the restarted kubelet found the DRA driver again in plugins_registry
@@ -319,4 +321,4 @@ def test_sim_node_fixture_serves_callers_on_other_loops(sim_node) -> None:
     assert asyncio.run(healthy_gpus()) == 6
     sim_node.restart_kubelet()
     assert asyncio.run(healthy_gpus()) == 6
-    assert len(sim_node.pods()) == 6
+    assert len(sim_node.pods()) == 8

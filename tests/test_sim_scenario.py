@@ -40,7 +40,7 @@ def test_default_scenario_is_the_documented_node() -> None:
     assert vf is not None and len(vf.devices) == 8 and vf.pre_start and not vf.preferred_allocation
     foo = s.resource("hardware-vendor.example/foo")
     assert foo is not None and [d.numa_nodes for d in foo.devices] == [(), ()]
-    assert {p.namespace for p in s.pods} == {"ml", "inference", "monitoring"} and len(s.pods) == 6
+    assert {p.namespace for p in s.pods} == {"ml", "inference", "chat", "monitoring"} and len(s.pods) == 8
     (driver,) = s.dra.drivers
     assert [(d.name, d.numa_nodes, d.health) for d in driver.devices] == [
         ("gpu-0", (0,), "Healthy"),
