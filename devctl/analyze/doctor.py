@@ -13,7 +13,7 @@ findings alone tell the whole story, and the table needs no warning lines.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 
 from devctl.analyze import doctor_checkpoint, doctor_kubelet, doctor_plugins, doctor_topology
@@ -21,6 +21,7 @@ from devctl.analyze.checkup import ERROR, RECHECK_AFTER, WARNING, Checkup, denie
 from devctl.analyze.doctor_dra import check_dra
 from devctl.analyze.doctor_history import history_findings
 from devctl.analyze.doctor_pcie import gpu_nic_findings
+from devctl.analyze.doctor_physical import physical_findings
 from devctl.analyze.doctor_plugins import recheck_sockets
 from devctl.analyze.holders import holder_findings
 from devctl.analyze.kubeletstate import kubelet_state_findings
@@ -34,6 +35,7 @@ def diagnose(
     again: NodeSnapshot | None = None,
     history: Sequence[NodeEvent] = (),
     pcie: tuple[PcieMatrix, frozenset[str]] | None = None,
+    host_nodes: Mapping[str, str | None] | None = None,
 ) -> tuple[Finding, ...]:
     """Every check on one snapshot: errors first, then warnings, then notes; within each, node-wide checks first.
 
@@ -42,7 +44,9 @@ def diagnose(
     error only when it lasts into it. Without one (a snapshot file) a
     disagreement is a warning that says so. ``history`` is the node journal's events (``devctl record``):
     what they say of the devices (``doctor_history``). ``pcie`` is the PCIe matrix and the RDMA NICs
-    (``core.pci.read_pci``): a container's GPU and RDMA NIC far apart (``doctor_pcie``).
+    (``core.pci.read_pci``): a container's GPU and RDMA NIC far apart (``doctor_pcie``). ``host_nodes``: the
+    allocations' device nodes traced to PCI functions (``core.physical.read_host_nodes``) for the physical
+    view's findings (``doctor_physical``: shared through replicas, doubled in a container, gone from sysfs).
     """
     checkup = Checkup(snapshot, again)
     for check in _CHECKS:
@@ -54,6 +58,7 @@ def diagnose(
         )
     if pcie is not None:
         checkup.findings.extend(gpu_nic_findings(snapshot, *pcie))
+    checkup.findings.extend(physical_findings(snapshot, host_nodes))
     rank = {severity: i for i, severity in enumerate(SEVERITIES)}
     return tuple(sorted(checkup.findings, key=lambda f: rank[f.severity]))
 

@@ -45,6 +45,7 @@ def doctor(
     from devctl.analyze.doctor import RECHECK_AFTER, diagnose, fails_on, recheck_sockets
     from devctl.analyze.holders import without_absent_runtime
     from devctl.core.pci import read_pci
+    from devctl.core.physical import read_host_nodes
     from devctl.model import EXTRA_SOURCES
     from devctl.render.table import findings_table
 
@@ -59,7 +60,9 @@ def doctor(
     history = () if opts.from_file else _journal_events(opts.paths())  # the node journal's last day (devctl record)
     # gpu-nic-far's PCIe tree; its problems are topo --pci's to show (an unreadable sysfs is sysfs' finding)
     pcie = None if opts.from_file else run(read_pci(snapshot.paths.sysfs, opts.timeout))
-    findings = diagnose(snapshot, again, history, (pcie.matrix, pcie.rdma) if pcie is not None else None)
+    # the allocations' device nodes traced to PCI functions (stat only) for the physical findings
+    host = None if opts.from_file else run(read_host_nodes(snapshot, opts.timeout)).nodes
+    findings = diagnose(snapshot, again, history, (pcie.matrix, pcie.rdma) if pcie is not None else None, host)
     denied = refused_line(snapshot, ALL_SOURCES)
     if output in (Output.json, Output.yaml):
         write_structured(output, {"findings": findings}, errors_of(snapshot))

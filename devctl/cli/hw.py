@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from devctl.cli.common import ExitCode, Output, fail
+from devctl.cli.common import ExitCode, Output, fail, options, run
 from devctl.cli.output import NoHeadersOpt, OutputOpt, QuietOpt, emit, node_snapshot
 
 if TYPE_CHECKING:
@@ -107,7 +107,7 @@ def hw(
     """
     from dataclasses import replace
 
-    from devctl.analyze.physical import physical_view
+    from devctl.core.physical import physical
     from devctl.model.pci import normalize_pci_address
 
     wanted: list[str] = []
@@ -118,14 +118,15 @@ def hw(
         wanted.append(address)
     sources = _sources()
     snap = node_snapshot(ctx, sources)
-    view = physical_view(snap)
+    opts = options(ctx)  # on a live node the allocations' device nodes are traced too (stat only)
+    view, traced = run(physical(snap, opts.timeout, live=not opts.from_file))
     devices = view.devices
     not_found: list[str] = []
     if wanted:
         devices = tuple(p for p in devices if p.pci in wanted)
         shown = {p.pci for p in devices}
         not_found = [f"{a}: no such physical device on this node" for a in dict.fromkeys(wanted) if a not in shown]
-    snap = replace(snap, errors=(*snap.errors, *_lines(view)))
+    snap = replace(snap, errors=(*snap.errors, *traced.errors, *_lines(view)))
     emit(
         snap,
         sources,
