@@ -4,33 +4,26 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import ClassVar
 
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
-from textual.message import Message
-from textual.notifications import SeverityLevel
-from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import ContentSwitcher, Input
 
-from devctl.analyze import DeviceRow
-from devctl.analyze.cdi import Resolver, resolver
-from devctl.analyze.claims import ClaimRow, claims_view
 from devctl.analyze.doctor import diagnose, recheck_sockets
-from devctl.base.escape import escape
 from devctl.fast.interpreter import settle
 from devctl.model import Finding, NodeSnapshot, Severity
-from devctl.tui.feeds import Feed, FeedControlError, LogCapture, PluginControls
+from devctl.tui.feeds import Feed, LogCapture, PluginControls
 from devctl.tui.screens.detail import ContainerScreen
+from devctl.tui.screens.node_keys import PluginKeys
+from devctl.tui.screens.node_rows import CONTROL_ACTIONS, TITLES, VIEW_NAMES, VIEWS, Diagnosed, Presented, Presenter
 from devctl.tui.screens.text import TextScreen
 from devctl.tui.source import Clock, NodeSource, utc_now
 from devctl.tui.state import LogLine, NodeView, container_key, waiting_text
-from devctl.tui.widgets import claims, devices, overview, pods, resources
+from devctl.tui.widgets import overview
 from devctl.tui.widgets.claims import ClaimsPane, claim_text
 from devctl.tui.widgets.devices import DevicesPane
 from devctl.tui.widgets.events import EventsPane
@@ -40,81 +33,11 @@ from devctl.tui.widgets.overview import OverviewPane, event_text, finding_text
 from devctl.tui.widgets.pods import PodsPane
 from devctl.tui.widgets.resources import ResourcesPane
 from devctl.tui.widgets.statusbar import StatusBar
-from devctl.tui.widgets.table import Row, RowSet, RowTable, row_set
+from devctl.tui.widgets.table import RowTable, row_set
 from devctl.tui.widgets.viewbar import ViewBar
 
-VIEWS = ("resources", "devices", "pods", "numa", "events", "claims")
-TITLES = {
-    "resources": "1 Resources",
-    "devices": "2 Devices",
-    "pods": "3 Pods",
-    "numa": "4 NUMA",
-    "events": "5 Events",
-    "claims": "6 Claims",
-}
-CONTROL_ACTIONS = {"toggle_health", "add_device", "remove_device"}
-# What `:` takes for each view, k9s-style: its name, the CLI command that shows it, short forms.
-VIEW_NAMES = {
-    **{v: v for v in VIEWS},
-    **{"res": "resources", "ls": "resources", "resource": "resources"},
-    **{"dev": "devices", "device": "devices", "po": "pods", "pod": "pods"},
-    **{"topo": "numa", "ev": "events", "event": "events", "watch": "events"},
-    **{"claim": "claims", "cl": "claims", "dra": "claims", "doctor": "resources"},
-}
 
-
-@dataclass(frozen=True)
-class Presented:
-    """The rows of every table for one view of the node, made in the rebuild thread."""
-
-    resources: RowSet
-    devices: dict[str, RowSet]
-    pods: RowSet
-    claims: RowSet
-    claim_rows: dict[str, ClaimRow]  # by ``ns/name``, for Enter
-    cdi: Resolver  # CDI names as the runtime resolves them, for a claim's detail
-
-
-class Presenter:
-    """Formats every row off the event loop: 10,000 devices take longer to format than a key may wait.
-
-    Called only from the rebuild thread, one rebuild at a time; it remembers
-    the device rows it made, so that the next rebuild formats only what changed.
-    """
-
-    def __init__(self) -> None:
-        self._made: dict[DeviceRow, Row] = {}
-
-    def __call__(self, view: NodeView) -> Presented:
-        made: dict[DeviceRow, Row] = {}
-        for rows in view.devices.values():
-            for d in rows:
-                if (row := self._made.get(d)) is not None:
-                    made[d] = row
-        self._made = made
-        claimed = claims_view(view.snapshot)
-        return Presented(
-            resources=row_set(resources.COLUMNS, resources.resource_rows(view)),
-            devices={name: row_set(devices.COLUMNS, devices.device_rows(view, name, made)) for name in view.devices},
-            pods=row_set(pods.COLUMNS, pods.pod_rows(view)),
-            claims=row_set(claims.COLUMNS, claims.claim_rows(claimed)),
-            claim_rows={claims.claim_key(c): c for c in claimed},
-            cdi=resolver(view.snapshot),
-        )
-
-
-class Diagnosed(Message):
-    """Doctor's findings on one view, made in a thread, with the rows of their table."""
-
-    def __init__(self, view: NodeView, findings: tuple[Finding, ...], rows: RowSet, seconds: float) -> None:
-        super().__init__()
-        self.view = view
-        self.findings = findings
-        self.rows = rows
-        self.seconds = seconds
-
-
-class NodeScreen(Screen[None]):
+class NodeScreen(PluginKeys):
     """What a person at the node sees first; every view follows the feed live."""
 
     # Doctor's checks cost more than the analysis itself (about 1.5x at 10,000 devices): they run
@@ -353,11 +276,6 @@ class NodeScreen(Screen[None]):
         index = VIEWS.index(self.active)
         self.action_show_view(VIEWS[(index + step) % len(VIEWS)])
 
-    def tell(self, message: str, *, title: str = "", severity: SeverityLevel = "information", timeout: float) -> None:
-        """A toast. Its text names devices and resources: escaped, and never read as markup
-        (``[/`` in a device ID would raise MarkupError, ``[@click=app.quit]`` would be a button)."""
-        self.notify(escape(message), title=title, severity=severity, timeout=timeout, markup=False)
-
     # --- selecting and opening ---------------------------------------------------------------
 
     @on(RowTable.Highlighted, "#resources-table")
@@ -525,11 +443,6 @@ class NodeScreen(Screen[None]):
             table.filter_text = ""
             table.focus()
 
-    # --- in-process plugins ------------------------------------------------------------------
-
-    def _controllable(self, resource: str | None) -> bool:
-        return self.controls is not None and resource in self.controls.resources()
-
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in CONTROL_ACTIONS:
             # Shown only where they act: on the devices of a plugin running in this process.
@@ -538,34 +451,5 @@ class NodeScreen(Screen[None]):
             return self.live  # a snapshot file has nothing to read again
         return True
 
-    def _selected_device(self) -> str | None:
-        return self.query_one("#devices-table", RowTable).cursor_key
 
-    def _control(self, what: str, act: Callable[[PluginControls, str], str]) -> None:
-        if self.controls is None or self.resource is None:
-            return
-        try:
-            message = act(self.controls, self.resource)
-        except (FeedControlError, ValueError) as e:
-            self.tell(str(e), severity="error", timeout=4)
-            return
-        self.tell(message, title=what, timeout=3)
-
-    def action_toggle_health(self) -> None:
-        device = self._selected_device()
-        if device is not None:
-            self._control("health", lambda c, r: f"{device}: {c.toggle_health(r, device)}")
-
-    def action_add_device(self) -> None:
-        device = self._selected_device()
-        self._control("add", lambda c, r: f"added {c.add_device(r, like=device)}")
-
-    def action_remove_device(self) -> None:
-        device = self._selected_device()
-        if device is not None:
-
-            def remove(c: PluginControls, r: str) -> str:
-                c.remove_device(r, device)
-                return f"removed {device}"
-
-            self._control("remove", remove)
+__all__ = ["CONTROL_ACTIONS", "TITLES", "VIEWS", "VIEW_NAMES", "NodeScreen", "Presented", "Presenter"]
