@@ -1,14 +1,13 @@
 """``devctl why POD``: one verdict for a pod that does not run as it should, its evidence and a command to run.
 
 The sources and their deadlines are devctl.core.why's, the verdict devctl.analyze.why's; this module
-reads the arguments, prints for a person (verdict first, then one line per piece of evidence, then the
-hint, within one 80x24 screen) or for a script (``-o json|yaml``: cli.md's shape), and exits 0 for
+reads the arguments, prints for a person (``render.why``: verdict first, then one line per piece of evidence,
+then the hint, within one 80x24 screen) or for a script (``-o json|yaml``: cli.md's shape), and exits 0 for
 ``running``, 1 otherwise, 2 on a usage error, 3 when no source could be read.
 """
 
 from __future__ import annotations
 
-import re
 import sys
 from typing import TYPE_CHECKING, Annotated
 
@@ -18,52 +17,7 @@ from devctl.cli.common import ExitCode, Output, fail, options, run
 from devctl.cli.output import OutputOpt
 
 if TYPE_CHECKING:
-    from devctl.analyze.why import Evidence, WhyAnswer
-
-WIDTH = 80
-MAX_EVIDENCE = 14  # with the verdict, the hint and a few warnings: one 24-line screen
-MAX_WARNINGS = 4
-
-
-def _cut(text: str, width: int = WIDTH) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def _short_time(time: str | None) -> str:
-    if not time:
-        return "-"
-    if len(time) >= 19 and time[4] == "-" and time[10] == "T":
-        return f"{time[5:10]} {time[11:19]}"
-    return time
-
-
-# A log line's own header, shown in the time column already: klog's (``E1203 13:00:00.123456 4242 ``) and
-# journalctl short-iso's (``2026-12-03T13:00:00+0000 host kubelet[4242]: ``).
-_LOG_HEADER = re.compile(r"^(?:[IWEF]\d{4} [\d:.]+\s+\d+ |\d{4}-\d\d-\d\dT\S+ \S+ \S+\[\d+\]: )")
-
-
-def _evidence_line(e: Evidence) -> str:
-    from devctl.base.escape import escape
-
-    what = _LOG_HEADER.sub("", e.what) if e.source in ("kubelet-log", "journal") else e.what
-    return _cut(f"  {_short_time(e.time):<14} {escape(e.source):<11} {escape(' '.join(what.split()))}")
-
-
-def table(answer: WhyAnswer) -> str:
-    """The answer for a person: verdict, evidence, hint, warnings; every string from outside escaped."""
-    from devctl.base.escape import escape
-
-    lines = [_cut(f"{answer.code}: {escape(' '.join(answer.verdict.split()))}")]
-    lines += [_evidence_line(e) for e in answer.evidence[:MAX_EVIDENCE]]
-    if len(answer.evidence) > MAX_EVIDENCE:
-        lines.append(f"  … {len(answer.evidence) - MAX_EVIDENCE} more (-o json)")
-    if answer.hint:
-        lines.append(f"hint: {escape(answer.hint)}")
-    shown = answer.errors[:MAX_WARNINGS]
-    lines += [_cut(f"warning: {escape(e.source)}: {escape(' '.join(e.message.split()))}") for e in shown]
-    if len(answer.errors) > MAX_WARNINGS:
-        lines.append(f"warning: … {len(answer.errors) - MAX_WARNINGS} more (-o json)")
-    return "\n".join(lines) + "\n"
+    from devctl.analyze.why import WhyAnswer
 
 
 def _no_source(answer: WhyAnswer) -> bool:
@@ -139,7 +93,9 @@ def why(
     opts = options(ctx)
     answer = run(answer_why(opts.paths(), opts.timeout, WhyRequest(ns, name, kubelet_log)))
     if output == Output.table:
-        sys.stdout.write(table(answer))
+        from devctl.render.why import why_table
+
+        sys.stdout.write(why_table(answer))
     else:
         body = {k: getattr(answer, k) for k in ("pod", "code", "verdict", "evidence", "hint")}
         if output == Output.json:
