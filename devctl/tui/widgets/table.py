@@ -236,7 +236,7 @@ class RowTable(ScrollView, can_focus=True):
         before = self._window()
         needle = self.filter_text.lower()
         if needle:
-            self._visible = tuple(r for r in self._set.rows if any(needle in c.lower() for c in r.cells))
+            self._visible = tuple(r for r in self._set.rows if self.passes(r, needle))
             self._natural = row_set(self.columns, self._visible).widths
         else:
             self._visible = self._set.rows
@@ -260,6 +260,10 @@ class RowTable(ScrollView, can_focus=True):
             found = self._index_of(old_key)
             index = found if found is not None else min(self._cursor, max(len(self._visible) - 1, 0))
         self._move_to(index, announce=self._key_at(index) != old_key, before=before)
+
+    def passes(self, row: Row, needle: str) -> bool:
+        """Whether ``row`` shows under the filter ``needle`` (lower case): a cell holds it. A log may widen it."""
+        return any(needle in c.lower() for c in row.cells)
 
     def _index_of(self, key: str | None) -> int | None:
         if key is None:
