@@ -24,13 +24,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import time
-import zlib
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -46,105 +44,30 @@ from devctl.api.drahealth.v1alpha1 import api_pb2 as health_v1alpha1
 from devctl.api.drahealth.v1alpha1 import api_pb2_grpc as health_v1alpha1_grpc
 from devctl.api.pluginregistration.v1 import api_pb2 as reg
 from devctl.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
-from devctl.base.errors import DevctlError
 from devctl.base.waits import cancel_and_wait, within
 from devctl.lab import grpcserver, made
-from devctl.lab.lineserver import LineServer
 from devctl.lab.plugin import cdi
-from devctl.lab.plugin.control import control_path
+from devctl.lab.plugin.dra_control import DraControlServer, health_value
+from devctl.lab.plugin.dra_spec import (
+    ALLOCATIONS_FILE,
+    DEFAULT_HEALTH_TIMEOUT,
+    DRA_LABELS,
+    HEALTH_LABEL,
+    MAX_MESSAGE,
+    PLUGIN_TYPE,
+    RPC_LOG_SIZE,
+    UNKNOWN,
+    Allocation,
+    DraDevice,
+    DraDeviceError,
+    DraSpec,
+    default_major,
+    device_path,
+    node_path,
+    recorded_allocation,
+)
 from devctl.lab.plugin.server import STOP_GRACE, RpcRecord, ServeError
 from devctl.model import HEALTHY, UNHEALTHY
-from devctl.node.files import FileReadError, read_file
-
-UNKNOWN = "Unknown"
-PLUGIN_TYPE = "DRAPlugin"
-# Labels of supported_versions, in the order a driver offers them (newest first).
-DRA_LABELS = {"v1": "v1.DRAPlugin", "v1beta1": "v1beta1.DRAPlugin"}
-HEALTH_LABEL = "v1alpha1.DRAResourceHealth"
-DEFAULT_HEALTH_TIMEOUT = 30  # seconds; what the kubelet assumes for 0
-MAX_MESSAGE = 1024  # characters of DeviceHealth.message
-RPC_LOG_SIZE = 500
-
-Allocation = Callable[[str, str, str], Sequence[str] | None]  # (namespace, name, uid) -> device names
-
-
-# Where a simulated node records the scheduler's allocations (claim UID -> devices per driver), so that a
-# `devctl plugin serve --dra` started against it knows its claims as the in-process drivers do.
-ALLOCATIONS_FILE = os.path.join("run", "devctl", "dra-allocations.json")
-
-
-def recorded_allocation(root: str, driver: str) -> Allocation:
-    """The allocations a simulated node under ``root`` recorded for ``driver``, read at each prepare.
-
-    On a real node there is no such file, and every claim is one without a known allocation.
-    """
-    path = os.path.join(root, ALLOCATIONS_FILE)
-
-    def allocation(namespace: str, name: str, uid: str) -> Sequence[str] | None:
-        try:
-            record = json.loads(read_file(path))
-        except (FileReadError, ValueError):
-            return None
-        devices = record.get(driver, {}).get(uid) if isinstance(record, dict) else None
-        return [str(d) for d in devices] if isinstance(devices, list) else None
-
-    return allocation
-
-
-class DraDeviceError(DevctlError, ValueError):
-    """A device change that cannot be made: unknown device, or one that already exists."""
-
-
-@dataclass(frozen=True)
-class DraDevice:
-    """One device the driver publishes; ``minor`` numbers its character device node."""
-
-    name: str
-    numa_nodes: tuple[int, ...] = ()
-    health: str = HEALTHY
-    message: str = ""
-    minor: int = 0
-    updated: int = 0  # Unix seconds of the last health change
-
-
-@dataclass(frozen=True)
-class DraSpec:
-    """What one driver serves. ``versions`` are DRA API versions (``v1``, ``v1beta1``) in the order offered."""
-
-    driver: str
-    pool: str
-    devices: tuple[DraDevice, ...]
-    versions: tuple[str, ...] = ("v1", "v1beta1")
-    health: bool = True
-    health_timeout: int = DEFAULT_HEALTH_TIMEOUT
-    major: int = 0  # 0: a number in the experimental range derived from the driver name
-
-    def __post_init__(self) -> None:
-        if not self.major:
-            object.__setattr__(self, "major", default_major(self.driver))
-        unknown = [v for v in self.versions if v not in DRA_LABELS]
-        if unknown or not self.versions:
-            raise ValueError(f"DRA versions must be among {', '.join(DRA_LABELS)}, not {unknown or 'none'}")
-
-    @property
-    def supported_versions(self) -> tuple[str, ...]:
-        labels = tuple(DRA_LABELS[v] for v in self.versions)
-        return labels + ((HEALTH_LABEL,) if self.health else ())
-
-
-def default_major(driver: str) -> int:
-    """A character device major in Linux's range for local use (234-254), stable for a driver name."""
-    return 234 + zlib.crc32(driver.encode()) % 21
-
-
-def device_path(driver: str, device: str) -> str:
-    return f"/dev/dra/{driver}/{device}"
-
-
-def node_path(root: str, path: str) -> str:
-    """A path on the node as the kubelet sees it: ``path`` relative to the node root, absolute."""
-    rel = os.path.relpath(path, root)
-    return path if rel.startswith("..") else "/" + rel
 
 
 @dataclass
@@ -519,58 +442,23 @@ def _device_health(pb: Any, driver: DraDriver, d: DraDevice) -> Any:
 # --- live control from another shell ---------------------------------------------
 
 
-def health_value(text: str) -> str:
-    for value in (HEALTHY, UNHEALTHY, UNKNOWN):
-        if text.lower() == value.lower():
-            return value
-    raise ValueError(f"health must be {HEALTHY}, {UNHEALTHY} or {UNKNOWN}, not {text!r}")
-
-
-class DraControlServer(LineServer):
-    """``devctl plugin set-health|add|remove DRIVER POOL/DEVICE`` for a running driver, as for device plugins.
-
-    Its ``info`` names the driver as ``resource`` so that the device plugins'
-    control client finds it by the same argument; ``kind`` says it is DRA.
-    """
-
-    def __init__(self, driver: DraDriver, control_dir: str):
-        super().__init__(control_path(control_dir, f"dra-{driver.spec.driver}"), self._answer)
-        self.driver = driver
-
-    async def _answer(self, request: dict[str, Any]) -> dict[str, Any]:
-        try:
-            reply = self._apply(request)
-        except (ValueError, KeyError, TypeError) as e:
-            return {"ok": False, "error": f"missing field {e}" if isinstance(e, KeyError) else str(e)}
-        return {"ok": True, **reply}
-
-    def _apply(self, request: Mapping[str, Any]) -> dict[str, Any]:
-        d = self.driver
-        op = request.get("op")
-        if op == "info":
-            info: dict[str, Any] = {
-                "kind": "dra",
-                "resource": d.spec.driver,
-                "pool": d.spec.pool,
-                "socket": d.socket_path,
-                "registration": d.registration_path,
-                "registered": d.registered,
-            }
-            if request.get("devices", True) is not False:  # as a device plugin's control socket: the lists are long
-                info["devices"] = [
-                    {"id": f"{d.spec.pool}/{x.name}", "health": x.health, "numa_nodes": list(x.numa_nodes)}
-                    for x in d.devices
-                ]
-                info["prepared"] = {uid: list(names) for uid, names in d.prepared.items()}
-            return info
-        if op == "set-health":
-            d.set_health(str(request["id"]), health_value(str(request["health"])), str(request.get("message", "")))
-        elif op == "add":
-            numa = tuple(int(n) for n in request.get("numa") or [])
-            health = health_value(str(request.get("health", HEALTHY)))
-            d.add(DraDevice(name=str(request["id"]), numa_nodes=numa, health=health))
-        elif op == "remove":
-            d.remove(str(request["id"]))
-        else:
-            raise ValueError(f"unknown op {op!r}: use info, set-health, add or remove")
-        return {}
+__all__ = [
+    "ALLOCATIONS_FILE",
+    "DEFAULT_HEALTH_TIMEOUT",
+    "DRA_LABELS",
+    "HEALTH_LABEL",
+    "MAX_MESSAGE",
+    "PLUGIN_TYPE",
+    "RPC_LOG_SIZE",
+    "UNKNOWN",
+    "Allocation",
+    "DraDevice",
+    "DraDeviceError",
+    "DraDriver",
+    "DraSpec",
+    "default_major",
+    "device_path",
+    "health_value",
+    "node_path",
+    "recorded_allocation",
+]
