@@ -13,13 +13,16 @@ import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Protocol
 
 from devctl.analyze.cdi import UNRESOLVABLE, resolver
 from devctl.analyze.claim_state import device_health as dra_health
 from devctl.analyze.claim_state import live_drivers
 from devctl.analyze.pods import device_health
+from devctl.analyze.why_history import addresses, device_events, event_what, iso_time, story_line
 from devctl.model import HEALTHY, NodeSnapshot, PodResources, SourceError
+from devctl.model.history import NodeEvent
 from devctl.node.cri_states import PodRuntimeState
 from devctl.node.kubeletlog import LogLine
 
@@ -48,7 +51,7 @@ class FitAnswer(Protocol):
     """What ``why`` needs of a ``fit`` replay (devctl.analyze.admission's answer): admitted or not, and why."""
 
     @property
-    def admit(self) -> bool: ...
+    def admit(self) -> bool | None: ...  # None: unknown (``message`` says why)
 
     @property
     def reason(self) -> str | None: ...
@@ -90,6 +93,8 @@ class WhyInputs:
     log_source: str = "kubelet-log"  # "journal" when the lines came from journalctl
     logged: bool = False  # a <pod-logs>/<ns>_<name>_<uid> directory exists
     fit: FitAnswer | None = None
+    fit_note: str | None = None  # why fit was not replayed ("requests unknown: fit not replayed")
+    history: tuple[NodeEvent, ...] = ()  # the journal's and kernel log's events of the last day, in time order
     node_name: str | None = None
     errors: tuple[SourceError, ...] = ()
 
@@ -276,12 +281,13 @@ def _plugin_missing(c: _Ctx) -> _Found:
 
 def _unhealthy(c: _Ctx) -> _Found:
     health = device_health(c.snap)
-    ev = [
-        Evidence("plugins", c.snap.taken_at, f"{r} {i}: {health[r][i]}")
+    sick = [
+        (r, i)
         for r, ids in sorted(_resources_held(c).items())
         for i in sorted(ids)
         if health.get(r, {}).get(i, HEALTHY) not in (HEALTHY, "Unknown")
     ]
+    ev = [Evidence("plugins", c.snap.taken_at, f"{r} {i}: {health[r][i]}") for r, i in sick]
     dra = dra_health(c.snap)
     for container in c.held.containers if c.held else ():
         for dr in container.dynamic_resources:
@@ -290,9 +296,36 @@ def _unhealthy(c: _Ctx) -> _Found:
                 if h is not None and h.health == "Unhealthy":
                     what = f"claim {dr.claim_name}: {d.driver} {d.pool}/{d.device}: Unhealthy {h.message}".rstrip()
                     ev.append(Evidence("dra", c.snap.taken_at, what))
+                    sick.append((d.driver, f"{d.pool}/{d.device}"))
     if not ev:
         return None
-    return f"a device the pod holds is unhealthy ({ev[0].what.split(':')[0]})", tuple(ev), c.kubectl("delete")
+    line = f"a device the pod holds is unhealthy ({ev[0].what.split(':')[0]})"
+    told = story_line(c.extra.history, *sick[0], _now(c.snap)) if c.extra.history else None
+    if told is not None:
+        line += f". {sick[0][1]}: {told}"  # the journal's story: since when, and what came just before
+    return line, tuple(ev), c.kubectl("delete")
+
+
+def _now(snap: NodeSnapshot) -> datetime:
+    return datetime.fromisoformat(snap.taken_at.replace("Z", "+00:00"))
+
+
+def _devices_of(c: _Ctx) -> list[tuple[str, str]]:
+    """(resource or DRA driver, device ID or <pool>/<device>) of every device the pod holds."""
+    keys = [(r, i) for r, ids in sorted(_resources_held(c).items()) for i in sorted(ids)]
+    for container in c.held.containers if c.held else ():
+        for dr in container.dynamic_resources:
+            keys += [(d.driver, f"{d.pool}/{d.device}") for d in dr.devices]
+    return keys
+
+
+def _history(c: _Ctx) -> tuple[Evidence, ...]:
+    """The last events of the devices the pod holds (by ID and PCI address), newest last."""
+    keys = _devices_of(c) if c.extra.history else []
+    if not keys:
+        return ()
+    found = device_events(c.extra.history, keys, addresses(c.snap, keys))
+    return tuple(Evidence(e.source.value, iso_time(e.time), event_what(e)) for e in found)
 
 
 def _container_error(c: _Ctx) -> _Found:
@@ -316,6 +349,29 @@ def _container_error(c: _Ctx) -> _Found:
     return f"container {name}: {reason}", tuple(ev), hint
 
 
+def _unallocated(c: _Ctx) -> bool:
+    """No device, claim, exclusive CPU or memory held and no sandbox: how a pod turned away at admission looks."""
+    if _devices_of(c) or _claims_of(c):
+        return False
+    if c.held is not None and any(k.cpu_ids or k.memory for k in c.held.containers):
+        return False
+    return c.extra.runtime is None or not c.extra.runtime.sandboxes
+
+
+def _fit_evidence(c: _Ctx, logged: bool) -> Evidence | None:
+    """The replay's line: used when the node's own sources say the pod failed admission, or it holds nothing."""
+    fit = c.extra.fit
+    if not logged and not _unallocated(c):
+        return None  # a running pod's admission was decided long ago: a replay now proves nothing about it
+    if fit is None:
+        return Evidence("fit", c.snap.taken_at, c.extra.fit_note) if logged and c.extra.fit_note else None
+    if fit.admit is None:
+        return Evidence("fit", c.snap.taken_at, f"replayed now: {fit.message}") if logged else None
+    if fit.admit:
+        return Evidence("fit", c.snap.taken_at, "replayed now: admitted (the node changed since)") if logged else None
+    return Evidence("fit", c.snap.taken_at, f"replayed now: {fit.reason or 'rejected'}: {fit.message}")
+
+
 def _admission(c: _Ctx) -> _Found:
     lines = [ln for ln in c.extra.kubelet_lines if _ADMISSION.search(ln.text)]
     ev = [Evidence(c.extra.log_source, ln.time, ln.text) for ln in lines]
@@ -323,16 +379,18 @@ def _admission(c: _Ctx) -> _Found:
     if lines:
         m = _REJECTED.search(lines[-1].text) or _ADMISSION.search(lines[-1].text)
         reason = m.group(0) if m else None
-    fit = c.extra.fit
-    if fit is not None and not fit.admit:
-        ev.append(Evidence("fit", c.snap.taken_at, f"replayed: {fit.reason}: {fit.message}"))
-        reason = reason or fit.reason
+    replay = _fit_evidence(c, bool(lines))
+    if replay is not None:
+        ev.append(replay)
+        fit = c.extra.fit
+        reason = reason or (fit.reason if fit is not None and fit.admit is False else None)
     if not ev:
         return None
     hint = c.kubectl("get", "-o", "yaml") + " | devctl fit -f -"
     if reason == "UnexpectedAdmissionError":
         hint = c.kubectl("delete")  # a pod the kubelet rejected stays Failed: only a new pod is admitted again
-    return f"the kubelet rejected the pod at admission: {reason or 'rejected'}", tuple(ev), hint
+    said = "" if lines else " (fit replayed on the node now)"
+    return f"the kubelet rejected the pod at admission: {reason or 'rejected'}{said}", tuple(ev), hint
 
 
 def _running(c: _Ctx) -> _Found:
@@ -370,6 +428,7 @@ def verdict(pod: PodRef, snapshot: NodeSnapshot, extra: WhyInputs) -> WhyAnswer:
         found = check(ctx)
         if found is not None:
             line, evidence, hint = found
-            return WhyAnswer(pod, code, line, evidence, hint, errors)
+            more = _history(ctx) if code != "not-on-node" else ()
+            return WhyAnswer(pod, code, line, (*evidence, *more), hint, errors)
     why = "nothing the node shows explains it" if extra.runtime is not None else "the runtime could not be read"
-    return WhyAnswer(pod, "unknown", f"{_key(pod)}: {why}", (), "devctl doctor", errors)
+    return WhyAnswer(pod, "unknown", f"{_key(pod)}: {why}", _history(ctx), "devctl doctor", errors)

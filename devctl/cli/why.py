@@ -18,6 +18,7 @@ from devctl.cli.output import OutputOpt
 
 if TYPE_CHECKING:
     from devctl.analyze.why import WhyAnswer
+    from devctl.model.machine import PodRequest
 
 
 def _no_source(answer: WhyAnswer) -> bool:
@@ -28,22 +29,23 @@ def _no_source(answer: WhyAnswer) -> bool:
     return answer.code == "unknown" and not answer.evidence and {CRI, POD_RESOURCES} <= failed
 
 
-def _target(pod: str, namespace: str | None, manifest: str | None) -> tuple[str, str]:
+def _target(pod: str, namespace: str | None, manifest: str | None) -> tuple[str, str, PodRequest | None, str | None]:
+    """(namespace, name, the manifest's requests, why none) of the pod asked about."""
     if manifest is not None:
         from devctl.base.errors import DevctlError
-        from devctl.core.why import manifest_pod
+        from devctl.core.why import manifest_pod_request
 
         try:
-            ns, name = manifest_pod(manifest)
+            ns, name, request, note = manifest_pod_request(manifest)
         except DevctlError as e:
             fail(str(e), ExitCode.USAGE)
-        return ns or namespace or "default", name
+        return ns or namespace or "default", name, request, note
     if "/" in pod:
         ns, _, name = pod.partition("/")
         if namespace is not None and namespace != ns:
             fail(f"{pod}: names namespace {ns}, but -n says {namespace}", ExitCode.USAGE)
-        return ns, name
-    return namespace or "default", pod
+        return ns, name, None, None
+    return namespace or "default", pod, None, None
 
 
 def why(
@@ -71,7 +73,11 @@ def why(
     Reads the CRI runtime (the pod's sandboxes and containers, with reason
     and message), pod-resources, the device-manager and DRA checkpoints, the
     DRA drivers, the CDI specs, device health and the kubelet's log lines
-    about the pod, each under its own deadline. CODE is one of running,
+    about the pod, and the node journal's last day of events about the
+    devices it holds (newest last, at most 5), each under its own deadline.
+    With -f, fit is replayed for the manifest's requests (the pod's own
+    holdings freed) as evidence when the pod failed admission or holds
+    nothing. CODE is one of running,
     admission-rejected, device-unhealthy, plugin-missing, dra-driver-missing,
     claim-not-prepared, cdi-unresolvable, container-error, not-on-node,
     unknown. Exit 0 for running, 1 otherwise, 3 when no source answered.
@@ -89,9 +95,9 @@ def why(
         fail("why: name a POD (or -f POD.yaml)", ExitCode.USAGE)
     if output not in (Output.table, Output.json, Output.yaml):
         fail(f"why: -o {output.value} is not offered (table, json or yaml)", ExitCode.USAGE)
-    ns, name = _target(pod or "", namespace, manifest)
+    ns, name, request, note = _target(pod or "", namespace, manifest)
     opts = options(ctx)
-    answer = run(answer_why(opts.paths(), opts.timeout, WhyRequest(ns, name, kubelet_log)))
+    answer = run(answer_why(opts.paths(), opts.timeout, WhyRequest(ns, name, kubelet_log, pod=request, pod_note=note)))
     if output == Output.table:
         from devctl.render.why import why_table
 

@@ -11,17 +11,21 @@ itself (root ``/``), ``journalctl -u kubelet`` when present; else none, said in 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 from dataclasses import dataclass
 
 from devctl.analyze.why import FitAnswer, PodRef, WhyAnswer, WhyInputs, verdict
+from devctl.analyze.why_fit import REQUESTS_UNKNOWN
 from devctl.base.waits import within
 from devctl.core.collect import collect
+from devctl.core.why_fit import read_admission_state, read_history, replay
 from devctl.model import (
     CDI,
     CHECKPOINT,
     DRA_CHECKPOINT,
     IDENTITIES,
+    KUBELET_STATE,
     NODE_NAME,
     PLUGINS,
     POD_RESOURCES,
@@ -30,6 +34,7 @@ from devctl.model import (
     NodeSnapshot,
     SourceError,
 )
+from devctl.model.machine import KubeletPolicy, MachineTopology, PodRequest
 from devctl.node import kubeletlog
 from devctl.node.connect import RpcFailure
 from devctl.node.cri_states import PodRuntimeState, pod_states
@@ -51,17 +56,33 @@ class WhyRequest:
     name: str
     kubelet_log: str | None = None  # --kubelet-log FILE
     fit: FitAnswer | None = None  # a fit replay made by the caller (the hook for devctl fit's answer)
+    pod: PodRequest | None = None  # the pod's requests (-f POD.yaml): fit is replayed for them
+    pod_note: str | None = None  # why there are none (a manifest whose resources cannot be read)
 
 
 def manifest_pod(path: str) -> tuple[str | None, str]:
     """(namespace or None, name) of the Pod manifest at ``path`` (``-``: stdin); raises ManifestError (one line)."""
+    namespace, name, _, _ = manifest_pod_request(path)
+    return namespace, name
+
+
+def manifest_pod_request(path: str) -> tuple[str | None, str, PodRequest | None, str | None]:
+    """(namespace or None, name, requests, why no requests) of the Pod manifest at ``path`` (``-``: stdin), read
+    once; raises ManifestError (one line) for a file that is not a Pod. Requests that cannot be read (a bad
+    quantity) are not a usage error here: ``why`` still answers, saying fit was not replayed and why."""
+    from devctl.analyze.admission.request import RequestError, pod_request
     from devctl.node.podmanifest import ManifestError, read_pod_manifest
 
-    meta = read_pod_manifest(path).get("metadata")
+    manifest = read_pod_manifest(path)
+    meta = manifest.get("metadata")
     if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
         raise ManifestError(f"{path}: the Pod has no metadata.name")
     namespace = meta.get("namespace")
-    return (namespace if isinstance(namespace, str) and namespace else None), meta["name"]
+    try:
+        request, note = pod_request(manifest), None
+    except RequestError as err:
+        request, note = None, f"requests unreadable ({err}): fit not replayed"
+    return (namespace if isinstance(namespace, str) and namespace else None), meta["name"], request, note
 
 
 def log_dir_uid(pod_logs: str, namespace: str, name: str) -> str | None:
@@ -146,26 +167,56 @@ async def _pods_api(paths: NodePaths, timeout: float, errors: list[SourceError])
         )
 
 
+async def _admission_state(
+    paths: NodePaths, timeout: float, req: WhyRequest
+) -> tuple[MachineTopology | None, KubeletPolicy, list[SourceError]]:
+    if req.pod is None or req.fit is not None:
+        return None, KubeletPolicy(), []
+    return await read_admission_state(paths, timeout)
+
+
+def _fit(
+    req: WhyRequest,
+    snap: NodeSnapshot,
+    state: tuple[MachineTopology | None, KubeletPolicy, list[SourceError]],
+    uid: str | None,
+) -> tuple[FitAnswer | None, str | None]:
+    """The replay (the caller's, else one of ``req.pod``'s requests), or why there is none."""
+    if req.fit is not None:
+        return req.fit, None
+    if req.pod is None:
+        return None, req.pod_note or REQUESTS_UNKNOWN
+    machine, policy, errors = state
+    pod = dataclasses.replace(req.pod, namespace=req.namespace, name=req.name)
+    return replay(pod, snap, machine, policy, [*snap.errors, *errors], uid), None
+
+
 async def why(paths: NodePaths, timeout: float, req: WhyRequest, snapshot: NodeSnapshot | None = None) -> WhyAnswer:
     """The verdict for ``req``'s pod: the sources read concurrently (``snapshot`` when given: ``--from``)."""
     errors: list[SourceError] = []
     uid = log_dir_uid(paths.pod_logs, req.namespace, req.name)
     needles = (f"{req.namespace}/{req.name}", *((uid,) if uid else ()))
-    snap_task = collect(paths, timeout, want=SOURCES) if snapshot is None else _given(snapshot)
-    snap, runtime, (lines, log_source), _ = await asyncio.gather(
+    want = SOURCES | {KUBELET_STATE} if req.pod is not None else SOURCES
+    snap_task = collect(paths, timeout, want=want) if snapshot is None else _given(snapshot)
+    snap, runtime, (lines, log_source), _, state, (history, history_errors) = await asyncio.gather(
         snap_task,
         _runtime(paths, timeout, req, errors),
         _log(paths, timeout, req, needles, errors),
         _pods_api(paths, timeout, errors),
+        _admission_state(paths, timeout, req),
+        read_history(paths, timeout),
     )
+    fit, fit_note = _fit(req, snap, state, uid)
     extra = WhyInputs(
         runtime=runtime,
         kubelet_lines=lines,
         log_source=log_source,
         logged=uid is not None,
-        fit=req.fit,
+        fit=fit,
+        fit_note=fit_note,
+        history=history,
         node_name=snap.node_name,
-        errors=tuple(errors),
+        errors=(*errors, *history_errors),
     )
     return verdict(PodRef(req.namespace, req.name, uid), snap, extra)
 
