@@ -195,6 +195,25 @@ class _Merger:
         return self.masks(current, candidate)  # case 3cc
 
 
+def _best_preferred(merger: _Merger, filtered: Sequence[Sequence[TopologyHint]]) -> TopologyHint | None:
+    """The best preferred merge without the product: a permutation merges preferred exactly when every hint in it
+    is preferred and its non-nil masks are one mask M (or all are nil: the default). So the preferred merges are
+    the masks M preferred by every provider that has no preferred nil hint, and the compare among preferred
+    merges is a total order (``_Merger.masks``). The product is only walked when no preferred merge exists."""
+    sets = [{h.numa_nodes for h in hints if h.preferred and h.numa_nodes is not None} for hints in filtered]
+    free = [any(h.preferred and h.numa_nodes is None for h in hints) for hints in filtered]
+    candidates: set[frozenset[int]] = set().union(*sets) if sets else set()
+    for masks, any_ok in zip(sets, free, strict=True):
+        if not any_ok:
+            candidates &= masks
+    if all(free):
+        candidates.add(merger.info.default)
+    best: TopologyHint | None = None
+    for mask in sorted(candidates, key=lambda m: (len(m), mask_value(m))):
+        best = merger.compare(best, TopologyHint(mask, True))
+    return best
+
+
 def merge_filtered(
     info: NumaInfo, filtered: Sequence[Sequence[TopologyHint]], policy: str, options: Mapping[str, str]
 ) -> TopologyHint:
@@ -202,7 +221,9 @@ def merge_filtered(
     counts = [c for c in (_narrowest_count(h) for h in filtered) if c is not None]
     closest = policy != SINGLE_NUMA_NODE and options.get(PREFER_CLOSEST, "false").strip().lower() in ("1", "t", "true")
     merger = _Merger(info, closest, max(counts, default=0))
-    best: TopologyHint | None = None
+    best: TopologyHint | None = _best_preferred(merger, filtered)
+    if best is not None:  # a preferred merge beats every other: the same answer as the whole product gives
+        return best
     for permutation in itertools.product(*filtered):
         best = merger.compare(best, merge_permutation(info.default, permutation))
     return best if best is not None else TopologyHint(info.default, False)
