@@ -8,16 +8,22 @@ plugin API carries no PCI address, so it is found where the node says it:
   CDI IDs; a device plugin's ``cdi_devices`` named after the device ID, as
   ``nvidia.com/gpu=GPU-0``), traced through ``/sys/dev/char`` by node/cdi;
 
+- what else the physical view (analyze/physical) joins it to: NVIDIA's
+  time-slicing replicas ``<id>::<n>`` to the GPU ``<id>`` leads to, and an
+  allocation's device node host paths (``host_nodes``: traced by stat on a
+  live node, core/physical);
+
 then named from the host's PCI devices (sysfs, with udev's or the PCI IDs
 database's names). A device none of these lead to has no function: ``null``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from devctl.analyze.cdi import resolver
+from devctl.analyze.physical import physical_view
 from devctl.analyze.rows import DeviceRow
 from devctl.model import NodeSnapshot, PciDevice
 from devctl.model.pci import normalize_pci_address
@@ -63,12 +69,23 @@ def _addresses(snapshot: NodeSnapshot) -> dict[tuple[str, str], str]:
     return out
 
 
-def with_hardware(rows: Iterable[DeviceRow], snapshot: NodeSnapshot) -> tuple[DeviceRow, ...]:
+def _physical(snapshot: NodeSnapshot, host_nodes: Mapping[str, str | None] | None) -> dict[tuple[str, str], str]:
+    view = physical_view(snapshot, host_nodes)
+    return {(d.resource, d.id): p.pci for p in view.devices for d in p.logical}
+
+
+def with_hardware(
+    rows: Iterable[DeviceRow], snapshot: NodeSnapshot, host_nodes: Mapping[str, str | None] | None = None
+) -> tuple[DeviceRow, ...]:
     """``rows`` with ``pci`` set where the node leads from a device to its PCI function."""
     known = {d.address: d for d in snapshot.topology.pci_devices} if snapshot.topology else {}
     via_cdi = _addresses(snapshot)
+    physical: dict[tuple[str, str], str] | None = None  # the physical view's join, made once when needed
     out = []
     for row in rows:
         address = via_cdi.get((row.resource, row.id)) or normalize_pci_address(row.id)
+        if address is None:
+            physical = _physical(snapshot, host_nodes) if physical is None else physical
+            address = physical.get((row.resource, row.id))
         out.append(replace(row, pci=_function(address, known)) if address else row)
     return tuple(out)
