@@ -239,8 +239,11 @@ def devices(
             not_found = [*not_found, *missing]
         if hardware:
             from devctl.analyze.hardware import with_hardware
+            from devctl.core.physical import read_host_nodes
 
-            rows = with_hardware(rows, snap)
+            # on a live node the allocations' device nodes are traced too (stat only): replicas and nodes join
+            live = not options(ctx).from_file
+            rows = with_hardware(rows, snap, run(read_host_nodes(snap, options(ctx).timeout)).nodes if live else None)
         rows = sort_rows(rows, sort_by)
         procs = holder_counts(snap) if output == Output.wide else None
 
