@@ -141,3 +141,16 @@ def test_core_feeds_the_traced_paths_to_the_view_on_a_live_node_only(tmp_path):
     cold, none = asyncio.run(physical(snap, 5.0, live=False))
     assert none.nodes == {} and [u.logical.id for u in cold.unresolved] == ["GPU-3"]
     assert cold == physical_view(snap)
+
+
+def test_devices_rows_name_the_function_a_traced_host_path_leads_to(tmp_path):
+    from devctl.analyze.hardware import with_hardware
+    from devctl.analyze.inventory import devices_view
+
+    fake_node(tmp_path)
+    snap = snapshot(tmp_path)
+    _, traced = asyncio.run(physical(snap, 5.0, live=True))
+    (row,) = with_hardware(devices_view(snap), snap, traced.nodes)
+    assert row.pci is not None and (row.pci.address, row.pci.vendor_id, row.pci.driver) == (PCI, "0x10de", "nvidia")
+    (cold,) = with_hardware(devices_view(snap), snap)  # no trace: nothing leads there
+    assert cold.pci is None
