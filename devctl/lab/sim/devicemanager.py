@@ -17,17 +17,27 @@ import asyncio
 import logging
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 
-from devctl.base.errors import DevctlError
 from devctl.base.units import format_bytes
 from devctl.base.waits import cancel_and_wait, within
+from devctl.lab.sim.devicemanager_state import (
+    DEFAULT_GRACE_PERIOD,
+    NO_TOPOLOGY,
+    RPC_TIMEOUT,
+    AdmissionError,
+    Endpoint,
+    Held,
+    Resource,
+    ResourceState,
+    container_resources,
+    numa_entries,
+    numa_key,
+)
 from devctl.lab.sim.scenario import ContainerSpec, PodSpec, Scenario
 from devctl.model import (
     AllocatableResources,
     ContainerDevices,
     ContainerMemory,
-    ContainerResources,
     Device,
     DynamicResource,
     PluginOptions,
@@ -40,73 +50,6 @@ from devctl.node.gojson import CheckpointError
 from devctl.node.rpc import RpcFailure
 
 log = logging.getLogger("devctl.lab.sim.kubelet")
-
-# endpoint.go: endpointStopGracePeriod. A resource whose plugin went away keeps its
-# capacity (all unhealthy) this long, then disappears.
-DEFAULT_GRACE_PERIOD = 300.0
-# The kubelet's Allocate and GetPreferredAllocation have no deadline and PreStartContainer
-# has 30 s (endpoint.go); the simulator gives every unary call the 30 s.
-RPC_TIMEOUT = 30.0
-NO_TOPOLOGY = "-1"  # manager.go: nodeWithoutTopology
-
-
-class AdmissionError(DevctlError):
-    """Why a pod could not be admitted; the kubelet's wording where it has one."""
-
-
-@dataclass
-class Endpoint:
-    """One registered plugin connection (endpoint.go): its client, options and stream."""
-
-    resource: str
-    socket: str
-    options: PluginOptions
-    client: DevicePluginClient | None  # None: restored from the checkpoint, not registered yet
-    stream: asyncio.Task[None] | None = None
-    stopped: bool = False
-    lists: int = 0  # ListAndWatch messages received
-    expiry: asyncio.TimerHandle | None = None
-
-
-@dataclass(frozen=True)
-class Held:
-    """Devices one container holds of one resource, as the checkpoint records them."""
-
-    pod_uid: str
-    container: str
-    resource: str
-    device_ids: dict[str, tuple[str, ...]]  # NUMA node as a string ("-1": none) -> IDs
-    alloc_resp: bytes
-
-    @property
-    def ids(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(i for ids in self.device_ids.values() for i in ids))
-
-
-@dataclass(frozen=True)
-class ResourceState:
-    """One resource as the device manager sees it (the kubelet's node status figures)."""
-
-    name: str
-    socket: str | None
-    connected: bool  # a live ListAndWatch stream feeds it
-    devices: tuple[Device, ...]  # every device the plugin listed: capacity
-    healthy: tuple[str, ...]  # allocatable
-    options: PluginOptions | None
-
-    @property
-    def capacity(self) -> int:
-        return len(self.devices)
-
-    @property
-    def allocatable(self) -> int:
-        return len(self.healthy)
-
-
-@dataclass
-class _Resource:
-    devices: dict[str, Device] = field(default_factory=dict)  # allDevices
-    healthy: set[str] = field(default_factory=set)  # healthyDevices; unhealthy = the rest
 
 
 class DeviceManager:
@@ -131,7 +74,7 @@ class DeviceManager:
         self.grace_period = grace_period
         self.rpc_timeout = rpc_timeout
         self.failed: dict[tuple[str, str], str] = {}  # (namespace, name) -> why admission failed
-        self._resources: dict[str, _Resource] = {}
+        self._resources: dict[str, Resource] = {}
         self._endpoints: dict[str, Endpoint] = {}
         # What containers hold, by (pod UID, container, resource), in allocation order.
         self._held: dict[tuple[str, str, str], Held] = {}
@@ -173,7 +116,7 @@ class DeviceManager:
             old.expiry.cancel()
         endpoint = Endpoint(resource=resource, socket=socket_path, options=options, client=client)
         self._endpoints[resource] = endpoint
-        self._resources.setdefault(resource, _Resource())
+        self._resources.setdefault(resource, Resource())
         endpoint.stream = self._track(asyncio.create_task(self._follow(endpoint), name=f"ListAndWatch {resource}"))
         log.debug("kubelet: %s connected (%s)", resource, os.path.basename(socket_path))
         self._notify()
@@ -203,7 +146,7 @@ class DeviceManager:
 
     def _update(self, resource: str, devices: Sequence[Device]) -> None:
         # manager.go genericDeviceUpdateCallback: replace the view, then write the checkpoint.
-        state = self._resources.setdefault(resource, _Resource())
+        state = self._resources.setdefault(resource, Resource())
         state.devices = {d.id: d for d in devices}
         state.healthy = {d.id for d in devices if d.healthy}
         log.info("kubelet: %s: %d devices, %d healthy", resource, len(devices), len(state.healthy))
@@ -231,7 +174,7 @@ class DeviceManager:
                 current.stream.cancel()
         current.stopped = True
         # markResourceUnhealthy: every device unhealthy, capacity kept; no checkpoint write here.
-        self._resources.setdefault(resource, _Resource()).healthy = set()
+        self._resources.setdefault(resource, Resource()).healthy = set()
         log.warning("kubelet: %s: ListAndWatch ended (%s); unhealthy for %gs", resource, reason, self.grace_period)
         self._start_grace(current)
         self._notify()
@@ -301,13 +244,13 @@ class DeviceManager:
         claims = claims or {}
         by_container: dict[tuple[str, str], list[ContainerDevices]] = {}
         for (uid, container, resource), h in self._held.items():
-            by_container.setdefault((uid, container), []).extend(_entries(resource, h.device_ids))
+            by_container.setdefault((uid, container), []).extend(numa_entries(resource, h.device_ids))
         return tuple(
             PodResources(
                 namespace=pod.namespace,
                 name=pod.name,
                 containers=tuple(
-                    _container(
+                    container_resources(
                         c,
                         by_container.get((pod.uid, c.name), ()),
                         (c.dynamic_resources if dynamic else ()) + claims.get((pod.uid, c.name), ()),
@@ -324,7 +267,7 @@ class DeviceManager:
         for name in sorted(self._resources):
             state = self._resources[name]
             for d in state.devices.values():
-                if d.id in state.healthy:  # as _entries gives them: one per NUMA node in order, or one without
+                if d.id in state.healthy:  # as numa_entries gives them: one per NUMA node in order, or one without
                     ids = (d.id,)
                     if d.numa_nodes:
                         devices.extend([ContainerDevices(name, ids, (n,)) for n in sorted(set(d.numa_nodes))])
@@ -437,7 +380,7 @@ class DeviceManager:
         by_numa: dict[str, list[str]] = {}
         for device_id in chosen:
             for node in state.devices[device_id].numa_nodes or (None,):
-                by_numa.setdefault(_key(node), []).append(device_id)
+                by_numa.setdefault(numa_key(node), []).append(device_id)
         device_ids = {k: tuple(v) for k, v in by_numa.items()}
         self._hold(
             Held(pod_uid=pod.uid, container=container.name, resource=resource, device_ids=device_ids, alloc_resp=raw)
@@ -505,7 +448,7 @@ class DeviceManager:
                 self._restored_prestart.add((entry.pod_uid, entry.container, entry.resource))
         for name in checkpoint.registered_devices:
             # readCheckpoint: empty device sets and a stopped endpoint, so the grace period runs.
-            self._resources[name] = _Resource()
+            self._resources[name] = Resource()
             endpoint = Endpoint(resource=name, socket="", options=PluginOptions(), client=None, stopped=True)
             self._endpoints[name] = endpoint
             self._start_grace(endpoint)
@@ -516,20 +459,13 @@ class DeviceManager:
         )
 
 
-def _container(
-    c: ContainerSpec, devices: Sequence[ContainerDevices], claims: tuple[DynamicResource, ...]
-) -> ContainerResources:
-    return ContainerResources(c.name, tuple(devices), c.cpus, c.memory, claims)
-
-
-def _key(node: int | None) -> str:
-    return NO_TOPOLOGY if node is None else str(node)
-
-
-def _entries(resource: str, device_ids: dict[str, tuple[str, ...]]) -> list[ContainerDevices]:
-    """One ContainerDevices per device per NUMA node (pod_devices.go getContainerDevices); "-1" has no topology."""
-    out: list[ContainerDevices] = []
-    for key in sorted(device_ids, key=int):
-        numa = () if key == NO_TOPOLOGY else (int(key),)
-        out.extend(ContainerDevices(resource=resource, ids=(i,), numa_nodes=numa) for i in device_ids[key])
-    return out
+__all__ = [
+    "DEFAULT_GRACE_PERIOD",
+    "NO_TOPOLOGY",
+    "RPC_TIMEOUT",
+    "AdmissionError",
+    "DeviceManager",
+    "Endpoint",
+    "Held",
+    "ResourceState",
+]
