@@ -23,6 +23,7 @@ from devctl.analyze.doctor_history import history_findings
 from devctl.analyze.doctor_pcie import gpu_nic_findings
 from devctl.analyze.doctor_physical import physical_findings
 from devctl.analyze.doctor_plugins import recheck_sockets
+from devctl.analyze.doctor_pods import PodWaiting, pod_findings
 from devctl.analyze.holders import holder_findings
 from devctl.analyze.kubeletstate import kubelet_state_findings
 from devctl.model import PROCS, SEVERITIES, ErrorKind, Finding, NodeSnapshot, Severity, Source
@@ -36,6 +37,7 @@ def diagnose(
     history: Sequence[NodeEvent] = (),
     pcie: tuple[PcieMatrix, frozenset[str]] | None = None,
     host_nodes: Mapping[str, str | None] | None = None,
+    waiting: Sequence[PodWaiting] = (),
 ) -> tuple[Finding, ...]:
     """Every check on one snapshot: errors first, then warnings, then notes; within each, node-wide checks first.
 
@@ -59,6 +61,7 @@ def diagnose(
     if pcie is not None:
         checkup.findings.extend(gpu_nic_findings(snapshot, *pcie))
     checkup.findings.extend(physical_findings(snapshot, host_nodes))
+    checkup.findings.extend(pod_findings(waiting))  # containers waiting on their devices (doctor_pods)
     rank = {severity: i for i, severity in enumerate(SEVERITIES)}
     return tuple(sorted(checkup.findings, key=lambda f: rank[f.severity]))
 

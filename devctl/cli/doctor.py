@@ -44,6 +44,7 @@ def doctor(
     from devctl.analyze import ALL_SOURCES, errors_of, sources_read
     from devctl.analyze.doctor import RECHECK_AFTER, diagnose, fails_on, recheck_sockets
     from devctl.analyze.holders import without_absent_runtime
+    from devctl.core.doctor_pods import read_waiting
     from devctl.core.pci import read_pci
     from devctl.core.physical import read_host_nodes
     from devctl.model import EXTRA_SOURCES
@@ -62,7 +63,11 @@ def doctor(
     pcie = None if opts.from_file else run(read_pci(snapshot.paths.sysfs, opts.timeout))
     # the allocations' device nodes traced to PCI functions (stat only) for the physical findings
     host = None if opts.from_file else run(read_host_nodes(snapshot, opts.timeout)).nodes
-    findings = diagnose(snapshot, again, history, (pcie.matrix, pcie.rdma) if pcie is not None else None, host)
+    # containers the runtime keeps from starting, with its reason (only the created ones are asked about)
+    waiting = () if opts.from_file else run(read_waiting(snapshot, opts.timeout))
+    findings = diagnose(
+        snapshot, again, history, (pcie.matrix, pcie.rdma) if pcie is not None else None, host, waiting=waiting
+    )
     denied = refused_line(snapshot, ALL_SOURCES)
     if output in (Output.json, Output.yaml):
         write_structured(output, {"findings": findings}, errors_of(snapshot))
