@@ -15,7 +15,7 @@ from devctl.lab.sim import nvidia
 from devctl.model import PciDevice
 
 SHARED = "nvidia.com/gpu.shared"
-UUID = "GPU-8e1f6a3c-2b4d-4c7e-9f10-5a6b7c8d9e0f"
+UUID = "GPU-8"  # short as the node's GPU-0..GPU-7 (a real one is GPU-<uuid>)
 CC = "0000:cc:00.0"
 
 
@@ -73,3 +73,13 @@ def test_replicas_are_one_gpu_and_each_resource_takes_the_next_functions():
     assert nvidia.spec(gpus[:2]) is None
     # More GPUs asked for than the scenario has: the rest get none.
     assert len(nvidia.gpus([resource("nvidia.com/gpu", ["g0", "g1", "g2"])], functions[:1])) == 1
+
+
+def test_devices_name_each_replicas_gpu_in_wide_and_json_and_the_default_table_keeps_its_columns(sim_node):
+    doc = devctl(sim_node.root, "devices", SHARED, "-o", "json").json
+    assert [(d["id"], d["pci"]["address"]) for d in doc["devices"]] == [(f"{UUID}::{n}", CC) for n in range(4)]
+    wide = devctl(sim_node.root, "devices", SHARED, "-o", "wide").stdout.splitlines()
+    pci = wide[0].split().index("PCI")
+    assert {line.split()[pci] for line in wide[1:]} == {CC}
+    table = devctl(sim_node.root, "devices", SHARED).stdout.splitlines()
+    assert table[0].split() == ["RESOURCE", "ID", "HEALTH", "NUMA", "ALLOCATED-TO"]
