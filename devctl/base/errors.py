@@ -51,6 +51,52 @@ class ErrorKind(Word):
         return cls.OTHER
 
 
+class SocketStatus(Word):
+    """The one vocabulary of a socket's state, for every socket devctl dials: a device plugin's (the ``status`` of
+    ``plugins`` and ``ls``), a DRA driver's, the kubelet's. Dialled, not stat'ed: the kubelet never removes
+    ``kubelet.sock`` or the pod-resources socket when it exits, so a socket file says nothing of a listener.
+    ``PluginStatus`` (devctl.model) is this enum under the name plugin code reads best with.
+    """
+
+    SERVING = "serving"  # a plugin answered
+    LISTENING = "listening"  # the kubelet's socket has a listener
+    UNREACHABLE = "unreachable"  # the socket refused or the RPC failed
+    MISSING = "missing"
+    NOT_A_SOCKET = "not-a-socket"  # a regular file, directory or FIFO where a socket belongs
+    STALE = "stale"  # a socket file with nothing listening on it
+    TIMEOUT = "timeout"  # accepted the connection, never answered in time
+    PERMISSION_DENIED = "permission-denied"
+    NO_PLUGIN = "no-plugin"  # known to the kubelet, but no socket serves it
+    OTHER = "other"
+
+    @classmethod
+    def of_failure(cls, kind: ErrorKind) -> SocketStatus:
+        """The state of a socket whose connect failed with ``kind`` (a kind with no state of its own is OTHER)."""
+        return _STATUS_OF_KIND.get(kind, cls.OTHER)
+
+    def failure_kind(self) -> ErrorKind:
+        """The kind of failure this state is, where nothing more precise is known."""
+        return _KIND_OF_STATUS.get(self, ErrorKind.OTHER)
+
+
+_KIND_OF_STATUS = {
+    SocketStatus.MISSING: ErrorKind.MISSING,
+    SocketStatus.NOT_A_SOCKET: ErrorKind.NOT_A_SOCKET,
+    SocketStatus.STALE: ErrorKind.STALE,
+    SocketStatus.TIMEOUT: ErrorKind.TIMEOUT,
+    SocketStatus.PERMISSION_DENIED: ErrorKind.PERMISSION_DENIED,
+    SocketStatus.NO_PLUGIN: ErrorKind.MISSING,
+}
+_STATUS_OF_KIND = {
+    ErrorKind.MISSING: SocketStatus.MISSING,
+    ErrorKind.NOT_A_SOCKET: SocketStatus.NOT_A_SOCKET,
+    ErrorKind.STALE: SocketStatus.STALE,
+    ErrorKind.TIMEOUT: SocketStatus.TIMEOUT,
+    ErrorKind.PERMISSION_DENIED: SocketStatus.PERMISSION_DENIED,
+    ErrorKind.OTHER: SocketStatus.OTHER,
+}
+
+
 class DevctlError(Exception):
     """The root of every exception devctl defines; ``kind`` says why, for code that decides on it."""
 

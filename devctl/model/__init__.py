@@ -14,7 +14,7 @@ works for all of them: ``sources`` (source names, ``SourceError``, ``SocketStatu
 
 from __future__ import annotations
 
-from devctl.base.errors import ErrorKind  # the model's vocabulary of failures
+from devctl.base.errors import ErrorKind, SocketStatus  # the vocabularies of failures and of sockets' states
 from devctl.model.cdi import (
     CdiDevice,
     CdiDeviceNode,
@@ -102,7 +102,6 @@ from devctl.model.sources import (
     PROCS,
     RUNTIME,
     TOPOLOGY,
-    SocketStatus,
     Source,
     SourceError,
 )

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any, overload
 
-from devctl.base.errors import ErrorKind
+from devctl.base.errors import ErrorKind, SocketStatus
 
 HEALTHY = "Healthy"
 UNHEALTHY = "Unhealthy"
@@ -16,15 +15,8 @@ UNHEALTHY = "Unhealthy"
 DEVICE_PLUGIN_TYPE = "DevicePlugin"
 
 
-class PluginStatus(str, Enum):
-    """How a device plugin socket answered; the ``status`` values of the CLI contract."""
-
-    SERVING = "serving"
-    UNREACHABLE = "unreachable"  # the socket refused or the RPC failed
-    STALE = "stale"  # a socket file with no listener behind it
-    TIMEOUT = "timeout"  # accepted the connection, never answered in time
-    PERMISSION_DENIED = "permission-denied"
-    NO_PLUGIN = "no-plugin"  # known to the kubelet, but no socket serves it
+# How a device plugin's socket answered (the ``status`` values of the CLI contract): the one socket vocabulary.
+PluginStatus = SocketStatus
 
 
 # --- DRA drivers (their endpoint and health stream) --------------------------------

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from devctl.base.errors import SocketStatus
 from devctl.model.cdi import CdiState
 from devctl.model.checkpoints import Checkpoint, DraCheckpoint
 from devctl.model.host import HostTopology, ProcScan, RuntimeState
 from devctl.model.kubelet import KubeletState
 from devctl.model.plugins import PluginProbe
 from devctl.model.pods import AllocatableResources, PodIdentity, PodResources
-from devctl.model.sources import DRA_DRIVERS, PLUGINS, SocketStatus, SourceError
+from devctl.model.sources import DRA_DRIVERS, PLUGINS, SourceError
 
 # --- everything at once -----------------------------------------------------------
 

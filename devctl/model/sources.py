@@ -1,36 +1,11 @@
-"""The sources ``collect`` reads, by name, and how one failed: ``SourceError`` and a socket's ``SocketStatus``."""
+"""The sources ``collect`` reads, by name, and how one failed (``SourceError``; a socket's state: SocketStatus)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
 
 from devctl.base.errors import ErrorKind, Word
 from devctl.model.serial import json_field
-
-
-class SocketStatus(str, Enum):
-    """Whether a socket the kubelet serves has a listener: dialled, not only stat'ed.
-
-    The kubelet never removes ``kubelet.sock`` or the pod-resources socket when it
-    exits, so a socket file on disk says nothing about a running kubelet.
-    """
-
-    LISTENING = "listening"
-    MISSING = "missing"
-    NOT_A_SOCKET = "not-a-socket"
-    STALE = "stale"  # a socket file with nothing listening on it
-    PERMISSION_DENIED = "permission-denied"
-    TIMEOUT = "timeout"
-    OTHER = "other"
-
-    @classmethod
-    def of_failure(cls, kind: ErrorKind) -> SocketStatus:
-        """The status of a socket whose connect failed with ``kind``."""
-        try:
-            return cls(kind.value)
-        except ValueError:
-            return cls.OTHER
 
 
 class Source(Word):

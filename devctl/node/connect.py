@@ -23,15 +23,6 @@ if TYPE_CHECKING:
     import grpc
 
 
-# The kind of failure each socket status is, where nothing more precise is known.
-_STATUS_KINDS = {
-    PluginStatus.STALE: ErrorKind.STALE,
-    PluginStatus.TIMEOUT: ErrorKind.TIMEOUT,
-    PluginStatus.PERMISSION_DENIED: ErrorKind.PERMISSION_DENIED,
-    PluginStatus.NO_PLUGIN: ErrorKind.MISSING,
-}
-
-
 class RpcFailure(DevctlError):
     """A source that failed: the status devctl shows for it, a one-line message, and its kind."""
 
@@ -46,7 +37,7 @@ class RpcFailure(DevctlError):
         self.status = status
         self.message = message
         self.code = code
-        self.kind = kind if kind is not None else _STATUS_KINDS.get(status, ErrorKind.OTHER)
+        self.kind = kind if kind is not None else status.failure_kind()
 
 
 def _kind(path: str) -> str:

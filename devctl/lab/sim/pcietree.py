@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from devctl.base.errors import DevctlError
 from devctl.model import PciDevice
 from devctl.model.pci import normalize_pci_address
 
@@ -30,7 +31,7 @@ _HOST_KEYS = ("host_bridge", "numa_node", "switches", "devices")
 _DEVICE_KEYS = ("address", "numa_node", "vendor", "device", "class", "driver", "rdma")
 
 
-class PcieError(ValueError):
+class PcieError(DevctlError, ValueError):
     """A ``pcie:`` entry that cannot be laid out (the scenario loader says where)."""
 
 
