@@ -89,8 +89,8 @@ def container_lines(c: FitContainer) -> list[str]:
     return lines
 
 
-def fit_table(answer: FitAnswer) -> str:
-    """The whole answer as lines of at most 80 columns (``*``: a preferred hint)."""
+def fit_table(answer: FitAnswer, width: int = WIDTH) -> str:
+    """The whole answer as lines of at most ``width`` columns (``*``: a preferred hint); the TUI gives its own."""
     lines = [verdict_line(answer), policy_line(answer)]
     for c in answer.containers:
         lines.extend(container_lines(c))
@@ -100,4 +100,4 @@ def fit_table(answer: FitAnswer) -> str:
     if answer.fits_with:
         lines.append("fits with:")
         lines.extend(f"  {escape(f.change)}: {escape(f.why)}" for f in answer.fits_with)
-    return "".join(part + "\n" for line in lines for part in _wrap(line))
+    return "".join(part + "\n" for line in lines for part in _wrap(line, width))

@@ -34,21 +34,22 @@ def _short_time(time: str | None) -> str:
 _LOG_HEADER = re.compile(r"^(?:[IWEF]\d{4} [\d:.]+\s+\d+ |\d{4}-\d\d-\d\dT\S+ \S+ \S+\[\d+\]: )")
 
 
-def _evidence_line(e: Evidence) -> str:
+def _evidence_line(e: Evidence, width: int) -> str:
     what = _LOG_HEADER.sub("", e.what) if e.source in ("kubelet-log", "journal") else e.what
-    return _cut(f"  {_short_time(e.time):<14} {escape(e.source):<11} {escape(' '.join(what.split()))}")
+    return _cut(f"  {_short_time(e.time):<14} {escape(e.source):<11} {escape(' '.join(what.split()))}", width)
 
 
-def why_table(answer: WhyAnswer) -> str:
-    """The answer for a person: verdict, evidence, hint, warnings; every string from outside escaped."""
-    lines = [_cut(f"{answer.code}: {escape(' '.join(answer.verdict.split()))}")]
-    lines += [_evidence_line(e) for e in answer.evidence[:MAX_EVIDENCE]]
+def why_table(answer: WhyAnswer, width: int = WIDTH) -> str:
+    """The answer for a person within ``width`` columns (the TUI gives its own): verdict, evidence, hint,
+    warnings; every string from outside escaped."""
+    lines = [_cut(f"{answer.code}: {escape(' '.join(answer.verdict.split()))}", width)]
+    lines += [_evidence_line(e, width) for e in answer.evidence[:MAX_EVIDENCE]]
     if len(answer.evidence) > MAX_EVIDENCE:
         lines.append(f"  … {len(answer.evidence) - MAX_EVIDENCE} more (-o json)")
     if answer.hint:
         lines.append(f"hint: {escape(answer.hint)}")
     shown = answer.errors[:MAX_WARNINGS]
-    lines += [_cut(f"warning: {escape(e.source)}: {escape(' '.join(e.message.split()))}") for e in shown]
+    lines += [_cut(f"warning: {escape(e.source)}: {escape(' '.join(e.message.split()))}", width) for e in shown]
     if len(answer.errors) > MAX_WARNINGS:
         lines.append(f"warning: … {len(answer.errors) - MAX_WARNINGS} more (-o json)")
     return "\n".join(lines) + "\n"
