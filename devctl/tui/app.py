@@ -20,11 +20,12 @@ class DevctlApp(App[None]):
 
     TITLE = "devctl"
     # textual runs thread workers on the app loop's default executor, and every one of the TUI's can
-    # run at once: the poll and watch loops and a rebuild (tui/source.py), a diagnosis (screens/node.py).
+    # run at once: the poll and watch loops and a rebuild (tui/source.py), a diagnosis (screens/node.py),
+    # the journal's history and a `:fit`/`:why` answer (screens/node_answers.py).
     # Twice that: a thread worker cannot be stopped, only asked to end, so a loop worker started anew
     # (exclusive) may still hold its thread for a while, and a job that waits for a thread is a first
     # screen that never fills (asyncio's own bound on 2 CPUs was 6; a started pool has no slack to grow).
-    THREAD_WORKERS = 8
+    THREAD_WORKERS = 12
     ENABLE_COMMAND_PALETTE = False
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "Quit"),

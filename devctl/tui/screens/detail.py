@@ -157,10 +157,12 @@ class ContainerScreen(ModalScreen[None]):
         Binding("q", "dismiss", "Close", show=False),
     ]
 
-    def __init__(self, key: str, view: NodeView) -> None:
+    def __init__(self, key: str, view: NodeView, *, timeline: str | None = None) -> None:
+        """``timeline``: the device it was opened from, its own events from the journal (escaped by its maker)."""
         super().__init__()
         self.key = key
         self._view = view
+        self.timeline = timeline
 
     def compose(self) -> ComposeResult:
         with VerticalScroll():
@@ -192,6 +194,8 @@ class ContainerScreen(ModalScreen[None]):
             if detail
             else Text(escape(f"{self.key}: the container is gone from pod-resources"))
         )
+        if self.timeline:
+            text = Text.assemble(Text(self.timeline), "\n", text)
         target.update(text)
 
     async def action_dismiss(self, result: None = None) -> None:

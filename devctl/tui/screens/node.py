@@ -6,6 +6,7 @@ import asyncio
 import time
 from typing import ClassVar
 
+from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -18,7 +19,7 @@ from devctl.fast.interpreter import settle
 from devctl.model import Finding, NodeSnapshot, Severity
 from devctl.tui.feeds import Feed, LogCapture, PluginControls
 from devctl.tui.screens.detail import ContainerScreen
-from devctl.tui.screens.node_keys import PluginKeys
+from devctl.tui.screens.node_answers import NodeAnswers
 from devctl.tui.screens.node_rows import CONTROL_ACTIONS, TITLES, VIEW_NAMES, VIEWS, Diagnosed, Presented, Presenter
 from devctl.tui.screens.text import TextScreen
 from devctl.tui.source import Clock, NodeSource, utc_now
@@ -37,7 +38,7 @@ from devctl.tui.widgets.table import RowTable, row_set
 from devctl.tui.widgets.viewbar import ViewBar
 
 
-class NodeScreen(PluginKeys):
+class NodeScreen(NodeAnswers):
     """What a person at the node sees first; every view follows the feed live."""
 
     # Doctor's checks cost more than the analysis itself (about 1.5x at 10,000 devices): they run
@@ -117,6 +118,7 @@ class NodeScreen(PluginKeys):
 
     def on_mount(self) -> None:
         self.query_one("#resources-table", RowTable).focus()
+        self.load_history()  # the journal's last 24 h, in a thread (screens/node_answers.py)
 
     # --- the view ----------------------------------------------------------------------------
 
@@ -295,11 +297,16 @@ class NodeScreen(PluginKeys):
         if self.view is None:
             return
         row = next((d for d in self.view.devices.get(self.resource or "", ()) if d.id == event.key), None)
+        timeline = self.device_timeline(self.resource or "", row) if row is not None else None
         if row is None or not row.allocated_to:
-            self.tell(f"{event.key} is not held by any container", timeout=3)
+            if timeline is not None:
+                self.app.push_screen(TextScreen(Text(timeline), title="device"))
+            else:
+                self.tell(f"{event.key} is not held by any container", timeout=3)
             return
         h = row.allocated_to[0]
-        self.app.push_screen(ContainerScreen(container_key(h.namespace, h.pod, h.container), self.view))
+        key = container_key(h.namespace, h.pod, h.container)
+        self.app.push_screen(ContainerScreen(key, self.view, timeline=timeline))
 
     @on(RowTable.Selected, "#pods-table")
     def _container_selected(self, event: RowTable.Selected) -> None:
@@ -406,6 +413,8 @@ class NodeScreen(PluginKeys):
         if words and words[0] in ("q", "quit", "q!"):
             self.app.exit()
             return
+        if self.answer_command(words):  # `:fit REQUEST`, `:why POD`: answered in a text screen
+            words = []
         if words and view is None:
             from devctl.base.names import likely
 

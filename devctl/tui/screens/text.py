@@ -43,7 +43,7 @@ class TextScreen(ModalScreen[None]):
 
     def on_mount(self) -> None:
         scroll = self.query_one(VerticalScroll)
-        scroll.border_title = self.title_text
+        scroll.border_title = Text(self.title_text)  # plain text: a title may quote what a person typed (`:fit`)
         scroll.focus()
 
     def show(self, text: Text) -> None:

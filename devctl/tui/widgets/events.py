@@ -9,6 +9,8 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.timer import Timer
 
+from devctl.analyze.history import matches
+from devctl.model.history import NodeEvent
 from devctl.tui.state import LogLine
 from devctl.tui.widgets.table import Column, Row, RowTable
 
@@ -33,6 +35,22 @@ def log_row(number: int, line: LogLine) -> Row:
     return Row(str(number), (stamp, line.event, line.resource or "-", line.device or "-", line.detail), line.tone)
 
 
+class EventsTable(RowTable):
+    """The log's table: `/` keeps a row whose text holds the filter, or whose journal event it names as
+    ``devctl events SUBJECT`` does (``analyze.history.matches``: a resource, device, PCI address in any
+    spelling, or a pod that held the device)."""
+
+    def __init__(self, events: dict[str, NodeEvent], **kwargs: object) -> None:
+        super().__init__(COLUMNS, **kwargs)  # type: ignore[arg-type]
+        self._events = events
+
+    def passes(self, row: Row, needle: str) -> bool:
+        if super().passes(row, needle):
+            return True
+        event = self._events.get(row.key)
+        return event is not None and matches(event, self.filter_text)
+
+
 class EventsPane(Vertical):
     """Newest at the bottom; the view follows new lines while the cursor is on the last one."""
 
@@ -41,12 +59,13 @@ class EventsPane(Vertical):
         self._count = 0
         self._pending: list[tuple[LogLine, Row]] = []
         self._lines: dict[str, LogLine] = {}  # row key -> the whole line, the newest MAX_LINES
+        self._events: dict[str, NodeEvent] = {}  # row key -> the journal's event behind a history line
         self._last: datetime | None = None  # the time of the newest line in the table
         self._timer: Timer | None = None
         self._shown = False
 
     def compose(self) -> ComposeResult:
-        yield RowTable(COLUMNS, empty="no events yet", follow_tail=True, id="events-table")
+        yield EventsTable(self._events, empty="no events yet", follow_tail=True, id="events-table")
 
     @property
     def table(self) -> RowTable:
@@ -64,6 +83,18 @@ class EventsPane(Vertical):
         del self._pending[:-MAX_LINES]
         if self._shown and self._timer is None:
             self._timer = self.set_timer(FLUSH_EVERY, self.flush)
+
+    def add_history(self, pairs: Iterable[tuple[LogLine, NodeEvent]]) -> None:
+        """The journal's events (oldest first) with their lines: they take their place in time order,
+        above the live lines that came after them, and `/` matches them by subject too."""
+        pairs = list(pairs)[-MAX_LINES:]
+        for i, (_, event) in enumerate(pairs):
+            self._events[str(self._count + i)] = event
+        self.add(line for line, _ in pairs)
+
+    def event(self, key: str) -> NodeEvent | None:
+        """The journal's event behind a row, None for a live line."""
+        return self._events.get(key)
 
     def shown(self, shown: bool) -> None:
         """Told by the screen when the log comes into view (and goes); lines wait while it is hidden."""
@@ -90,6 +121,9 @@ class EventsPane(Vertical):
             self._lines[row.key] = line
         while len(self._lines) > MAX_LINES:
             del self._lines[next(iter(self._lines))]
+        if len(self._events) > len(self._lines):  # history lines that dropped off (or never reached the table)
+            for key in [k for k in self._events if k not in self._lines]:
+                del self._events[key]
         if self._last is None or pending[0][0].time >= self._last:
             self.table.append_rows([row for _, row in pending], MAX_LINES)
         else:
