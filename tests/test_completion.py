@@ -52,10 +52,11 @@ def test_names_are_completed_live_from_the_node(sim_node) -> None:
         "hardware-vendor.example/foo",
         "intel.com/sriov_netdevice",
         "nvidia.com/gpu",
+        "nvidia.com/gpu.shared",
     ]
-    assert _complete("devctl devices nv", root) == ["nvidia.com/gpu"]
+    assert _complete("devctl devices nv", root) == ["nvidia.com/gpu", "nvidia.com/gpu.shared"]
     assert "GPU-7" in _complete("devctl plugin set-health nvidia.com/gpu GPU-", root)
-    assert _complete("devctl pods -n ", root) == ["inference", "ml", "monitoring"]
+    assert _complete("devctl pods -n ", root) == ["chat", "inference", "ml", "monitoring"]
     assert _complete("devctl get -n ml ", root) == ["train-0", "train-1"]
     assert "ml/train-0" in _complete("devctl get ", root)
 
@@ -188,7 +189,7 @@ def test_the_completion_budget_counts_from_the_process_start() -> None:
 def test_who_and_sim_delete_pod_are_completed(sim_node) -> None:
     root = sim_node.root
     # who takes a device ID, a resource or a driver
-    assert _complete("devctl who nvidia", root) == ["nvidia.com/gpu"]
+    assert _complete("devctl who nvidia", root) == ["nvidia.com/gpu", "nvidia.com/gpu.shared"]
     assert "GPU-7" in _complete("devctl who GPU-", root)
     assert "sim-node/gpu-0" in _complete("devctl who sim-node/", root)
     # sim delete-pod takes NS/NAME

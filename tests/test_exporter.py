@@ -172,7 +172,7 @@ def test_a_kubelet_restart(sim_node) -> None:
             up = [(ls, v) for ls, v in ex.samples("devctl_plugin_up") if ls["kind"] == "device-plugin"]
             sockets = [ls["socket"] for ls, _ in up]
             health = _by(ex.samples("devctl_device_health"), resource=GPU)
-            return len(sockets) == len(set(sockets)) == 3 and all(v == 1.0 for _, v in up) and len(health) == 8
+            return len(sockets) == len(set(sockets)) == 4 and all(v == 1.0 for _, v in up) and len(health) == 8
 
         ex.wait_for("every plugin back after the restart", settled)
         assert _by(ex.samples("devctl_resource_allocated"), resource=GPU) == [6.0]
