@@ -163,23 +163,23 @@ async def test_events_view_shows_the_journal_above_the_live_events_and_filters_b
             return [r.cells[1:4] for r in log.rows]
 
         # THEN the journal's events of the last 24 h are there, oldest first, above the live lists
-        await until(pilot, lambda: ("xid", GPU, "GPU-5") in rows(), "the journal's history")
+        await until(pilot, lambda: ("xid", GPU, PCI5) in rows(), "the journal's history")  # a kernel line: its PCI
         await until(pilot, lambda: ("snapshot", GPU, "-") in rows(), "the live snapshot")
-        history = [r for r in rows() if r[0] in ("xid", "health") and r[2] in ("GPU-4", "GPU-5")]
-        assert [r[2] for r in history] == ["GPU-5", "GPU-5", "GPU-4", "GPU-4"], rows()
-        assert rows().index(("xid", GPU, "GPU-5")) < len(rows()) - 1  # live lines came after it
+        history = [r for r in rows() if r[0] in ("xid", "health") and r[2] in ("GPU-4", "GPU-5", PCI5)]
+        assert [r[2] for r in history] == [PCI5, "GPU-5", "GPU-4", "GPU-4"], rows()
+        assert rows().index(("xid", GPU, PCI5)) < len(rows()) - 1  # live lines came after it
         assert not any(r[2] == "GPU-6" for r in rows())  # 30 h old: not in the last 24 h
         xid = next(r for r in log.rows if r.cells[1] == "xid")
-        assert "kernel: Xid 79" in xid.cells[4] and PCI5 in xid.cells[4]
+        assert "kernel: Xid 79" in xid.cells[4] and "GPU-5" in xid.cells[4]
         # WHEN `/` filters by a pod that held a device THEN only that device's events stay
         await pilot.press("slash")
         await pilot.press(*"train-1")
         await until(pilot, lambda: {r[2] for r in rows()} == {"GPU-4"}, "GPU-4's events only")
         # AND by a PCI address in another spelling, no cell's text (as devctl events SUBJECT matches it)
         log.filter_text = "cb:00.0"
-        await until(pilot, lambda: {r[2] for r in rows()} == {"GPU-5"}, "GPU-5's events only")
+        await until(pilot, lambda: {r[2] for r in rows()} == {"GPU-5", PCI5}, "GPU-5's events only")
         log.filter_text = "00000000:CB:00.0"
-        await until(pilot, lambda: {r[2] for r in rows()} == {"GPU-5"}, "GPU-5's events by its PCI address")
+        await until(pilot, lambda: {r[2] for r in rows()} == {"GPU-5", PCI5}, "GPU-5's events by its PCI address")
 
 
 async def test_a_device_detail_shows_its_own_timeline(sim: SimNode) -> None:  # noqa: F811

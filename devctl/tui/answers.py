@@ -157,16 +157,21 @@ def _tone(event: NodeEvent) -> str:
 def history_line(event: NodeEvent) -> LogLine:
     """One journal event as a line of the event log: its source first in the detail, its PCI address and holders."""
     what = event.what if event.count == 1 else f"{event.what} (x{event.count})"
+    # A kernel line shows its PCI address (12 columns), its device (a GPU's UUID, 40) in the detail: at 80
+    # columns a long ID would squeeze the EVENT column out of the log.
+    device = event.pci if event.source == EventSource.KERNEL and event.pci else event.device
     parts = [f"{event.source}: {what}"]
-    if event.pci and event.pci != event.device:
+    if event.pci and event.pci != device:
         parts.append(event.pci)
+    elif event.device and event.device != device:
+        parts.append(event.device)
     if event.holders:
         parts.append(f"held by {_holders(event)}")
     return LogLine(
         event.time,
         event.kind,
         event.resource or event.driver or "",
-        event.device or event.pci or "",
+        device or event.pci or "",
         " · ".join(parts),
         _tone(event),
     )
