@@ -1,7 +1,7 @@
 """The app as a person drives it: Pilot key presses against the simulated node on real sockets.
 
 Every test runs the default scenario (8 GPUs with GPU-5 unhealthy, 8 SR-IOV VFs,
-2 foo devices without topology, 6 pods, inference/serve-0 misaligned) in the
+2 foo devices without topology, GPU-8 time-sliced into 4 replicas, 8 pods, inference/serve-0 misaligned) in the
 test's own event loop, with the app wired as ``devctl demo`` wires it.
 """
 
@@ -88,6 +88,7 @@ async def test_overview_shows_each_resource_with_its_counts(sim: SimNode) -> Non
             "hardware-vendor.example/foo",
             "intel.com/sriov_netdevice",
             GPU,
+            "nvidia.com/gpu.shared",  # the time-sliced GPU-8
             "gpu.example.com",  # the default node's DRA driver
         ]
         # RESOURCE STATUS CAP ALLOC USED FREE BAD NUMA SOCKET (once every source answered: the first
@@ -97,8 +98,8 @@ async def test_overview_shows_each_resource_with_its_counts(sim: SimNode) -> Non
         assert cells(app, "resources", "hardware-vendor.example/foo")[7] == "<none>"  # as in the CLI: not "-"
         text = screen_text(app)
         # DRA counts too: gpu-3 unhealthy, and embed-0 whose DRA GPU is across from its CPUs.
-        assert "6 pods · 2 unhealthy · 2 misaligned · 03:04:05" in text  # the pinned clock
-        assert "checkpoint v2 5 entries checksum ok" in text
+        assert "8 pods · 2 unhealthy · 2 misaligned · 03:04:05" in text  # the pinned clock
+        assert "checkpoint v2 7 entries checksum ok" in text
 
 
 async def test_at_80_columns_the_first_screen_names_each_resource_in_full(sim: SimNode) -> None:  # noqa: F811
@@ -150,8 +151,11 @@ async def test_enter_on_a_resource_lists_its_devices_and_brackets_step_through(s
         assert cells(app, "devices", "GPU-5") == ("GPU-5", "Unhealthy", "1", "unhealthy", "-")
         assert cells(app, "devices", "GPU-7")[3] == "free"
         assert "nvidia.com/gpu · serving · 8 devices, 7 healthy, 6 held" in screen_text(app)
-        await pilot.press("right_square_bracket")  # the next resource: the DRA driver, its devices <pool>/<device>
+        await pilot.press("right_square_bracket")  # the next resource: the time-sliced GPU's replicas
+        assert [r.key for r in table(app, "devices").rows] == [f"GPU-8::{i}" for i in range(4)]
+        await pilot.press("right_square_bracket")  # then the DRA driver, its devices <pool>/<device>
         assert [r.key for r in table(app, "devices").rows] == [f"sim-node/gpu-{i}" for i in range(4)]
+        await pilot.press("left_square_bracket")
         await pilot.press("left_square_bracket")
         assert table(app, "devices").rows[0].key == "GPU-0"
 
@@ -591,7 +595,7 @@ async def test_a_long_waiting_mark_gives_way_in_its_names_and_keeps_its_seconds(
         await until(pilot, lambda: GPU in [r.key for r in table(app, "resources").rows], "the answered resources")
         await until(pilot, lambda: "waiting for" in top(), "the waiting mark")
         line = top()
-        assert "6 pods" in line and "03:04:05" in line, line
+        assert "8 pods" in line and "03:04:05" in line, line
         mark = line.split(" · ")[-1]
         assert mark.startswith("waiting for a-plugin") and re.search(r"… \d+ s$", mark), line
         feed.release.set()
@@ -652,7 +656,7 @@ async def test_a_snapshot_file_says_when_it_was_taken_and_offers_no_refresh(sim:
         taken = snapshot.taken_at.replace("T", " ")[:19]
         header = text.splitlines()[0]
         # At 80 columns the file name gives way (its start stays), never when it was taken nor the counts.
-        assert header.startswith(" snapshot node") and f" taken at {taken}Z · 4 res · 6 pods" in header, header
+        assert header.startswith(" snapshot node") and f" taken at {taken}Z · 5 res · 8 pods" in header, header
         assert "r refresh" not in text
         assert app.screen.check_action("refresh", ()) is False
 
