@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -44,10 +45,13 @@ def generate_hints(
 ) -> list[TopologyHint]:
     """``generateDeviceTopologyHints``: masks in the kubelet's order, preferred at the minimal width."""
     by_id = {d.id: d for d in devices}
+    # Devices counted by the NUMA nodes they are on: a mask is checked against a few groups, not every device.
+    every = Counter(d.numa_nodes for d in devices if d.numa_nodes)
+    free = Counter(by_id[i].numa_nodes for i in available if i in by_id and by_id[i].numa_nodes)
     narrowest = len(nodes)
     found: list[frozenset[int]] = []
     for mask in iterate_masks(nodes):
-        in_mask = sum(1 for d in devices if d.numa_nodes & mask)
+        in_mask = sum(n for group, n in every.items() if group & mask)
         if in_mask >= request and len(mask) < narrowest:
             narrowest = len(mask)
         matching = 0
@@ -62,7 +66,7 @@ def generate_hints(
             matching += 1
         if not fits:
             continue
-        matching += sum(1 for i in available if i in by_id and by_id[i].numa_nodes & mask)
+        matching += sum(n for group, n in free.items() if group & mask)
         if matching >= request:
             found.append(mask)
     return [TopologyHint(mask, len(mask) == narrowest) for mask in found]
