@@ -98,8 +98,8 @@ def test_claims(snap_compare: Callable[..., bool], node: NodeSnapshot) -> None:
 
 
 def test_a_finding_with_its_hint(snap_compare: Callable[..., bool], node: NodeSnapshot) -> None:
-    # down past the four resources onto the first finding (an error), then Enter
-    press = ["down", "down", "down", "down", "enter"]
+    # down past the five resources onto the first finding (an error), then Enter
+    press = ["down", "down", "down", "down", "down", "enter"]
     assert snap_compare(app_on(node), press=press, terminal_size=(80, 24), run_before=settled)
 
 
@@ -113,12 +113,12 @@ def test_help(snap_compare: Callable[..., bool], node: NodeSnapshot) -> None:
 
 
 def test_container_detail_at_80_by_24(snap_compare: Callable[..., bool], node: NodeSnapshot) -> None:
-    press = ["3", "down", "down", "down", "enter"]  # ml/train-0 trainer
+    press = ["3", "down", "down", "down", "down", "down", "enter"]  # ml/train-0 trainer (after chat/bot-0, bot-1)
     assert snap_compare(app_on(node), press=press, terminal_size=(80, 24), run_before=settled)
 
 
 def test_container_detail(snap_compare: Callable[..., bool], node: NodeSnapshot) -> None:
-    press = ["3", "down", "down", "down", "enter"]  # ml/train-0 trainer
+    press = ["3", "down", "down", "down", "down", "down", "enter"]  # ml/train-0 trainer (after chat/bot-0, bot-1)
     assert snap_compare(app_on(node), press=press, terminal_size=(100, 34), run_before=settled)
 
 
