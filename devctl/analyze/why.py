@@ -4,7 +4,8 @@ Pure: decides over a ``NodeSnapshot`` and the pod's own inputs (``WhyInputs``: i
 kubelet's log lines about it, the Pods API probe, an optional ``fit`` replay), in a fixed order, the
 first that holds wins: not-on-node, cdi-unresolvable, dra-driver-missing, claim-not-prepared,
 plugin-missing, device-unhealthy, container-error, admission-rejected, running, unknown. Each hint is a
-command a person can run as printed, with the pod's real namespace and name (shell-quoted).
+command a person can run as printed, with the pod's real namespace and name (shell-quoted). The runtime's
+word outranks the kubelet's log: a pod whose containers all run is never admission-rejected on log lines.
 """
 
 from __future__ import annotations
@@ -373,6 +374,8 @@ def _fit_evidence(c: _Ctx, logged: bool) -> Evidence | None:
 
 
 def _admission(c: _Ctx) -> _Found:
+    if _all_running(c):
+        return None  # the runtime runs it: log lines (an earlier pod of that name) cannot say it was turned away
     lines = [ln for ln in c.extra.kubelet_lines if _ADMISSION.search(ln.text)]
     ev = [Evidence(c.extra.log_source, ln.time, ln.text) for ln in lines]
     reason = None

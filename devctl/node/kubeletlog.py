@@ -2,9 +2,9 @@
 
 Bounded both ways: a file is read only in its last ``TAIL_BYTES`` (8 MiB; a log of several GiB costs
 the same as a small one), the journal only for the last hour and the last 20,000 lines, under a
-deadline (a journalctl that hangs is killed). Only lines that name the pod (its UID, or
-``namespace/name`` as klog's ``pod="ns/name"`` spells it) are kept, at most ``MAX_LINES`` of them,
-the newest. Read-only: nothing is written, no unit is touched.
+deadline (a journalctl that hangs is killed). Only lines that name the pod as a whole token (its UID, or
+``namespace/name`` as klog's ``pod="ns/name"`` spells it, never as the start of ``ns/name10``) are kept,
+at most ``MAX_LINES`` of them, the newest. Read-only: nothing is written, no unit is touched.
 """
 
 from __future__ import annotations
@@ -47,10 +47,21 @@ def line_time(line: str) -> str | None:
     return None
 
 
+def _token(needles: Iterable[str]) -> re.Pattern[str] | None:
+    """One pattern for the needles, each as a whole token: ``ns/name`` is never the start of ``ns/name10``,
+    ``ns/name-b`` or ``ns/name.b``, nor the end of ``xns/name``; a full stop that ends a sentence still ends it."""
+    keys = sorted({n for n in needles if n}, key=len, reverse=True)
+    if not keys:
+        return None
+    alts = "|".join(re.escape(k) for k in keys)
+    return re.compile(rf"(?<![A-Za-z0-9.\-])(?:{alts})(?![A-Za-z0-9\-]|\.[A-Za-z0-9])")
+
+
 def matching(lines: Iterable[str], needles: Iterable[str]) -> tuple[LogLine, ...]:
-    """The last ``MAX_LINES`` lines holding any of ``needles``, each cut to ``MAX_LINE_CHARS``."""
+    """The last ``MAX_LINES`` lines naming any of ``needles`` as a whole token, each cut to ``MAX_LINE_CHARS``."""
     keys = [n for n in needles if n]
-    found = [line for line in lines if any(k in line for k in keys)]
+    token = _token(keys)
+    found = [ln for ln in lines if token is not None and any(k in ln for k in keys) and token.search(ln)]
     return tuple(LogLine(line_time(line), line[:MAX_LINE_CHARS]) for line in found[-MAX_LINES:])
 
 
