@@ -8,6 +8,7 @@ or a device another pod holds freed (the holder named, as ``namespace/pod``).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 from devctl.analyze.admission.admit import Admission, FitChange, admit
 from devctl.analyze.admission.hints import POLICIES
@@ -29,7 +30,33 @@ def _with_request(pod: PodRequest, index: int, resource: str, amount: int) -> Po
     return dataclasses.replace(pod, containers=(*pod.containers[:index], new, *pod.containers[index + 1 :]))
 
 
+def _node_total(resource: str, inputs: AdmissionInputs) -> int:
+    """How much of ``resource`` the node has at all (CPU in millicores): no proposal asks for more. 0: none."""
+    if resource == "cpu":
+        return 1000 * len(inputs.machine.cpus)
+    return len(inputs.devices.get(resource, ()))
+
+
+def _most_admitted(admits: Callable[[int], bool], top: int) -> int:
+    """The largest ``n`` in ``1..top`` with ``admits(n)``, 0 when none: a binary search, as fewer of a resource
+    never admits less (``admits`` is monotone), so ~log2(top) admissions rather than one per step."""
+    if top < 1 or not admits(1):
+        return 0
+    low, high = 1, top  # admits(low) holds; the answer is in low..high
+    while low < high:
+        middle = (low + high + 1) // 2
+        if admits(middle):
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
 def _fewer(pod: PodRequest, inputs: AdmissionInputs) -> list[FitChange]:
+    """For each container's CPUs (whole ones) and devices: the most of it that would be admitted, if any.
+
+    Never more than the node has of the resource (a request of 10^30 searches the node's 32 CPUs, not 10^30
+    steps); nothing is proposed for a resource the node has none of."""
     out: list[FitChange] = []
     for index, container in enumerate(pod.containers):
         for resource, amount in sorted(container.requests.items()):
@@ -38,16 +65,19 @@ def _fewer(pod: PodRequest, inputs: AdmissionInputs) -> list[FitChange]:
                 continue
             if resource == "cpu" and amount % 1000:
                 continue
-            for less in range(amount - step, 0, -step):
-                if _admits(_with_request(pod, index, resource, less), inputs):
-                    shown = f"{less // 1000}" if resource == "cpu" else f"{less}"
-                    out.append(
-                        FitChange(
-                            f"container {container.name}: {resource}={shown}",
-                            f"{shown} instead of {amount // step} would be admitted under the node's policies",
-                        )
+            top = min(amount // step - 1, _node_total(resource, inputs) // step)
+
+            def admits(units: int, index: int = index, resource: str = resource, step: int = step) -> bool:
+                return _admits(_with_request(pod, index, resource, units * step), inputs)
+
+            most = _most_admitted(admits, top)
+            if most:
+                out.append(
+                    FitChange(
+                        f"container {container.name}: {resource}={most}",
+                        f"{most} instead of {amount // step} would be admitted under the node's policies",
                     )
-                    break
+                )
     return out
 
 
