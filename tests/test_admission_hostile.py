@@ -38,3 +38,53 @@ def test_no_fewer_proposal_for_a_resource_the_node_has_none_of() -> None:
     inputs = AdmissionInputs(MACHINE, KubeletPolicy(), {GPU: ()})
     assert not admit(pod, inputs).admit
     assert not any(c.change.startswith("container main:") for c in fits_with(pod, inputs))
+
+
+# The resource-fit handler: kubelet v1.32 pkg/kubelet/lifecycle/predicate.go (OutOf<resource>) over
+# pkg/scheduler/framework/plugins/noderesources/fit.go's fitsRequest and its InsufficientResource message.
+
+
+def test_more_cpu_than_the_node_allocates_is_out_of_cpu_with_the_kubelets_message() -> None:
+    pod = request_from_words(["cpu=1000"])
+    got = admit(pod, _inputs(allocatable={"cpu": 32000, "memory": 128 * GIB}, requested={}))
+    assert (got.admit, got.reason) == (False, "OutOfcpu")
+    assert got.message == "Node didn't have enough resource: cpu, requested: 1000000, used: 0, capacity: 32000"
+
+
+def test_memory_is_checked_after_cpu_and_counts_what_other_pods_request() -> None:
+    inputs = _inputs(allocatable={"cpu": 32000, "memory": 100 * GIB}, requested={"cpu": 2000, "memory": 90 * GIB})
+    got = admit(request_from_words(["cpu=4", "memory=16Gi"]), inputs)
+    assert (got.admit, got.reason) == (False, "OutOfmemory")
+    assert got.message == (
+        f"Node didn't have enough resource: memory, requested: {16 * GIB}, used: {90 * GIB}, capacity: {100 * GIB}"
+    )
+    assert admit(request_from_words(["cpu=4", "memory=8Gi"]), inputs).admit
+
+
+def test_hugepages_are_checked_against_allocatable() -> None:
+    inputs = _inputs(allocatable={"cpu": 32000, "memory": 128 * GIB, "hugepages-1Gi": 2 * GIB}, requested={})
+    got = admit(request_from_words(["memory=1Gi", "hugepages-1Gi=4Gi"]), inputs)
+    assert (got.admit, got.reason) == (False, "OutOfhugepages-1Gi")
+
+
+@pytest.mark.parametrize(("word", "reason"), [("cpu=1000", "OutOfcpu"), ("memory=1Ei", "OutOfmemory")])
+def test_allocatable_unknown_the_machine_still_bounds_the_request(word: str, reason: str) -> None:
+    got = admit(request_from_words([word]), _inputs())
+    assert (got.admit, got.reason) == (False, reason)
+    assert ", used: ?, " in got.message  # other pods' requests unknown: never a made-up 0
+
+
+def test_allocatable_unknown_an_admit_says_what_was_not_checked() -> None:
+    got = admit(request_from_words(["cpu=2", "memory=1Gi", "hugepages-2Mi=64Mi"]), _inputs())
+    assert got.admit
+    assert any("resource-fit check for cpu was made against the machine's capacity" in n for n in got.notes)
+    assert any("resource-fit check for hugepages-2Mi was not made" in n for n in got.notes)
+
+
+@pytest.mark.timeout(20)
+def test_a_cpu_request_of_1e30_is_refused_and_fewer_cpus_proposed() -> None:
+    pod = request_from_words(["cpu=1e30", "memory=1Gi"])
+    inputs = _inputs(allocatable={"cpu": 32000, "memory": 128 * GIB}, requested={})
+    got = admit(pod, inputs)
+    assert (got.admit, got.reason) == (False, "OutOfcpu")
+    assert "container main: cpu=32" in [c.change for c in fits_with(pod, inputs, got)]

@@ -73,6 +73,7 @@ class Admission:
     containers: tuple[ContainerAdmission, ...]
     fits_with: tuple[FitChange, ...] = ()
     open_choice: bool = False  # some device IDs are the kubelet's random pick
+    notes: tuple[str, ...] = ()  # what the prediction could not check (the node's allocatable unknown)
 
 
 class _Rejected(DevctlError):
@@ -287,10 +288,11 @@ def admit(pod: PodRequest, inputs: AdmissionInputs, cpu: CpuProvider | None = No
                 done.append(_with_hints(_allocate(state, container, best), shown))
     except _Rejected as rejected:
         return Admission(False, rejected.reason, rejected.message, policy, tuple(done), (), state.open_choice)
-    missing = _out_of(pod, inputs)
+    missing, notes = _out_of(pod, inputs)
     if missing is not None:
-        return Admission(False, f"OutOf{missing[0]}", missing[1], policy, tuple(done), (), state.open_choice)
-    return Admission(True, None, "", policy, tuple(done), (), state.open_choice)
+        reason, message = f"OutOf{missing[0]}", missing[1]
+        return Admission(False, reason, message, policy, tuple(done), (), state.open_choice, notes)
+    return Admission(True, None, "", policy, tuple(done), (), state.open_choice, notes)
 
 
 def _with_hints(got: ContainerAdmission, shown: Sequence[ProviderHintList]) -> ContainerAdmission:
@@ -299,13 +301,60 @@ def _with_hints(got: ContainerAdmission, shown: Sequence[ProviderHintList]) -> C
     )
 
 
-def _out_of(pod: PodRequest, inputs: AdmissionInputs) -> tuple[str, str] | None:
-    """The resource-fit handler, for extended resources only: one no plugin ever registered has capacity 0."""
-    for container in pod.containers:
-        for resource, amount in sorted(container.requests.items()):
-            extended = "/" in resource and not resource.startswith("hugepages-")
-            if extended and resource not in inputs.devices and amount > 0:
-                return resource, (
-                    f"Node didn't have enough resource: {resource}, requested: {amount}, used: 0, capacity: 0"
-                )
-    return None
+_FIT_ORDER = {"cpu": 0, "memory": 1, "ephemeral-storage": 2}
+
+
+def _capacity(resource: str, inputs: AdmissionInputs) -> tuple[int | None, bool]:
+    """The node's allocatable of ``resource`` (exact: True), else the machine's CPUs or memory as an upper bound
+    (False), else (None, False): unknown."""
+    if inputs.allocatable is not None and resource in inputs.allocatable:
+        return inputs.allocatable[resource], True
+    machine = inputs.machine
+    if resource == "cpu" and machine.cpus:
+        return 1000 * len(machine.cpus), False
+    nodes = machine.numa_nodes
+    if resource == "memory" and nodes and all(n in machine.memory for n in nodes):
+        return sum(machine.memory[n] for n in nodes), False
+    return None, False
+
+
+def _out_of(pod: PodRequest, inputs: AdmissionInputs) -> tuple[tuple[str, str] | None, tuple[str, ...]]:
+    """The resource-fit admit handler (kubelet v1.32 ``lifecycle/predicate.go`` over the scheduler's
+    ``noderesources`` ``fitsRequest``): the pod's requests (``PodRequests``: init peaks and sidecars counted)
+    against the node's allocatable less what its pods request, cpu, then memory, then ephemeral storage, then
+    the rest; the first short one is the reason ``OutOf<resource>``. An extended resource no plugin ever
+    registered has capacity 0; a registered one is the device manager's. Also returns notes for what could not
+    be checked (allocatable unknown: the machine's CPUs and memory are an upper bound; other pods' use unknown)."""
+    names = {r for c in pod.containers for r, n in c.requests.items() if n > 0}
+    notes: list[str] = []
+    for resource in sorted(names, key=lambda r: (_FIT_ORDER.get(r, 3), r)):
+        amount = _pod_amount(pod.containers, resource)
+        extended = "/" in resource and not resource.startswith("hugepages-")
+        if amount <= 0 or (extended and resource in inputs.devices):
+            continue
+        capacity, exact = _capacity(resource, inputs)
+        if capacity is None and extended:
+            capacity, exact = 0, True
+        if capacity is None:
+            notes.append(f"the resource-fit check for {resource} was not made: the node's allocatable is unknown")
+            continue
+        used = None if inputs.requested is None else inputs.requested.get(resource, 0)
+        if extended and inputs.allocatable is None:
+            used = 0  # nothing can hold what no plugin registered
+        if amount > capacity - (used or 0):
+            shown = "?" if used is None else str(used)
+            return (
+                resource,
+                (
+                    f"Node didn't have enough resource: {resource}, requested: {amount}, used: {shown}, "
+                    f"capacity: {capacity}"
+                ),
+            ), tuple(notes)
+        if not exact:
+            notes.append(
+                f"the resource-fit check for {resource} was made against the machine's capacity ({capacity}): "
+                "the node's allocatable is unknown"
+            )
+        elif used is None:
+            notes.append(f"the resource-fit check for {resource} did not count other pods' requests (unknown)")
+    return None, tuple(notes)

@@ -45,6 +45,10 @@ class AdmissionInputs:
     the plugin offers none). ``free_cpus``: the shared pool less the reserved CPUs (``None``: every CPU but
     ``policy.reserved_cpus``). ``free_memory``: NUMA node -> resource (``memory``, ``hugepages-2Mi``) -> bytes
     still free for Guaranteed pods after ``reservedMemory`` and other pods (``None``: unknown).
+    ``allocatable``: the node's allocatable as its status says (``cpu`` in millicores, ``memory``,
+    ``hugepages-2Mi``, ``ephemeral-storage`` in bytes; ``None``: unknown, and then the resource-fit check uses
+    the machine's CPUs and memory as an upper bound and says so). ``requested``: what the pods already on the
+    node request, summed, in the same units (``None``: unknown).
     """
 
     machine: MachineTopology
@@ -54,6 +58,8 @@ class AdmissionInputs:
     preferred: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     free_cpus: frozenset[int] | None = None
     free_memory: Mapping[int, Mapping[str, int]] | None = None
+    allocatable: Mapping[str, int] | None = None
+    requested: Mapping[str, int] | None = None
 
     def allocated(self, resource: str) -> frozenset[str]:
         """Every ID of ``resource`` some container holds."""
