@@ -87,12 +87,16 @@ def parse_when(text: str, now: datetime) -> datetime:
 
 @dataclass(frozen=True)
 class JournalInfo:
-    """cli.md's ``journal`` object: the file read, the oldest record's time, its records and those the bound dropped."""
+    """cli.md's ``journal`` object: the file read, the oldest record's time, its records and those the bound dropped.
+
+    ``records`` and ``dropped`` are None (unknown, ``null``) when the journal was not read: absent, unreadable or
+    not a journal; never 0 for a file nobody read.
+    """
 
     path: str
     from_: datetime | None = json_field("from")  # noqa: RUF009  # serial's marker, not a call per instance
-    records: int = 0
-    dropped: int | None = 0
+    records: int | None = None
+    dropped: int | None = None
 
 
 @dataclass(frozen=True)
@@ -180,6 +184,8 @@ def read_events(
 
 
 def _info(read: JournalRead) -> JournalInfo:
+    if read.error is not None:  # nothing read: its counts are unknown, not 0
+        return JournalInfo(read.path)
     return JournalInfo(read.path, read.first_time, read.records, read.dropped)
 
 
