@@ -7,12 +7,13 @@ Default: ``devctl sim`` on the default scenario, then ``devctl fit nvidia.com/gp
 and ``devctl ls -o json`` as child processes, alternating, after a warm-up of each; the medians and their ratio
 (the bar: fit within 1.3x of ls).
 
-``--big``: no node; a machine of 16 NUMA nodes of 64 CPUs (two sockets of eight nodes, one thread per core) and
-256 devices of one resource, 16 per node, some held, the static CPU policy and ``max-allowable-numa-nodes: 16``; times ``admit`` and ``fits_with`` over
-the values (the analysis ``fit`` runs once its inputs are read) for ``dev=2 cpu=32 memory=8Gi`` under every
-topology policy, as the median of ``--runs`` (the bar: under 1 s). Two devices fit on one node, so a preferred
-merge exists; a request that no provider can place preferred (4 devices here) walks the product of every
-provider's hints, as the kubelet does, and is not bounded at 16 nodes (docs/admission.md).
+``--big``: no node; a machine of 16 NUMA nodes of 64 CPUs (two sockets of eight nodes, one thread per core)
+and 256 devices of one resource, 16 per node, 14 of them held, the static CPU policy and
+``max-allowable-numa-nodes: 16``; times ``admit`` and ``fits_with`` over the values (the analysis ``fit`` runs
+once its inputs are read) for ``dev=2 cpu=32 memory=8Gi`` under every topology policy, as the median of
+``--runs`` (the bar: under 1 s). Two devices fit on one node, so a preferred merge exists; a request that no
+provider can place preferred (4 devices here) walks the product of every provider's hints, as the kubelet
+does, and is not bounded at 16 nodes (docs/admission.md).
 """
 
 from __future__ import annotations
