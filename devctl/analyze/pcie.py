@@ -19,7 +19,8 @@ one behind a switch under the same root port: ``PXB`` (two bridges on the second
 reads by the same rule.
 
 Which devices are listed (``listed``): every function of class gpu (0x03), accelerator (0x0b40, 0x12),
-nic (0x02) and nvme (0x0108), sorted by address; bridges and other functions are not.
+nic (0x02) and nvme (0x0108), and every function whose class cannot be read (``class`` null in JSON), sorted
+by address; bridges and other functions are not.
 """
 
 from __future__ import annotations
@@ -27,14 +28,20 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from devctl.model.pcie import PciClass, PcieMatrix, PciFunction, PciTree, Relationship
+from devctl.model.pcie import PciClass, PcieMatrix, PciFunction, PciTree, Relationship, pci_class_of
 
 LISTED_CLASSES = frozenset({PciClass.GPU, PciClass.ACCELERATOR, PciClass.NIC, PciClass.NVME})
 
 
 def listed(tree: PciTree) -> tuple[PciFunction, ...]:
     """The functions ``topo --pci`` shows: accelerators, GPUs, NICs and NVMe drives, by address."""
-    return tuple(sorted((f for f in tree.functions if f.pci_class in LISTED_CLASSES), key=lambda f: f.address))
+    return tuple(sorted((f for f in tree.functions if shown_class(f.class_id)), key=lambda f: f.address))
+
+
+def shown_class(class_id: str) -> bool:
+    """Whether a function whose sysfs ``class`` reads ``class_id`` is listed: a listed class, or unknown
+    (``""``: unreadable, so it may be a GPU)."""
+    return not class_id or pci_class_of(class_id) in LISTED_CLASSES
 
 
 def relationship(a: PciFunction, b: PciFunction) -> Relationship | None:
@@ -77,7 +84,7 @@ def pci_answer(matrix: PcieMatrix) -> dict[str, Any]:
         "devices": [
             {
                 "pci": d.address,
-                "class": d.pci_class.value,
+                "class": d.pci_class.value if d.class_id else None,  # null: its class could not be read
                 "vendor_id": d.vendor_id or None,
                 "device_id": d.device_id or None,
                 "vendor": d.vendor,

@@ -15,7 +15,8 @@ of strength:
    ``<id>`` itself, leads to.
 
 What leads nowhere is ``unresolved``, with the reason. A function that a logical device leads to but sysfs
-does not list is ``gone``. Pure: model values in, values out. Bounded: at most ``MAX_FUNCTIONS`` physical
+does not list is ``gone``; when sysfs listed no function at all (unreadable, empty) nothing is gone: the
+devices' physical side is unknown. Pure: model values in, values out. Bounded: at most ``MAX_FUNCTIONS`` physical
 devices and ``MAX_LOGICAL`` logical devices are joined; ``omitted`` says what was left out.
 
 Findings (``findings``), for doctor:
@@ -30,16 +31,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from devctl.analyze.cdi import Resolver, names_in_use, resolver
 from devctl.analyze.inventory import devices_view
 from devctl.analyze.pcie import LISTED_CLASSES
-from devctl.model import Finding, NodeSnapshot, PciDevice, Severity
+from devctl.model import Finding, NodeSnapshot, Severity
 from devctl.model.allocations import device_nodes
 from devctl.model.pci import normalize_pci_address
-from devctl.model.pcie import pci_class_of
+from devctl.model.pcie import PciClass, PciTree, pci_class_of
 from devctl.model.serial import json_field
 
 MAX_FUNCTIONS = 512
@@ -74,7 +75,7 @@ class PhysicalDevice:
     device_id: str | None = None
     vendor: str | None = None
     model: str | None = None
-    numa_node: int | None = None  # sysfs' (-1 when it says so); None when it does not list the function
+    numa_node: int | None = None  # sysfs' (-1 when it says so); None when unlisted or unreadable
     logical: tuple[LogicalDevice, ...] = ()
 
 
@@ -222,28 +223,49 @@ def _replicas(devices: list[LogicalDevice], at: dict[int, str], why: dict[int, s
                 why[i] = f"a replica of {base}: neither {base} nor another replica of it leads to a PCI function"
 
 
-def _function(address: str, sysfs: PciDevice | None, logical: tuple[LogicalDevice, ...]) -> PhysicalDevice:
-    if sysfs is None:
-        return PhysicalDevice(address, logical=logical)
-    return PhysicalDevice(
-        address,
-        class_=pci_class_of(sysfs.class_id).value,
-        vendor_id=sysfs.vendor_id or None,
-        device_id=sysfs.device_id or None,
-        vendor=sysfs.vendor_name,
-        model=sysfs.device_name,
-        numa_node=sysfs.numa_node,
-        logical=logical,
-    )
+def _known(snapshot: NodeSnapshot, tree: PciTree | None) -> dict[str, PhysicalDevice] | None:
+    """What sysfs says of each PCI function (``tree``'s when given, else the snapshot's topology's), by address;
+    None when no function was read (an unreadable or empty tree): then nothing can be said gone."""
+    if tree is not None:
+        known = {
+            f.address: PhysicalDevice(
+                f.address,
+                class_=f.pci_class.value if f.class_id else None,  # None: its class could not be read
+                vendor_id=f.vendor_id or None,
+                device_id=f.device_id or None,
+                vendor=f.vendor,
+                model=f.model,
+                numa_node=f.numa_node,  # None where unreadable, -1 as the kernel says it
+            )
+            for f in tree.functions
+        }
+    else:
+        known = {
+            d.address: PhysicalDevice(
+                d.address,
+                class_=pci_class_of(d.class_id).value if d.class_id else None,
+                vendor_id=d.vendor_id or None,
+                device_id=d.device_id or None,
+                vendor=d.vendor_name,
+                model=d.device_name,
+                numa_node=d.numa_node,
+            )
+            for d in (snapshot.topology.pci_devices if snapshot.topology else ())
+        }
+    return known or None
 
 
-def physical_view(snapshot: NodeSnapshot, host_nodes: Mapping[str, str | None] | None = None) -> PhysicalView:
+def physical_view(
+    snapshot: NodeSnapshot, host_nodes: Mapping[str, str | None] | None = None, functions: PciTree | None = None
+) -> PhysicalView:
     """Every physical device with the logical devices on it; the unresolved apart, with the reason.
 
     ``host_nodes`` maps device node host paths to the PCI function each leads to (None: none), for the
     allocations' nodes no CDI spec names (node/ can trace them; the view reads nothing itself).
+    ``functions``: the PCI tree read on a live node (unreadable class and NUMA node are unknown there);
+    else the snapshot's topology. No function read at all: ``sysfs_read`` False and nothing ``gone``.
     """
-    known = {d.address: d for d in snapshot.topology.pci_devices} if snapshot.topology else None
+    known = _known(snapshot, functions)
     tracer = _Tracer(snapshot, host_nodes)
     devices = _logical(snapshot, tracer)
     omitted: list[str] = []
@@ -263,15 +285,15 @@ def physical_view(snapshot: NodeSnapshot, host_nodes: Mapping[str, str | None] |
     for i in sorted(at):
         on.setdefault(at[i], []).append(devices[i])
     for f in known.values() if known else ():
-        if pci_class_of(f.class_id) in LISTED_CLASSES:
-            on.setdefault(f.address, [])
+        if f.class_ is None or PciClass(f.class_) in LISTED_CLASSES:  # unknown class: it may be a GPU
+            on.setdefault(f.pci, [])
     addresses = sorted(on)
     if len(addresses) > MAX_FUNCTIONS:
         omitted.append(f"{len(addresses) - MAX_FUNCTIONS} PCI functions left out (at most {MAX_FUNCTIONS} are shown)")
         addresses = addresses[:MAX_FUNCTIONS]
     gone = tuple(a for a in addresses if known is not None and a not in known and on[a])
     return PhysicalView(
-        devices=tuple(_function(a, (known or {}).get(a), tuple(on[a])) for a in addresses),
+        devices=tuple(replace((known or {}).get(a) or PhysicalDevice(a), logical=tuple(on[a])) for a in addresses),
         unresolved=tuple(Unresolved(devices[i], why[i]) for i in sorted(why)),
         gone=gone,
         sysfs_read=known is not None,

@@ -2,7 +2,9 @@
 
 The join is devctl.analyze.physical's; this module collects, filters by the PCI addresses named, and prints.
 What leads to no PCI function, and functions that left sysfs, are one ``warning: hw:`` line each (in JSON, in
-``errors``), the rest still shown.
+``errors``), the rest still shown. On a live node the PCI tree is read too: a function whose class or NUMA node
+cannot be read is shown with it unknown (one ``warning: pci-tree:`` line), and a sysfs that lists no function
+is one line, the devices' physical side unknown (nothing is said gone).
 """
 
 from __future__ import annotations

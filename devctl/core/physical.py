@@ -4,7 +4,8 @@
 device specs lead somewhere only where a CDI spec names the same host path. On a live node ``read_host_nodes``
 traces the allocations' host paths themselves (``node/hostnodes``: ``stat``, never ``open``) in a thread under
 the command's deadline, and ``physical`` hands them to the view. A snapshot file (``--from``) is another
-node's: nothing is traced, the view is the snapshot's alone.
+node's: nothing is traced, the view is the snapshot's alone. On a live node the PCI tree (``core.pci``) is read
+too, so that a class or NUMA node sysfs cannot give is unknown; a tree that lists nothing is one line.
 """
 
 from __future__ import annotations
@@ -14,9 +15,12 @@ import asyncio
 from devctl.analyze.physical import PhysicalView, physical_view
 from devctl.base.errors import ErrorKind
 from devctl.base.waits import within
+from devctl.core.pci import read_pci
 from devctl.model import NodeSnapshot, SourceError
 from devctl.model.allocations import device_nodes
 from devctl.node.hostnodes import SOURCE, HostNodes, trace_host_nodes
+
+PCI_SOURCE = "pci-tree"
 
 __all__ = ["HostNodes", "allocation_paths", "physical", "read_host_nodes"]
 
@@ -41,6 +45,26 @@ async def read_host_nodes(snapshot: NodeSnapshot, timeout: float) -> HostNodes:
 
 
 async def physical(snapshot: NodeSnapshot, timeout: float, *, live: bool) -> tuple[PhysicalView, HostNodes]:
-    """The physical view of ``snapshot``; on a ``live`` node with the allocations' host paths traced."""
-    traced = await read_host_nodes(snapshot, timeout) if live else HostNodes({})
-    return physical_view(snapshot, traced.nodes), traced
+    """The physical view of ``snapshot`` and the traced host paths, whose ``errors`` hold every line to show.
+
+    On a ``live`` node the allocations' host paths are traced and the PCI tree is read (``core.pci``: a class or
+    NUMA node that cannot be read is unknown there, one line each). When no PCI function was read at all, one
+    line says so: the devices' physical side is then unknown, never "gone".
+    """
+    if not live:
+        view = physical_view(snapshot)
+        return view, HostNodes({}, _nothing_read(view, "the snapshot holds no PCI function", ()))
+    traced, tree = await asyncio.gather(
+        read_host_nodes(snapshot, timeout), read_pci(snapshot.paths.sysfs, timeout, names=True)
+    )
+    view = physical_view(snapshot, traced.nodes, tree.tree)
+    said = f"{snapshot.paths.sysfs}: sysfs lists no PCI function"
+    lines = (*traced.errors, *tree.errors, *_nothing_read(view, said, tree.errors))
+    return view, HostNodes(traced.nodes, lines)
+
+
+def _nothing_read(view: PhysicalView, said: str, errors: tuple[SourceError, ...]) -> tuple[SourceError, ...]:
+    """One line when no PCI function was read and no error already says why."""
+    if view.sysfs_read or errors:
+        return ()
+    return (SourceError(PCI_SOURCE, f"{said}: the devices' physical side is unknown", ErrorKind.MISSING),)

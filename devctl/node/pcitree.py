@@ -3,7 +3,9 @@
 ``<sysfs>/bus/pci/devices/<address>`` is a symlink to ``<sysfs>/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0/...``:
 the kernel (drivers/pci/probe.c) makes each function a child of the bridge whose secondary bus it sits on, and
 each root bus a child of its ``pciDDDD:BB`` host bridge, so the path IS the function's place in the tree. Nothing
-else is read but the function's own ``class``, ``vendor``, ``device`` and ``numa_node``.
+else is read but the function's own ``class``, ``vendor``, ``device`` and ``numa_node``. A ``class`` or
+``numa_node`` that cannot be read (a FIFO, a link to a device) is unknown (``""``, None: never ``-1``), with
+one problem line; the function is still listed.
 
 Bounded, for a sick or hostile tree (the tree may be a saved one under ``--root``): at most ``MAX_FUNCTIONS``
 functions and ``MAX_DEPTH`` bridges above one; a link that loops, dangles (a device removed mid-read), or resolves
@@ -107,6 +109,10 @@ def _read_function(real_sysfs: str, pci_dir: str, name: str, errors: list[Source
         _problem(errors, name, "vanished while read, left out", ErrorKind.MISSING)
         return None
     class_id, vendor_id, device_id, numa = attributes
+    if not class_id:  # still shown: a function of unknown class may be a GPU
+        _problem(errors, name, "its class cannot be read: class unknown", ErrorKind.MALFORMED)
+    if numa is None and os.path.lexists(os.path.join(real, "numa_node")):
+        _problem(errors, name, "its numa_node cannot be read: NUMA node unknown", ErrorKind.MALFORMED)
     return PciFunction(
         address=address,
         pci_class=pci_class_of(class_id),
