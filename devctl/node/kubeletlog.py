@@ -47,22 +47,29 @@ def line_time(line: str) -> str | None:
     return None
 
 
-def _token(needles: Iterable[str]) -> re.Pattern[str] | None:
-    """One pattern for the needles, each as a whole token: ``ns/name`` is never the start of ``ns/name10``,
+_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-")
+
+
+def names(line: str, key: str) -> bool:
+    """Whether ``line`` holds ``key`` as a whole token: ``ns/name`` is never the start of ``ns/name10``,
     ``ns/name-b`` or ``ns/name.b``, nor the end of ``xns/name``; a full stop that ends a sentence still ends it."""
-    keys = sorted({n for n in needles if n}, key=len, reverse=True)
-    if not keys:
-        return None
-    alts = "|".join(re.escape(k) for k in keys)
-    return re.compile(rf"(?<![A-Za-z0-9.\-])(?:{alts})(?![A-Za-z0-9\-]|\.[A-Za-z0-9])")
+    at = line.find(key)
+    while at >= 0:
+        end = at + len(key)
+        before = line[at - 1] if at else " "
+        after = line[end : end + 2]
+        next_ = after[1:2] if after[:1] == "." else after[:1]  # a dot then a name character goes on the name
+        if before not in _NAME_CHARS and before != "." and next_ not in _NAME_CHARS:
+            return True
+        at = line.find(key, at + 1)
+    return False
 
 
 def matching(lines: Iterable[str], needles: Iterable[str]) -> tuple[LogLine, ...]:
     """The last ``MAX_LINES`` lines naming any of ``needles`` as a whole token, each cut to ``MAX_LINE_CHARS``."""
     keys = [n for n in needles if n]
-    token = _token(keys)
-    found = [ln for ln in lines if token is not None and any(k in ln for k in keys) and token.search(ln)]
-    return tuple(LogLine(line_time(line), line[:MAX_LINE_CHARS]) for line in found[-MAX_LINES:])
+    found = [ln for ln in lines if any(names(ln, k) for k in keys)]
+    return tuple(LogLine(line_time(ln), ln[:MAX_LINE_CHARS]) for ln in found[-MAX_LINES:])
 
 
 def tail_text(path: str, limit: int = TAIL_BYTES) -> list[str]:
