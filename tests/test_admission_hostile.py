@@ -3,6 +3,8 @@ answered ADMIT where the kubelet refuses, or took gigabytes; each test fails on 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from devctl.analyze.admission.admit import admit
@@ -10,6 +12,7 @@ from devctl.analyze.admission.fits import fits_with
 from devctl.analyze.admission.inputs import AdmissionInputs, DeviceInfo
 from devctl.analyze.admission.request import request_from_words
 from devctl.model.machine import Cpu, KubeletPolicy, MachineTopology
+from tests.hostile_bomb import anchors, run_bounded
 
 GPU = "nvidia.com/gpu"
 GIB = 1 << 30
@@ -88,3 +91,26 @@ def test_a_cpu_request_of_1e30_is_refused_and_fewer_cpus_proposed() -> None:
     got = admit(pod, inputs)
     assert (got.admit, got.reason) == (False, "OutOfcpu")
     assert "container main: cpu=32" in [c.change for c in fits_with(pod, inputs, got)]
+
+
+def test_an_alias_bomb_in_a_manifests_quantity_is_refused_by_its_type_in_bounded_memory(tmp_path: Path) -> None:
+    manifest = tmp_path / "bomb.yaml"
+    manifest.write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: bomb\n  annotations:\n"
+        + anchors("    ")
+        + "spec:\n  containers:\n  - name: main\n    resources:\n      limits:\n        nvidia.com/gpu: *i\n"
+    )
+    code = f"""
+from devctl.node.podmanifest import read_pod_manifest
+from devctl.analyze.admission.request import RequestError, pod_request
+try:
+    pod_request(read_pod_manifest({str(manifest)!r}))
+    result = None
+except RequestError as err:
+    result = str(err)
+"""
+    answer = run_bounded(code)
+    assert answer["result"] == (
+        "main: limits nvidia.com/gpu: invalid quantity: a list where a number like 2, 500m, 1.5Gi or 1e3 belongs"
+    )
+    assert isinstance(answer["max_rss_kib"], int) and answer["max_rss_kib"] < 300 * 1024

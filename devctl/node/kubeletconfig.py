@@ -334,10 +334,17 @@ def policy_of(
         value = fields.get(field)
         if value is None or value == "":
             return default
-        text = str(value)
-        if text not in KNOWN_VALUES[field]:
-            errors.append(_error(f"{field} {excerpt(text)} is not one the kubelet knows (it would refuse to start)"))
-        return text
+        if not isinstance(value, str):  # never str() it: a YAML alias bomb's list is gigabytes as text
+            errors.append(_error(f"{field}: {_kind(value)} where a string belongs", ErrorKind.MALFORMED))
+            return default
+        if value not in KNOWN_VALUES[field]:
+            errors.append(
+                _error(
+                    f"{field}: a string of {len(value)} characters that is none of the kubelet's "
+                    f"{', '.join(KNOWN_VALUES[field])} (it would refuse to start)"
+                )
+            )
+        return value
 
     def options(field: str) -> dict[str, str]:
         value = fields.get(field)
@@ -346,15 +353,23 @@ def policy_of(
         if not isinstance(value, Mapping):
             errors.append(_error(f"{field} is not a map", ErrorKind.MALFORMED))
             return {}
-        return {str(k): _go_text(v) for k, v in value.items()}
+        out: dict[str, str] = {}
+        for key, item in value.items():
+            if not isinstance(key, str) or not _is_scalar(item):
+                errors.append(_error(f"{field}: {_kind(item)} where a string belongs", ErrorKind.MALFORMED))
+                continue
+            out[key] = _go_text(item)
+        return out
 
     reserved_cpus: tuple[int, ...] = ()
     text = fields.get("reservedSystemCPUs")
-    if text not in (None, ""):
+    if text is not None and not isinstance(text, str):
+        errors.append(_error(f"reservedSystemCPUs: {_kind(text)} where a string belongs", ErrorKind.MALFORMED))
+    elif text:
         try:
-            reserved_cpus = parse_cpulist(str(text))
+            reserved_cpus = parse_cpulist(text)
         except ValueError:
-            errors.append(_error(f"reservedSystemCPUs {excerpt(str(text))} is not a CPU list", ErrorKind.MALFORMED))
+            errors.append(_error("reservedSystemCPUs: a string that is not a CPU list", ErrorKind.MALFORMED))
     if reserved_cpus:
         reserved_milli = 1000 * len(reserved_cpus)
     else:
@@ -375,6 +390,21 @@ def policy_of(
     return policy, errors
 
 
+def _is_scalar(value: object) -> bool:
+    return value is None or isinstance(value, (str, bool, int, float))
+
+
+def _kind(value: object) -> str:
+    """A value's type only, as a message names it (never its text: a config may be anything)."""
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    if value is None:
+        return "null"
+    return {str: "a string", bool: "a boolean", int: "a number", float: "a number"}.get(type(value), "a value")
+
+
 def _go_text(value: object) -> str:
     """A map value as the kubelet's map[string]string holds it (YAML ``true`` is the string "true")."""
     if isinstance(value, bool):
@@ -389,7 +419,7 @@ def _reserved_cpu(reserved: Mapping[str, str], field: str, errors: list[SourceEr
     try:
         return cpu_milli(value)
     except ValueError:
-        errors.append(_error(f"{field}.cpu {excerpt(value)} is not a CPU quantity", ErrorKind.MALFORMED))
+        errors.append(_error(f"{field}.cpu: a string that is not a CPU quantity", ErrorKind.MALFORMED))
         return 0
 
 
@@ -421,17 +451,18 @@ def _reserved_memory(value: object, errors: list[SourceError]) -> dict[int, dict
         entries = [(e.get("numaNode"), e.get("limits")) for e in value if isinstance(e, Mapping)]
     elif value is not None:
         errors.append(_error("reservedMemory is not a list", ErrorKind.MALFORMED))
-    for node, limits in entries:
+    for place, (node, limits) in enumerate(entries, start=1):
         try:
-            numa = int(str(node))
-            if not isinstance(limits, Mapping):
+            # only scalars are turned to text: str() of a YAML alias bomb's list would be gigabytes
+            if isinstance(node, bool) or not isinstance(node, (int, str)) or not isinstance(limits, Mapping):
                 raise ValueError
+            numa = int(node)
             for resource, quantity in limits.items():
-                out.setdefault(numa, {})[str(resource).strip()] = parse_quantity(str(quantity).strip())
+                if not isinstance(resource, str) or isinstance(quantity, bool) or not _is_scalar(quantity):
+                    raise ValueError
+                out.setdefault(numa, {})[resource.strip()] = parse_quantity(str(quantity).strip())
         except ValueError:
-            errors.append(
-                _error(f"reservedMemory entry for NUMA node {excerpt(node)} cannot be read", ErrorKind.MALFORMED)
-            )
+            errors.append(_error(f"reservedMemory: entry {place} cannot be read", ErrorKind.MALFORMED))
     return out
 
 

@@ -59,7 +59,8 @@ def parse_quantity(value: object) -> Fraction:
     and exponents beyond 10^30 are refused (no request has them).
     """
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        raise RequestError(f"invalid quantity {_shown(value)}: expected a number like 2, 500m, 1.5Gi or 1e3")
+        what = _shown(value) if isinstance(value, bool) or value is None else _kind(value)
+        raise RequestError(f"invalid quantity: {what} where a number like 2, 500m, 1.5Gi or 1e3 belongs")
     text = value if isinstance(value, str) else repr(value)
     if len(text) > _MAX_LENGTH:
         raise RequestError(f"invalid quantity: {len(text)} characters, more than {_MAX_LENGTH}")
@@ -119,8 +120,23 @@ def _decimal(value: Fraction) -> str:
 
 
 def _shown(value: object) -> str:
-    text = str(value)
-    return repr(text if len(text) <= 40 else text[:40] + "…")
+    """A value for a message: a string or number quoted (cut at 40 characters), anything else only by its type:
+    ``str()`` of a YAML alias bomb (a list of 9 lists of 9 ... sharing one object) would build gigabytes."""
+    if isinstance(value, str):
+        return repr(value if len(value) <= 40 else value[:40] + "…")
+    if value is None or isinstance(value, (bool, int, float)):
+        text = repr(value)
+        return repr(text if len(text) <= 40 else text[:40] + "…")
+    return _kind(value)
+
+
+def _kind(value: object) -> str:
+    """Only the type of a non-scalar value: ``a list``, ``a mapping``."""
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    return f"a {type(value).__name__}"
 
 
 # --- from a Pod manifest ---------------------------------------------------------------------------------------
