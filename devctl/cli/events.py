@@ -57,25 +57,23 @@ def record(
     allocations and frees), and the kernel log's device lines. A second recorder of the same
     journal is refused.
     """
-    import os
-
     from devctl.base.units import parse_quantity
-    from devctl.core.history import JournalError, default_journal, default_kmsg, open_journal
+    from devctl.core.history import JournalError, check_bound, default_journal, default_kmsg, open_journal
 
     opts = options(ctx)
     if opts.from_file:
         fail("--from: record follows the live node; a snapshot file has no events")
-    try:
-        bound = parse_quantity(max_size)
-    except ValueError:
-        fail(f"--max-size {max_size}: not a size (64Mi, 1Gi, 100000000)")
     paths = opts.paths()
     path = journal or default_journal(paths)
-    try:
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        writer = open_journal(path, bound)
-    except OSError as e:
-        fail(f"journal {path}: {e.strerror or e}", ExitCode.FINDINGS)
+    try:  # every option checked before anything is made on the node
+        bound = parse_quantity(max_size)
+        check_bound(path, bound)
+    except ValueError:
+        fail(f"--max-size {max_size}: not a size (64Mi, 1Gi, 100000000)")
+    except JournalError as e:
+        fail(f"--max-size {max_size}: {e.reason}")
+    try:  # the default journal stays under --root: no link on its way may lead out of it
+        writer = open_journal(path, bound, make_dir=True, root=None if journal else paths.root)
     except JournalError as e:
         fail(str(e), ExitCode.FINDINGS)
     say(f"recording to {path}")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import re
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
@@ -32,9 +33,11 @@ from devctl.node.journal import (
     JournalFull,
     JournalLocked,
     JournalWriter,
+    check_bound,
     follow_journal,
     read_journal,
 )
+from devctl.node.journal_dir import open_dir_under
 from devctl.node.journal_format import to_ms
 from devctl.node.kmsg import KmsgReader, KmsgUnreadable, kmsg_path, read_boot_time, read_kmsg
 
@@ -51,6 +54,7 @@ __all__ = [
     "JournalInfo",
     "JournalLocked",
     "JournalWriter",
+    "check_bound",
     "default_journal",
     "default_kmsg",
     "follow_events",
@@ -261,6 +265,26 @@ async def follow_events(
         await asyncio.gather(tasks[1], return_exceptions=True)
 
 
-def open_journal(path: str, max_size: int = DEFAULT_MAX_SIZE) -> JournalWriter:
-    """The journal at ``path`` open for writing, its lock held; raises JournalLocked, JournalFormatError..."""
-    return JournalWriter.open(path, max_size)
+def open_journal(
+    path: str, max_size: int = DEFAULT_MAX_SIZE, *, make_dir: bool = False, root: str | None = None
+) -> JournalWriter:
+    """The journal at ``path`` open for writing, its lock held; raises JournalLocked, JournalFormatError...
+
+    The bound is checked first, before anything is made. With ``make_dir`` its directory is made if absent;
+    with ``root`` too, that directory must stay under ``root`` (the default ``<root>/var/lib/devctl``): made
+    and opened component by component, never through a link that leads out of the root (``node.journal_dir``).
+    """
+    check_bound(path, max_size)
+    directory = os.path.dirname(path) or "."
+    if root is None:
+        if make_dir:
+            try:
+                os.makedirs(directory, exist_ok=True)
+            except OSError as err:
+                raise JournalError(path, (err.strerror or str(err)).lower(), ErrorKind.of_oserror(err)) from None
+        return JournalWriter.open(path, max_size)
+    fd = open_dir_under(root, directory, path)
+    try:
+        return JournalWriter.open(path, max_size, dir_fd=fd)
+    finally:
+        os.close(fd)

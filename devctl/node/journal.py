@@ -126,15 +126,16 @@ class JournalWriter:
         self.failure: JournalError | None = None
 
     @classmethod
-    def open(cls, path: str, max_size: int = DEFAULT_MAX_SIZE) -> JournalWriter:
+    def open(cls, path: str, max_size: int = DEFAULT_MAX_SIZE, *, dir_fd: int | None = None) -> JournalWriter:
         """Open (or create) the journal at ``path`` and take its lock; raises JournalError's kinds.
 
-        A file that is not a journal of this version is refused and left as it is. An existing
-        journal already larger than ``max_size`` keeps its size as its bound (no record is cut).
+        With ``dir_fd`` (its directory, opened by ``journal_dir.open_dir_under``), the file is opened by its
+        name in that directory, ``path`` naming it in messages. A file that is not a journal of this
+        version is refused and left as it is. An existing journal already larger than ``max_size`` keeps
+        its size as its bound (no record is cut).
         """
-        if not MIN_MAX_SIZE <= max_size <= MAX_MAX_SIZE:
-            raise JournalError(path, f"a bound of {max_size} bytes: between {MIN_MAX_SIZE} and {MAX_MAX_SIZE}")
-        fd = _open_rw(path)
+        check_bound(path, max_size)
+        fd = _open_rw(path, dir_fd)
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -246,17 +247,24 @@ class JournalWriter:
         return self.failure
 
 
-def _open_rw(path: str) -> int:
-    """A read-write descriptor on the regular file at ``path``, made if absent; nothing else is opened."""
+def check_bound(path: str, max_size: int) -> None:
+    """Raise JournalError unless ``max_size`` is a bound a journal may have: checked before anything is made."""
+    if not MIN_MAX_SIZE <= max_size <= MAX_MAX_SIZE:
+        raise JournalError(path, f"a bound of {max_size} bytes: between {MIN_MAX_SIZE} and {MAX_MAX_SIZE}")
+
+
+def _open_rw(path: str, dir_fd: int | None = None) -> int:
+    """A read-write descriptor on the regular file at ``path`` (its name in ``dir_fd``), made if absent."""
     flags = os.O_RDWR | os.O_CLOEXEC | os.O_NOCTTY | os.O_NOFOLLOW
+    name = path if dir_fd is None else os.path.basename(path)
     try:
-        return os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o640)
+        return os.open(name, flags | os.O_CREAT | os.O_EXCL, 0o640, dir_fd=dir_fd)
     except FileExistsError:
         pass
     except OSError as err:
         raise JournalError(path, _strerror(err), ErrorKind.of_oserror(err)) from None
     try:
-        handle = os.open(path, getattr(os, "O_PATH", os.O_RDONLY) | os.O_CLOEXEC | os.O_NOFOLLOW)
+        handle = os.open(name, getattr(os, "O_PATH", os.O_RDONLY) | os.O_CLOEXEC | os.O_NOFOLLOW, dir_fd=dir_fd)
     except OSError as err:
         raise JournalError(path, _strerror(err), ErrorKind.of_oserror(err)) from None
     try:
