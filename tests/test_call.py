@@ -230,8 +230,8 @@ def test_a_resource_behind_sockets_devctl_may_not_open_says_so(sim_node: SimHand
     assert (r.exit_code, r.stdout) == (3, "")
     assert r.stderr.splitlines() == [
         f"devctl: no serving socket in {sim_node.paths.plugins_dir} is known to serve {GPU} "
-        # 3 device plugins and the default node's DRA registration socket (counted with them by call)
-        "(4 socket(s) there refused devctl: permission denied; run as root)"
+        # 4 device plugins and the default node's DRA registration socket (counted with them by call)
+        "(5 socket(s) there refused devctl: permission denied; run as root)"
     ]
 
 

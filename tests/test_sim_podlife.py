@@ -27,7 +27,8 @@ async def node(short_root: Path) -> AsyncIterator[SimNode]:
 
 
 def cdi_specs(node: SimNode) -> set[str]:
-    return {p.name for p in (node.root / "var" / "run" / "cdi").iterdir()}
+    """The claims' CDI specs (the time-sliced GPU's, the plugin's own, stays whatever happens to a pod)."""
+    return {p.name for p in (node.root / "var" / "run" / "cdi").iterdir() if p.name.startswith(f"k8s.{DRIVER}-")}
 
 
 def claims(node: SimNode) -> set[str]:

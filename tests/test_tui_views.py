@@ -134,12 +134,12 @@ async def test_the_header_keeps_counts_and_clock_at_80_columns(sim: SimNode) -> 
         await until_view(pilot)
         await until(pilot, lambda: "misal" in screen_text(app).splitlines()[0], "the counts")
         header = screen_text(app).splitlines()[0].rstrip()
-        assert header == " demo (simulated node) · 4 res · 6 pods · 2 bad · 2 misal · 03:04:05", header
+        assert header == " demo (simulated node) · 5 res · 8 pods · 2 bad · 2 misal · 03:04:05", header
     wide = make_app(NodeFeed(sim.paths, 2.0), label="demo (simulated node)", clock=pinned_clock)
     async with wide.run_test(size=(140, 24)) as pilot:
         await until_view(pilot)
         await until(pilot, lambda: "misaligned" in screen_text(wide).splitlines()[0], "the long form")
-        assert "4 resources · 6 pods · 2 unhealthy · 2 misaligned · 03:04:05" in screen_text(wide).splitlines()[0]
+        assert "5 resources · 8 pods · 2 unhealthy · 2 misaligned · 03:04:05" in screen_text(wide).splitlines()[0]
 
 
 async def test_the_first_screen_shows_findings_errors_first_and_the_last_events(sim: SimNode) -> None:  # noqa: F811

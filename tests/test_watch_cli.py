@@ -192,6 +192,7 @@ def test_once_prints_a_snapshot_per_plugin_and_exits(sim_node: SimHandle) -> Non
         ("snapshot", "hardware-vendor.example/foo", 2),
         ("snapshot", "intel.com/sriov_netdevice", 8),
         ("snapshot", GPU, 8),
+        ("snapshot", "nvidia.com/gpu.shared", 4),  # the time-sliced GPU-8
     ]
 
 
@@ -260,7 +261,7 @@ def test_record_writes_the_json_lines_while_printing_the_table(sim_node: SimHand
     assert t.exit_code == 0, t.stderr
     recorded = [json.loads(line) for line in as_table.read_text().splitlines()]
     rows = t.stdout.splitlines()[1:]
-    assert len(recorded) == len(rows) == 4  # three device plugins and the DRA driver
+    assert len(recorded) == len(rows) == 5  # four device plugins and the DRA driver
     for obj, row in zip(recorded, rows, strict=True):
         assert set(obj) == CONTRACT_KEYS - {"device", "from", "to"}
         assert [row.split()[1], row.split()[-1]] == [obj["event"], obj["resource"]]
@@ -328,8 +329,14 @@ def test_a_malformed_plugin_on_the_node_does_not_stop_the_watch_of_the_others(si
             assert time.monotonic() < deadline and server.poll() is None
             time.sleep(0.05)
         w = start(watches, sim_node.root, "watch", "-o", "json")
-        snapshots = {w.until("snapshot")[1]["resource"] for _ in range(4)}
-        assert snapshots == {GPU, "intel.com/sriov_netdevice", "hardware-vendor.example/foo", "gpu.example.com"}
+        snapshots = {w.until("snapshot")[1]["resource"] for _ in range(5)}
+        assert snapshots == {
+            GPU,
+            "nvidia.com/gpu.shared",
+            "intel.com/sriov_netdevice",
+            "hardware-vendor.example/foo",
+            "gpu.example.com",
+        }
         sim_node.set_health(GPU, "GPU-7", "Unhealthy")
         _, flip = w.until("health")
         assert (flip["resource"], flip["device"]) == (GPU, "GPU-7")

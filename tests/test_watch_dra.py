@@ -168,6 +168,7 @@ def test_once_on_the_whole_node_shows_the_drivers_beside_the_plugins(sim_node) -
     snapshots = {e["resource"]: (e["devices"], e["healthy"]) for e in map(json.loads, r.stdout.splitlines())}
     assert snapshots == {
         "nvidia.com/gpu": (8, 7),
+        "nvidia.com/gpu.shared": (4, 4),
         "intel.com/sriov_netdevice": (8, 8),
         "hardware-vendor.example/foo": (2, 2),
         DRIVER: (4, 3),
