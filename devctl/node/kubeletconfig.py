@@ -37,10 +37,13 @@ from devctl.base.units import parse_cpulist, parse_quantity
 from devctl.model import ErrorKind, NodePaths, SourceError
 from devctl.model.machine import KubeletPolicy
 from devctl.node.files import FileReadError, excerpt, read_file
+from devctl.node.sockets import NotAPath, OutsideRoot, in_root, real_path
 
 KUBELET_CONFIG_SOURCE = "kubelet-config"
 API_VERSION = "kubelet.config.k8s.io/v1beta1"
 KIND = "KubeletConfiguration"
+# The kubelet config API's versions, past and coming: only these are named when a file has another.
+KNOWN_API_VERSIONS = ("kubelet.config.k8s.io/v1alpha1", API_VERSION, "kubelet.config.k8s.io/v1")
 MAX_CONFIG_BYTES = 1024 * 1024
 MAX_PROCS = 8192
 _SMALL = 64 * 1024
@@ -185,10 +188,12 @@ def kubelet_version(process: KubeletProcess | None) -> str | None:
 
 
 def under_root(root: str, path: str, cwd: str | None = None) -> str:
-    """A path as the kubelet names it on the host, read under ``root`` (relative ones from the kubelet's cwd)."""
+    """A path as the kubelet names it on the host, read under ``root`` (relative ones from the kubelet's cwd),
+    every symlink on the way followed inside the root (an absolute target is a host path, read under it too);
+    raises OutsideRoot for one whose ``..`` climbs out (``--config=../../../etc/x``)."""
     if not os.path.isabs(path):
         path = os.path.join(cwd or "/", path)
-    return os.path.join(root, path.lstrip("/"))
+    return in_root(root, path)
 
 
 def read_kubelet_policy(
@@ -205,10 +210,16 @@ def read_kubelet_policy(
     version = kubelet_version(process)
     if "config-dir" in flags:
         errors.append(_error(f"the kubelet's --config-dir {flags['config-dir'][-1]} is not merged", ErrorKind.OTHER))
-    path = _config_path(paths, process, flags, config_file)
+    refused = False
+    try:
+        path = _config_path(paths, process, flags, config_file)
+    except (OutsideRoot, NotAPath):  # as good as missing: nothing outside the root is read
+        path, refused = None, True
+        which = f"--config {excerpt(flags['config'][-1])}" if process and "config" in flags else "config.yaml"
+        errors.append(_error(f"the kubelet's {which} leads outside the root {paths.root}: not read", ErrorKind.MISSING))
     fields: dict[str, object] = {}
     source = "defaults"
-    if path is None and process is None:
+    if path is None and process is None and not refused:
         errors.append(
             _error(
                 f"no kubelet configuration: no kubelet process under {paths.proc or '<proc>'}, "
@@ -217,7 +228,7 @@ def read_kubelet_policy(
             )
         )
     elif path is not None:
-        document, error = load_config(path)
+        document, error = load_config(path, confined=path != config_file)
         if error is not None:
             errors.append(error)
         if document is not None:
@@ -243,14 +254,18 @@ def _config_path(
         return config_file
     kubeadm = os.path.join(paths.kubelet_dir, "config.yaml")
     if os.path.lexists(kubeadm):
-        return kubeadm
+        return real_path(paths.root, kubeadm)  # a symlink there is followed inside the root
     return config_file
 
 
-def load_config(path: str) -> tuple[Mapping[str, object] | None, SourceError | None]:
-    """The config file as a mapping, or None and why (missing, too large, not YAML, another version or kind)."""
+def load_config(path: str, confined: bool = False) -> tuple[Mapping[str, object] | None, SourceError | None]:
+    """The config file as a mapping, or None and why (missing, too large, not YAML, another version or kind).
+
+    ``confined``: ``path`` was resolved inside the root, and the file read must be in that very directory (a
+    symlink swapped in meanwhile is not followed out). No value of the file is ever echoed in a message."""
+    inside = os.path.realpath(os.path.dirname(path)) if confined else None
     try:
-        text = read_file(path, MAX_CONFIG_BYTES).decode("utf-8-sig")
+        text = read_file(path, MAX_CONFIG_BYTES, inside=inside).decode("utf-8-sig")
     except FileReadError as err:
         why = ErrorKind.TOO_LARGE if err.reason.startswith("too large") else err.kind
         return None, _error(str(err), why)
@@ -262,8 +277,8 @@ def load_config(path: str) -> tuple[Mapping[str, object] | None, SourceError | N
     version, kind = document.get("apiVersion"), document.get("kind")
     if version != API_VERSION or kind != KIND:
         return None, _error(
-            f"{path}: apiVersion {excerpt(version)} kind {excerpt(kind)}: devctl reads {API_VERSION} {KIND} "
-            "(the kubelet refuses to start on another); settings from flags and defaults",
+            f"{path}: apiVersion {_known(version, KNOWN_API_VERSIONS)} kind {_known(kind, (KIND,))}: devctl reads "
+            f"{API_VERSION} {KIND} (the kubelet refuses to start on another); settings from flags and defaults",
             ErrorKind.WRONG_API,
         )
     return document, None
@@ -388,6 +403,13 @@ def policy_of(
         version=version,
     )
     return policy, errors
+
+
+def _known(value: object, words: Sequence[str]) -> str:
+    """A value from a config as a message shows it: quoted only when it is one of ``words``, else its type."""
+    if isinstance(value, str) and value in words:
+        return repr(value)
+    return "missing" if value is None else _kind(value)
 
 
 def _is_scalar(value: object) -> bool:
