@@ -4,7 +4,7 @@ YAML or JSON (JSON first when the text opens with ``{``: a JSON file indented wi
 document, whose ``kind`` is ``Pod`` and ``apiVersion`` ``v1`` — as ``kubectl get pod -o yaml`` prints it and
 ``kubectl apply`` requires; a ``List``, a Deployment or a bare pod spec is refused, naming what it is. At most
 4 MiB is read: a larger file is refused from its size before a byte of it is read, and stdin is read to
-4 MiB and one byte, never further.
+4 MiB and one byte, never further, and must end within the command's deadline (a pipe left open).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import BinaryIO
 from devctl.base.errors import DevctlError
 from devctl.model import ErrorKind
 from devctl.node.files import FileReadError, excerpt, read_file
+from devctl.node.stdin_read import read_within
 
 MAX_MANIFEST_BYTES = 4 * 1024 * 1024
 STDIN = "-"
@@ -29,10 +30,11 @@ class ManifestError(DevctlError):
         self.kind = kind
 
 
-def read_pod_manifest(path: str, stdin: BinaryIO | None = None) -> Mapping[str, object]:
-    """The Pod manifest at ``path`` (``-``: ``stdin``, else the process' standard input) as a mapping."""
+def read_pod_manifest(path: str, stdin: BinaryIO | None = None, timeout: float | None = None) -> Mapping[str, object]:
+    """The Pod manifest at ``path`` (``-``: ``stdin``, else the process' standard input) as a mapping; stdin
+    must end within ``timeout`` seconds (the command's ``--timeout``; None: no deadline)."""
     name = "stdin" if path == STDIN else path
-    raw = _read_stdin(stdin) if path == STDIN else _read_path(path)
+    raw = _read_stdin(stdin, timeout) if path == STDIN else _read_path(path)
     return parse_pod_manifest(raw, name)
 
 
@@ -83,21 +85,16 @@ def _read_path(path: str) -> bytes:
         raise ManifestError(str(err), kind) from None
 
 
-def _read_stdin(stdin: BinaryIO | None) -> bytes:
+def _read_stdin(stdin: BinaryIO | None, timeout: float | None) -> bytes:
     if stdin is None:
         import sys
 
         stdin = sys.stdin.buffer
-    chunks: list[bytes] = []
-    left = MAX_MANIFEST_BYTES + 1
-    while left > 0:
-        chunk = stdin.read(min(left, 1024 * 1024))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        left -= len(chunk)
-    if left <= 0:
+    raw, ended = read_within(stdin, MAX_MANIFEST_BYTES + 1, timeout)
+    if len(raw) > MAX_MANIFEST_BYTES:
         raise ManifestError(
             f"stdin: more than {MAX_MANIFEST_BYTES // (1024 * 1024)} MiB: not read", ErrorKind.TOO_LARGE
         )
-    return b"".join(chunks)
+    if not ended:
+        raise ManifestError(f"no pod manifest on stdin within {timeout:g}s", ErrorKind.TIMEOUT)
+    return raw
