@@ -59,6 +59,12 @@ class KubeletPolicy:
     reserved_cpus: tuple[int, ...] = ()  # reservedSystemCPUs, or taken by topology from kube+system reserved cpu
     reserved_cpu_quantity_milli: int = 0  # kubeReserved.cpu + systemReserved.cpu, in millicores
     reserved_memory: Mapping[int, Mapping[str, int]] = field(default_factory=dict)  # NUMA node -> resource -> bytes
+    # The node allocatable's memory reservations: kubeReserved.memory + systemReserved.memory in bytes, and the
+    # hard eviction threshold evictionHard memory.available (the kubelet's default 100Mi; a percentage of the
+    # capacity when ``eviction_memory_percent`` is set; 0 when evictionHard is set without it, as v1.32 does).
+    reserved_memory_quantity: int = 0
+    eviction_memory_bytes: int = 100 * 2**20
+    eviction_memory_percent: float | None = None
     source: str = "defaults"
     version: str | None = None
 
