@@ -37,6 +37,7 @@ from devctl.base.units import parse_cpulist, parse_quantity
 from devctl.model import ErrorKind, NodePaths, SourceError
 from devctl.model.machine import KubeletPolicy
 from devctl.node.files import FileReadError, excerpt, read_file
+from devctl.node.kubelet_reserved import memory_reservations
 from devctl.node.sockets import NotAPath, OutsideRoot, in_root, real_path
 
 KUBELET_CONFIG_SOURCE = "kubelet-config"
@@ -399,6 +400,7 @@ def policy_of(
         reserved_cpus=reserved_cpus,
         reserved_cpu_quantity_milli=reserved_milli,
         reserved_memory=_reserved_memory(fields.get("reservedMemory"), errors),
+        **memory_reservations(fields, errors),
         source=source,
         version=version,
     )
