@@ -3,7 +3,8 @@
 The kubelet's allocatable is its capacity less ``kubeReserved``, ``systemReserved`` and the hard eviction
 thresholds (``pkg/kubelet/cm/node_container_manager_linux.go``: ``GetNodeAllocatableReservation``,
 ``hardEvictionReservation``). This reads the memory parts: ``kubeReserved.memory + systemReserved.memory`` and
-``evictionHard``'s ``memory.available`` (a quantity or a percentage of capacity). v1.32's defaults: with no
+``evictionHard``'s ``memory.available`` (a quantity or a percentage of capacity; the config's map or the
+``--eviction-hard`` flag's ``memory.available<100Mi,...``). v1.32's defaults: with no
 ``evictionHard`` at all, ``memory.available: 100Mi``; an ``evictionHard`` without it sets none (0), as the kubelet
 defaults the whole map or nothing. A value that cannot be read is a ``SourceError`` naming the field (never its
 text) and counts 0 (the allocatable is then an upper bound).
@@ -47,6 +48,9 @@ def _eviction(fields: Mapping[str, object], errors: list[SourceError]) -> tuple[
     value = fields.get("evictionHard")
     if value is None:
         return DEFAULT_EVICTION_MEMORY, None
+    if isinstance(value, str):  # --eviction-hard=memory.available<100Mi,nodefs.available<10%
+        pairs = (p.partition("<") for p in value.split(","))
+        value = {k.strip(): v.strip() for k, sep, v in pairs if sep}
     if not isinstance(value, Mapping):
         errors.append(_error("evictionHard is not a map"))
         return DEFAULT_EVICTION_MEMORY, None

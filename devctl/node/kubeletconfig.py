@@ -64,6 +64,7 @@ FLAGS = {
     "reserved-memory": "reservedMemory",
     "kube-reserved": "kubeReserved",
     "system-reserved": "systemReserved",
+    "eviction-hard": "evictionHard",  # its flag form, memory.available<100Mi,...: node/kubelet_reserved reads it
 }
 _MAP_FLAGS = {"topology-manager-policy-options", "cpu-manager-policy-options", "kube-reserved", "system-reserved"}
 
