@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -24,7 +24,7 @@ from devctl.analyze.admission.fits import fits_with
 from devctl.analyze.admission.hints import PolicyError
 from devctl.base.errors import DevctlError, ErrorKind
 from devctl.base.waits import within
-from devctl.core.admission_inputs import BuiltInputs, build_inputs, requested_resources
+from devctl.core.admission_inputs import REQUESTED_UNKNOWN, BuiltInputs, build_inputs, requested_resources
 from devctl.core.collect import collect
 from devctl.model import (
     CHECKPOINT,
@@ -169,6 +169,10 @@ class FitAnswer:
     choice_open: bool = False
     notes: tuple[str, ...] = ()
     errors: tuple[SourceError, ...] = ()
+    # The resource fit's inputs (an extension of cli.md's answer): the node's allocatable, cpu in millicores and
+    # memory in bytes (None: unknown), and what the running pods request (None: unknown, never 0).
+    allocatable: dict[str, int] | None = None
+    requested: dict[str, int] | None = None
 
 
 def _hint(hint: TopologyHint | None) -> FitHint | None:
@@ -266,19 +270,41 @@ def apply_what_if(policy: KubeletPolicy, machine: MachineTopology, what_if: What
     return changed
 
 
+# The model's per-resource line that the inputs' REQUESTED_UNKNOWN already says for every resource.
+_SAID_ONCE = "did not count other pods' requests (unknown)"
+
+
+def _notes(built: BuiltInputs, result: Admission | None) -> tuple[str, ...]:
+    """The inputs' notes, then the model's (``Admission.notes``), each once."""
+    said = REQUESTED_UNKNOWN in built.notes
+    model = () if result is None else result.notes
+    more = (n for n in model if not (said and n.endswith(_SAID_ONCE)))
+    return tuple(dict.fromkeys((*built.notes, *more)))
+
+
+def _known(values: Mapping[str, int] | None) -> dict[str, int] | None:
+    return None if values is None else dict(values)
+
+
 def predict(pod: PodRequest, built: BuiltInputs, what_if: WhatIf, errors: Sequence[SourceError]) -> FitAnswer:
     """The verdict from built inputs (no I/O): ``admit`` and ``fits_with``, or unknown with why."""
+    allocatable, requested = _known(built.inputs.allocatable), _known(built.inputs.requested)
     try:
         result = admit(pod, built.inputs)
     except PolicyError as err:
         policy = _policy(built.inputs.policy, what_if)
-        return FitAnswer(None, None, f"unknown: {err}", policy, notes=built.notes, errors=tuple(errors))
+        notes = _notes(built, None)
+        answer = FitAnswer(None, None, f"unknown: {err}", policy, notes=notes, errors=tuple(errors))
+        return dataclasses.replace(answer, allocatable=allocatable, requested=requested)
+    notes = _notes(built, result)
     if built.unknown:
         message = "unknown: " + "; ".join(built.unknown)
-        shown = answer_of(pod, result, (), what_if, built.notes, errors)
-        return dataclasses.replace(shown, admit=None, reason=None, message=message)
+        shown = answer_of(pod, result, (), what_if, notes, errors)
+        shown = dataclasses.replace(shown, admit=None, reason=None, message=message)
+        return dataclasses.replace(shown, allocatable=allocatable, requested=requested)
     changes = fits_with(pod, built.inputs, result)
-    return answer_of(pod, result, changes, what_if, built.notes, errors)
+    answer = answer_of(pod, result, changes, what_if, notes, errors)
+    return dataclasses.replace(answer, allocatable=allocatable, requested=requested)
 
 
 T = TypeVar("T")

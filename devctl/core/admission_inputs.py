@@ -121,6 +121,30 @@ def _device_unknowns(
     return out
 
 
+REQUESTED_UNKNOWN = "cpu/memory requests of running pods unknown: resource fit checked against allocatable only"
+
+
+def node_allocatable(machine: MachineTopology, policy: KubeletPolicy) -> dict[str, int] | None:
+    """The node's allocatable cpu (millicores) and memory (bytes) as the kubelet computes it: capacity (the
+    machine's online CPUs, its NUMA nodes' memory) less ``kubeReserved`` and ``systemReserved`` (cpu: what
+    ``reservedSystemCPUs`` replaces them with) and, for memory, the hard eviction threshold ``memory.available``
+    (kubelet v1.32 ``cm/node_container_manager_linux.go`` ``GetNodeAllocatableReservation``; negative is 0).
+    ``None`` when the kubelet's configuration was not read (``policy.source`` ``defaults``): its reservations
+    are unknown. A resource whose capacity is unknown is left out."""
+    if policy.source == "defaults":
+        return None
+    out: dict[str, int] = {}
+    if machine.cpus:
+        out["cpu"] = max(0, 1000 * len(machine.cpus) - policy.reserved_cpu_quantity_milli)
+    nodes = machine.numa_nodes
+    if nodes and all(n in machine.memory for n in nodes):
+        total = sum(machine.memory[n] for n in nodes)
+        percent = policy.eviction_memory_percent
+        eviction = int(total * percent / 100) if percent is not None else policy.eviction_memory_bytes
+        out["memory"] = max(0, total - policy.reserved_memory_quantity - eviction)
+    return out
+
+
 def build_inputs(
     pod: PodRequest, snapshot: NodeSnapshot, machine: MachineTopology, policy: KubeletPolicy
 ) -> BuiltInputs:
@@ -151,6 +175,10 @@ def build_inputs(
         free_memory = _free_memory(snapshot, machine, policy)
         if snapshot.kubelet_state is None and _failed_source(snapshot, POD_RESOURCES):
             unknown.append("the memory already taken is unknown (neither memory_manager_state nor pod-resources read)")
+    if asked & {"cpu", "memory"}:
+        # Nothing devctl reads holds the running pods' requests: the CRI's container resources are not in its
+        # API, pod-resources names devices and exclusive CPUs only, the kubelet's Pods API is not decoded.
+        notes.append(REQUESTED_UNKNOWN)
     inputs = AdmissionInputs(
         machine=machine,
         policy=policy,
@@ -158,5 +186,7 @@ def build_inputs(
         held=held,
         free_cpus=free_cpus,
         free_memory=free_memory,
+        allocatable=node_allocatable(machine, policy),
+        requested=None,
     )
     return BuiltInputs(inputs, tuple(unknown), tuple(notes), sockets)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from devctl.base.escape import escape
-from devctl.base.units import format_cpulist
+from devctl.base.units import format_bytes, format_cpulist
 from devctl.core.admission import FitAnswer, FitContainer, FitDevices, FitHint, FitProviderHints
 
 WIDTH = 80
@@ -42,6 +42,25 @@ def policy_line(answer: FitAnswer) -> str:
         f"policy: topology {escape(p.topology)}, scope {escape(p.scope)}, cpu {escape(p.cpu)}, "
         f"memory {escape(p.memory)}{reserved}{what_if}; from {escape(p.source)}; follows {follows}"
     )
+
+
+def _amount(resource: str, value: int) -> str:
+    if resource == "cpu":
+        return str(value // 1000) if value % 1000 == 0 else f"{value}m"
+    if resource == "memory" or resource.startswith(("hugepages-", "ephemeral-storage")):
+        return format_bytes(value)
+    return str(value)
+
+
+def _amounts(values: dict[str, int] | None) -> str:
+    if values is None:
+        return "unknown"
+    return ", ".join(f"{escape(r)} {_amount(r, v)}" for r, v in sorted(values.items())) or "none"
+
+
+def resources_line(answer: FitAnswer) -> str:
+    """What the resource fit compared against: ``node: allocatable cpu 30, memory 127.9Gi; pods request unknown``."""
+    return f"node: allocatable {_amounts(answer.allocatable)}; running pods request {_amounts(answer.requested)}"
 
 
 def nodes_text(nodes: Sequence[int] | None) -> str:
@@ -91,7 +110,7 @@ def container_lines(c: FitContainer) -> list[str]:
 
 def fit_table(answer: FitAnswer, width: int = WIDTH) -> str:
     """The whole answer as lines of at most ``width`` columns (``*``: a preferred hint); the TUI gives its own."""
-    lines = [verdict_line(answer), policy_line(answer)]
+    lines = [verdict_line(answer), policy_line(answer), resources_line(answer)]
     for c in answer.containers:
         lines.extend(container_lines(c))
     if answer.choice_open:
