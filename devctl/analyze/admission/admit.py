@@ -16,6 +16,7 @@ from devctl.analyze.admission import cpus as cpu_policy
 from devctl.analyze.admission import devices as dev
 from devctl.analyze.admission.hints import NONE, NumaInfo, ProviderHints, check_policy, merge
 from devctl.analyze.admission.inputs import AdmissionInputs
+from devctl.analyze.admission.masks import MaskSpace
 from devctl.analyze.admission.memory import (
     STATIC,
     MemoryAllocationError,
@@ -100,6 +101,7 @@ class _State:
     cpu_reuse: frozenset[int] = frozenset()
     memory_free: dict[int, dict[str, int]] = field(default_factory=dict)
     open_choice: bool = False
+    space: MaskSpace | None = None  # the machine's NUMA masks, shared by the three providers' hints
 
     @property
     def nodes(self) -> tuple[int, ...]:
@@ -161,6 +163,7 @@ def _hints(state: _State, container: ContainerRequest | None) -> tuple[list[Prov
             count,
             reusable=state.reuse.get(resource, frozenset()) if container is not None else frozenset(),
             held=state.held(resource, name),
+            space=state.space,
         )
     qos = state.pod.qos
     if container is not None:
@@ -173,7 +176,7 @@ def _hints(state: _State, container: ContainerRequest | None) -> tuple[list[Prov
         memory = {r: _pod_amount(state.pod.containers, r) for r in memory_requests(state.pod.containers, qos)}
     mem = None
     if state.inputs.policy.memory == STATIC and state.inputs.free_memory is not None:
-        mem = memory_hints(state.nodes, state.memory_free, state.memory_capacity(), memory)
+        mem = memory_hints(state.nodes, state.memory_free, state.memory_capacity(), memory, space=state.space)
     shown = [ProviderHintList("devices", r, None if h is None else tuple(h)) for r, h in device_hints.items()]
     shown.append(ProviderHintList("cpu", "cpu", None if cpu is None else tuple(cpu)))
     shown.append(ProviderHintList("memory", "memory", None if mem is None else tuple(mem)))
@@ -246,15 +249,16 @@ def _allocate_memory(state: _State, container: ContainerRequest, mask: frozenset
 def _state(pod: PodRequest, inputs: AdmissionInputs, cpu: CpuProvider | None) -> _State:
     policy = inputs.policy
     reserved = frozenset(policy.reserved_cpus)
+    space = MaskSpace(inputs.machine.numa_nodes)  # built as far as asked: nothing for policy none
     if cpu is None:
         static = policy.cpu == "static"
-        cpu = StaticCpuPolicy(inputs.machine, policy.cpu_options, reserved) if static else NoCpuPolicy()
+        cpu = StaticCpuPolicy(inputs.machine, policy.cpu_options, reserved, space=space) if static else NoCpuPolicy()
     free = inputs.free_cpus
     if free is None:
         free = frozenset(c.id for c in inputs.machine.cpus) - reserved
     allocated = {r: inputs.allocated(r) for r in inputs.devices}
     memory = {n: dict(v) for n, v in (inputs.free_memory or {}).items()}
-    return _State(inputs, pod, cpu, allocated, {}, free, frozenset(), memory)
+    return _State(inputs, pod, cpu, allocated, {}, free, frozenset(), memory, space=space)
 
 
 def admit(pod: PodRequest, inputs: AdmissionInputs, cpu: CpuProvider | None = None) -> Admission:

@@ -11,10 +11,11 @@ combinations (and of the feature gates they need) belongs to reading the configu
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Iterable, Mapping
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
 
 from devctl.analyze.admission.cpu_assign import CpuTopology, TakeError, take_distributed, take_packed
+from devctl.analyze.admission.masks import MaskSpace, space_for
 from devctl.base.errors import DevctlError
 from devctl.model import CpuAssignment
 from devctl.model.machine import ContainerRequest, MachineTopology, TopologyHint
@@ -83,6 +84,8 @@ def generate_cpu_hints(
     reusable: frozenset[int],
     count: int,
     options: Mapping[str, str],
+    *,
+    space: MaskSpace | None = None,
 ) -> list[TopologyHint]:
     """``generateCPUTopologyHints``: every NUMA mask with ``count`` CPUs among the reusable and available ones.
 
@@ -91,37 +94,38 @@ def generate_cpu_hints(
     Reusable and available CPUs are counted both where both hold one, as the kubelet counts them.
     """
     topo = CpuTopology(machine)
-    nodes = sorted(topo.numa_cpus)
-    total = {n: len(topo.numa_cpus[n]) for n in nodes}
-    free = dict.fromkeys(nodes, 0)
-    for cpu in available:
-        if cpu in topo.numa_of:
-            free[topo.numa_of[cpu]] += 1
-    # A reusable CPU the machine does not have fits no mask, as its NUMA node is no mask's.
-    needs = {topo.numa_of.get(c, -1) for c in reusable}
-    narrowest = len(nodes)
-    masks: list[frozenset[int]] = []
-    for size in range(1, len(nodes) + 1):
-        for combo in itertools.combinations(nodes, size):
-            if size < narrowest and sum(total[n] for n in combo) >= count:
-                narrowest = size
-            mask = frozenset(combo)
-            if needs <= mask and len(reusable) + sum(free[n] for n in combo) >= count:
-                masks.append(mask)
-    by_socket = option_on(options, ALIGN_BY_SOCKET)
-    return [
-        TopologyHint(mask, len(mask) == narrowest or (by_socket and _socket_aligned(topo, mask, narrowest)))
-        for mask in masks
-    ]
+    space = space_for(topo.numa_cpus, space)
+    if not space.nodes or any(c not in topo.numa_of for c in reusable):
+        return []  # a reusable CPU the machine does not have fits no mask, as its NUMA node is no mask's
+    needs = space.bits(topo.numa_of[c] for c in reusable)
+    free = space.sums(Counter(topo.numa_of[c] for c in available if c in topo.numa_of))
+    # The narrowest width any mask's CPUs (free or not) could hold: the k largest nodes hold the most of any k.
+    narrowest, held = len(space.nodes), 0
+    for k, size in enumerate(sorted((len(c) for c in topo.numa_cpus.values()), reverse=True), start=1):
+        held += size
+        if held >= count:
+            narrowest = k
+            break
+    width, base = space.width, len(reusable)
+    aligned = _socket_aligned_masks(topo, space, narrowest) if option_on(options, ALIGN_BY_SOCKET) else None
+    return space.hints(
+        lambda m: m & needs == needs and base + free[m] >= count,
+        lambda m: width[m] == narrowest or (aligned is not None and aligned(m)),
+    )
 
 
-def _socket_aligned(topo: CpuTopology, mask: frozenset[int], narrowest: int) -> bool:
-    """``isHintSocketAligned``: the mask spans as few sockets as the narrowest NUMA width needs."""
+def _socket_aligned_masks(topo: CpuTopology, space: MaskSpace, narrowest: int) -> Callable[[int], bool]:
+    """``isHintSocketAligned`` for every mask: it spans as few sockets as the narrowest NUMA width needs."""
     per_socket = len(topo.numa_cpus) // len(topo.socket_cpus) if topo.socket_cpus else 0
     if per_socket == 0:
-        return False
+        return lambda m: False
     fewest = (narrowest + per_socket - 1) // per_socket
-    return len(topo.sockets_of_numas(mask)) == fewest
+    order = {s: i for i, s in enumerate(sorted(topo.socket_cpus))}
+    sockets: dict[int, int] = {}
+    for cpu, numa in topo.numa_of.items():
+        sockets[numa] = sockets.get(numa, 0) | 1 << order[topo.socket_of[cpu]]
+    spans = space.unions(sockets)
+    return lambda m: spans[m].bit_count() == fewest
 
 
 def cpu_hints(

@@ -17,8 +17,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from devctl.analyze.admission.hints import iterate_masks
 from devctl.analyze.admission.inputs import DeviceInfo
+from devctl.analyze.admission.masks import MaskSpace, covers_all, space_for
 from devctl.base.errors import DevctlError
 from devctl.model.machine import TopologyHint
 
@@ -42,34 +42,38 @@ def generate_hints(
     available: frozenset[str],
     reusable: frozenset[str],
     request: int,
+    *,
+    space: MaskSpace | None = None,
 ) -> list[TopologyHint]:
     """``generateDeviceTopologyHints``: masks in the kubelet's order, preferred at the minimal width."""
     by_id = {d.id: d for d in devices}
+    space = space_for(nodes, space)
     # Devices counted by the NUMA nodes they are on: a mask is checked against a few groups, not every device.
-    every = Counter(d.numa_nodes for d in devices if d.numa_nodes)
-    free = Counter(by_id[i].numa_nodes for i in available if i in by_id and by_id[i].numa_nodes)
-    narrowest = len(nodes)
-    found: list[frozenset[int]] = []
-    for mask in iterate_masks(nodes):
-        in_mask = sum(n for group, n in every.items() if group & mask)
-        if in_mask >= request and len(mask) < narrowest:
-            narrowest = len(mask)
-        matching = 0
-        fits = True
-        for device_id in reusable:
-            device = by_id.get(device_id)
-            if device is None or not device.numa_nodes:
-                continue
-            if not device.numa_nodes & mask:
-                fits = False
-                break
-            matching += 1
-        if not fits:
-            continue
-        matching += sum(n for group, n in free.items() if group & mask)
-        if matching >= request:
-            found.append(mask)
-    return [TopologyHint(mask, len(mask) == narrowest) for mask in found]
+    every = _count_by_mask(space, Counter(d.numa_nodes for d in devices if d.numa_nodes))
+    free = _count_by_mask(space, Counter(by_id[i].numa_nodes for i in available if i in by_id and by_id[i].numa_nodes))
+    placed = [by_id[i].numa_nodes for i in reusable if i in by_id and by_id[i].numa_nodes]
+    needs = covers_all([space.bits(group) for group in placed])
+    narrowest = space.narrowest(lambda m: every[m] >= request)
+    best = len(nodes) if narrowest is None else narrowest
+    width, base = space.width, len(placed)
+    return space.hints(lambda m: needs(m) and base + free[m] >= request, lambda m: width[m] == best)
+
+
+def _count_by_mask(space: MaskSpace, groups: Counter[frozenset[int]]) -> list[int]:
+    """For every mask, how many devices have a NUMA node in it: single-node groups summed by mask, the others
+    (a device on several nodes) added where they meet the mask."""
+    single: Counter[int] = Counter()
+    several: Counter[int] = Counter()
+    for group, n in groups.items():
+        bits = space.bits(group)
+        if bits and bits & (bits - 1) == 0:
+            single[next(iter(g for g in group if g in space.index))] += n
+        elif bits:
+            several[bits] += n
+    out = space.sums(single)
+    for bits, n in several.items():
+        out = [c + n if m & bits else c for m, c in enumerate(out)]
+    return out
 
 
 def resource_hints(
@@ -80,6 +84,7 @@ def resource_hints(
     *,
     reusable: frozenset[str] = frozenset(),
     held: frozenset[str] = frozenset(),
+    space: MaskSpace | None = None,
 ) -> list[TopologyHint] | None:
     """One resource's hints (``GetTopologyHints``/``GetPodTopologyHints``); ``None``: no preference.
 
@@ -90,11 +95,11 @@ def resource_hints(
     if held:
         if len(held) != request:
             return []
-        return generate_hints(devices, nodes, held, frozenset(), request)
+        return generate_hints(devices, nodes, held, frozenset(), request, space=space)
     available = available_devices(devices, allocated)
     if len(available | reusable) < request:
         return []
-    return generate_hints(devices, nodes, available, reusable, request)
+    return generate_hints(devices, nodes, available, reusable, request, space=space)
 
 
 def available_devices(devices: Iterable[DeviceInfo], allocated: frozenset[str]) -> frozenset[str]:

@@ -150,11 +150,8 @@ def merge_permutation(default: frozenset[int], permutation: Sequence[TopologyHin
 
 
 def _narrowest_count(hints: Sequence[TopologyHint]) -> int | None:
-    best: frozenset[int] | None = None
-    for hint in hints:
-        if hint.numa_nodes is not None and (best is None or is_narrower(hint.numa_nodes, best)):
-            best = hint.numa_nodes
-    return None if best is None else len(best)
+    """The width of the narrowest non-nil mask (``IsNarrowerThan`` ranks by width first, so only width counts)."""
+    return min((len(h.numa_nodes) for h in hints if h.numa_nodes is not None), default=None)
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,10 @@ multi-node group may not overlap another pod's group partially (``isAffinityViol
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from devctl.analyze.admission.hints import iterate_masks
+from devctl.analyze.admission.masks import MaskSpace, space_for
 from devctl.base.errors import DevctlError
 from devctl.model.machine import ContainerRequest, TopologyHint
 
@@ -46,13 +47,29 @@ def memory_hints(
     free: Mapping[int, Mapping[str, int]],
     capacity: Mapping[int, Mapping[str, int]],
     requests: Mapping[str, int],
+    *,
+    space: MaskSpace | None = None,
 ) -> list[TopologyHint] | None:
-    """``GetTopologyHints`` of the Static policy; ``None`` (no preference) when nothing is asked."""
+    """``GetTopologyHints`` of the Static policy; ``None`` (no preference) when nothing is asked. ``space``: the
+    masks of ``numa_nodes`` shared with the other providers (``masks.MaskSpace``)."""
     if not requests:
         return None
-    masks = list(iterate_masks(numa_nodes))
-    narrowest = min((len(m) for m in masks if _holds(m, capacity, requests)), default=len(numa_nodes))
-    return [TopologyHint(m, len(m) == narrowest) for m in masks if _holds(m, free, requests)]
+    space = space_for(numa_nodes, space)
+    can = _holding(space, capacity, requests)
+    width = space.width
+    narrowest = space.narrowest(can)
+    best = len(numa_nodes) if narrowest is None else narrowest
+    return space.hints(_holding(space, free, requests), lambda m: width[m] == best)
+
+
+def _holding(
+    space: MaskSpace, table: Mapping[int, Mapping[str, int]], requests: Mapping[str, int]
+) -> Callable[[int], bool]:
+    """``_holds`` for every mask at once: each resource's amounts summed by mask."""
+    sums = [
+        (space.sums({n: table.get(n, {}).get(r, 0) for n in space.nodes}), amount) for r, amount in requests.items()
+    ]
+    return lambda m: all(s[m] >= amount for s, amount in sums)
 
 
 def allocate_memory(

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from devctl.analyze.admission import cpus
+from devctl.analyze.admission.masks import MaskSpace
 from devctl.model.machine import MachineTopology, TopologyHint
 
 
@@ -48,11 +49,12 @@ class StaticCpuPolicy:
     options: Mapping[str, str] = field(default_factory=dict)
     reserved: frozenset[int] = frozenset()
     static: bool = True
+    space: MaskSpace | None = None  # the NUMA masks shared with the other providers (their hint values too)
 
     def hints(self, count: int, available: frozenset[int], reusable: frozenset[int]) -> list[TopologyHint] | None:
         if count <= 0:
             return None
-        return cpus.generate_cpu_hints(self.machine, available, reusable, count, self.options)
+        return cpus.generate_cpu_hints(self.machine, available, reusable, count, self.options, space=self.space)
 
     def allocate(
         self, count: int, available: frozenset[int], affinity: frozenset[int] | None, reusable: frozenset[int]
