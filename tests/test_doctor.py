@@ -96,8 +96,10 @@ def test_the_default_node_has_one_unhealthy_gpu_and_one_misaligned_pod(sim_node:
     assert r.exit_code == 1, r.stderr
     assert r.json["errors"] == []
     # embed-0's DRA GPU (gpu-0, NUMA 0, through its CDI device node) is across from its CPUs (NUMA 1).
-    # (the time-sliced GPU-8's physical-shared note is tests/test_doctor_physical.py's)
-    planted, unhealthy, embed, misaligned = [f for f in findings(r) if f["code"] != "physical-shared"]
+    # (the time-sliced GPU-8's physical-shared note is tests/test_doctor_physical.py's, the stuck ml/train-0's
+    # device-container-waiting tests/test_doctor_pods.py's)
+    others = ("physical-shared", "device-container-waiting")
+    planted, unhealthy, embed, misaligned = [f for f in findings(r) if f["code"] not in others]
     assert (embed["code"], embed["subject"]) == ("numa-misaligned", "inference/embed-0/embedder")
     assert (planted["severity"], planted["code"], planted["subject"]) == PLANTED
     assert unhealthy == {
@@ -146,6 +148,7 @@ def test_table_wide_yaml_and_fail_on(sim_node: SimHandle):
         ["warning", "unhealthy-devices", GPU],
         ["warning", "numa-misaligned", "inference/embed-0/embedder"],
         ["warning", "numa-misaligned", "inference/serve-0/server"],
+        ["warning", "device-container-waiting", "ml/train-0"],  # its CDI spec is gone: the runtime cannot start it
         ["info", "physical-shared", "0000:cc:00.0"],  # chat/bot-0 and bot-1 on replicas of GPU-8
     ]
     as_json = findings(doctor(sim_node.root, "-o", "json"))
@@ -170,7 +173,12 @@ def test_a_snapshot_file_gets_the_same_findings(sim_node: SimHandle, tmp_path: P
     assert devctl(sim_node.root, "snapshot", "-f", str(snap)).exit_code == 0
     from_file = devctl(sim_node.root, "--from", str(snap), "doctor", "-o", "json")
     assert from_file.exit_code == 1
-    assert from_file.json == doctor(sim_node.root, "-o", "json").json
+    live = doctor(sim_node.root, "-o", "json").json
+    # Only what doctor reads of the live node beside the snapshot is missing from the file's findings: the
+    # runtime's reason for a container it keeps from starting (devctl.core.doctor).
+    live_only = [f for f in live["findings"] if f["code"] == "device-container-waiting"]
+    assert [f["subject"] for f in live_only] == ["ml/train-0"]
+    assert from_file.json == {**live, "findings": [f for f in live["findings"] if f not in live_only]}
 
 
 def test_a_healthy_node_has_no_problems(short_root: Path):

@@ -17,8 +17,7 @@ from devctl.cli.output import NoHeadersOpt, OutputOpt, node_snapshot, refused_li
 from devctl.model.findings import Severity
 
 if TYPE_CHECKING:
-    from devctl.model import NodePaths
-    from devctl.model.history import NodeEvent
+    pass
 
 
 def doctor(
@@ -42,11 +41,9 @@ def doctor(
     kubelet's (run it as root).
     """
     from devctl.analyze import ALL_SOURCES, errors_of, sources_read
-    from devctl.analyze.doctor import RECHECK_AFTER, diagnose, fails_on, recheck_sockets
+    from devctl.analyze.doctor import RECHECK_AFTER, fails_on, recheck_sockets
     from devctl.analyze.holders import without_absent_runtime
-    from devctl.core.doctor_pods import read_waiting
-    from devctl.core.pci import read_pci
-    from devctl.core.physical import read_host_nodes
+    from devctl.core.doctor import diagnose_node, read_extras
     from devctl.model import EXTRA_SOURCES
     from devctl.render.table import findings_table
 
@@ -58,16 +55,9 @@ def doctor(
         from devctl.core.collect import reread
 
         again = run(reread(snapshot, opts.timeout, sockets, after=min(RECHECK_AFTER, opts.timeout)))
-    history = () if opts.from_file else _journal_events(opts.paths())  # the node journal's last day (devctl record)
-    # gpu-nic-far's PCIe tree; its problems are topo --pci's to show (an unreadable sysfs is sysfs' finding)
-    pcie = None if opts.from_file else run(read_pci(snapshot.paths.sysfs, opts.timeout))
-    # the allocations' device nodes traced to PCI functions (stat only) for the physical findings
-    host = None if opts.from_file else run(read_host_nodes(snapshot, opts.timeout)).nodes
-    # containers the runtime keeps from starting, with its reason (only the created ones are asked about)
-    waiting = () if opts.from_file else run(read_waiting(snapshot, opts.timeout))
-    findings = diagnose(
-        snapshot, again, history, (pcie.matrix, pcie.rdma) if pcie is not None else None, host, waiting=waiting
-    )
+    # doctor's own readings beside the snapshot (PCIe tree, device nodes, waiting containers, the journal's day)
+    extras = None if opts.from_file else run(read_extras(snapshot, opts.timeout))
+    findings = diagnose_node(snapshot, again, extras)
     denied = refused_line(snapshot, ALL_SOURCES)
     if output in (Output.json, Output.yaml):
         write_structured(output, {"findings": findings}, errors_of(snapshot))
@@ -96,13 +86,3 @@ def doctor(
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the app."""
     app.command("doctor")(doctor)
-
-
-def _journal_events(paths: NodePaths) -> tuple[NodeEvent, ...]:
-    """The journal's events of the last day for doctor's history findings; none without a journal."""
-    from datetime import datetime, timedelta, timezone
-
-    from devctl.core.history import read_events
-
-    answer = read_events(paths, since=datetime.now(timezone.utc) - timedelta(days=1))
-    return answer.events if answer.journal_found else ()

@@ -50,13 +50,13 @@ from devctl.analyze import (
 )
 from devctl.analyze.claim_state import DRA_TYPE
 from devctl.analyze.claims import claims_view
-from devctl.analyze.doctor import diagnose
 from devctl.analyze.dra_inventory import dra_inventory
 from devctl.analyze.rows import FREE_MEANING, free_count
+from devctl.core.doctor import DoctorExtras, diagnose_node
 from devctl.core.watch import numa_text
 from devctl.exporter.dra import DriverLive, live_probes
 from devctl.exporter.live import LiveSocket
-from devctl.model import CDI, HEALTHY, Device, NodeSnapshot, PluginProbe, PluginStatus
+from devctl.model import CDI, HEALTHY, RUNTIME, Device, NodeSnapshot, PluginProbe, PluginStatus
 
 # The ``kind`` label: devices of device plugins, and DRA drivers' devices (the views' ``kind``).
 DEVICE_PLUGIN = "device-plugin"
@@ -67,6 +67,9 @@ DRA = "dra"
 # KUBELET_STATE: doctor's checks of the CPU and memory managers' state files (a checksum the kubelet will refuse
 # to start on) are the exporter's findings too; the files are small and read in one pass.
 SOURCES = (POD_RESOURCES, PLUGINS, CHECKPOINT, TOPOLOGY, IDENTITIES, DRA_CHECKPOINT, CDI, KUBELET_STATE)
+# Read beside them for doctor's pod-level findings (which containers the runtime keeps from starting, and why),
+# so that devctl_doctor_findings counts what `devctl doctor` finds; not a source_up series of its own.
+READ = (*SOURCES, RUNTIME)
 
 
 @dataclass(frozen=True)
@@ -146,7 +149,13 @@ def source_up(snapshot: NodeSnapshot) -> dict[str, bool]:
     }
 
 
-def prepare(snapshot: NodeSnapshot, live: Mapping[str, LiveSocket], resources: Mapping[str, str], at: float) -> Refresh:
+def prepare(
+    snapshot: NodeSnapshot,
+    live: Mapping[str, LiveSocket],
+    resources: Mapping[str, str],
+    at: float,
+    extras: DoctorExtras | None = None,
+) -> Refresh:
     """devctl's views and checks of a refreshed snapshot, its plugins as the live streams say now."""
     merged = replace(snapshot, plugins=merged_plugins(snapshot, live, resources))
     devices: dict[str, dict[str, DeviceRow]] = {}
@@ -166,7 +175,7 @@ def prepare(snapshot: NodeSnapshot, live: Mapping[str, LiveSocket], resources: M
     # doctor's own reading of the node: the refresh as read, never with the live streams laid over it (a socket
     # followed after it was deleted, or up again since its probe failed, would be a finding doctor never makes:
     # plugin-unreachable for its no-plugin, or source-unreadable for a probe error no row explains).
-    counts = Counter((f.severity, f.code) for f in diagnose(snapshot))
+    counts = Counter((f.severity, f.code) for f in diagnose_node(snapshot, None, extras))
     return Refresh(
         at=at,
         snapshot=snapshot,

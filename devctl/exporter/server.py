@@ -31,7 +31,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from devctl.base.errors import DevctlError
 from devctl.exporter.dra import DraStreams, followable
 from devctl.exporter.live import PluginStreams
-from devctl.exporter.metrics import SOURCES, prepare
+from devctl.exporter.metrics import READ, prepare
 from devctl.exporter.state import ExporterState
 from devctl.fast import httpd
 from devctl.fast.httpd import FRAME
@@ -113,14 +113,18 @@ class HttpProcess:
 async def _refresh(paths: NodePaths, timeout: float, interval: float, state: ExporterState, dra: DraStreams) -> None:
     """Read every source once per ``interval``, never more often, and publish the snapshot."""
     from devctl.core.collect import collect
+    from devctl.core.doctor import read_extras
 
     while True:
         started = time.monotonic()
-        snapshot = await collect(paths, timeout, want=frozenset(SOURCES))
+        snapshot = await collect(paths, timeout, want=frozenset(READ))
         dra.follow(followable(snapshot.plugins))
+        # doctor's own readings beside the snapshot, as `devctl doctor` takes them (the journal's history aside:
+        # a day of it read at every refresh would cost more than the rest; docs/exporter.md)
+        extras = await read_extras(snapshot, timeout, history=False)
         live, resources = state.learn(snapshot)
         # The views and doctor's checks are pure CPU work: off the loop, so no stream waits on them.
-        state.set_refresh(await asyncio.to_thread(prepare, snapshot, live, resources, time.time()))
+        state.set_refresh(await asyncio.to_thread(prepare, snapshot, live, resources, time.time(), extras))
         await asyncio.sleep(max(0.0, interval - (time.monotonic() - started)))
 
 

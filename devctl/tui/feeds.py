@@ -29,6 +29,7 @@ from devctl.model.serial import from_json_line
 
 if TYPE_CHECKING:
     from devctl.core.collect import Progress
+    from devctl.core.doctor import DoctorExtras
 
 # socket path -> resource, for ``watch`` (see devctl.core.watch.Resolver)
 Resolver = Callable[[], Awaitable[Mapping[str, str | None]]]
@@ -186,6 +187,12 @@ class NodeFeed:
 
     def change_token(self) -> object:
         return file_token(self.paths.checkpoint)
+
+    async def doctor_extras(self, snapshot: NodeSnapshot) -> DoctorExtras:
+        """What ``devctl doctor`` reads beside the snapshot (devctl.core.doctor), so the findings are its own."""
+        from devctl.core.doctor import read_extras
+
+        return await read_extras(snapshot, self.timeout)
 
     async def reread(self, snapshot: NodeSnapshot, sockets: tuple[str, ...]) -> NodeSnapshot:
         """The kubelet's allocatable devices and these plugin sockets read again a moment later, as

@@ -14,7 +14,8 @@ from textual.containers import Vertical
 from textual.timer import Timer
 from textual.widgets import ContentSwitcher, Input
 
-from devctl.analyze.doctor import diagnose, recheck_sockets
+from devctl.analyze.doctor import recheck_sockets
+from devctl.core.doctor import DoctorExtras, diagnose_node
 from devctl.fast.interpreter import settle
 from devctl.model import Finding, NodeSnapshot, Severity
 from devctl.tui.feeds import Feed, LogCapture, PluginControls
@@ -213,14 +214,26 @@ class NodeScreen(NodeAnswers):
     @work(thread=True, group="findings", exit_on_error=False, description="diagnose the node (devctl doctor)")
     def _diagnose(self, view: NodeView) -> None:
         again = self._reread(view)
+        extras = self._extras(view)
         started = time.monotonic()
         try:
-            found = diagnose(view.snapshot, again)
+            found = diagnose_node(view.snapshot, again, extras)
         except Exception as e:  # a bug in a check must not stop the screen: say it where the findings go
             bug = f"{type(e).__name__}: {e}"
             found = (Finding(Severity.ERROR, "diagnose-failed", "", bug, "a bug in devctl doctor"),)
         rows = row_set(overview.FINDING_COLUMNS, overview.finding_rows(found))
         self.post_message(Diagnosed(view, found, rows, time.monotonic() - started))
+
+    def _extras(self, view: NodeView) -> DoctorExtras | None:
+        """As ``devctl doctor`` on a live node: its readings beside the snapshot (none from a snapshot file)."""
+        extras_of = getattr(self.feed, "doctor_extras", None)
+        if extras_of is None:
+            return None
+        try:
+            extras: DoctorExtras = asyncio.run(extras_of(view.snapshot))
+        except Exception:  # doctor's extra readings failed: the snapshot's findings alone
+            return None
+        return extras
 
     def _reread(self, view: NodeView) -> NodeSnapshot | None:
         """As ``devctl doctor``: where a plugin and the kubelet disagree, read both again a moment later (in this
