@@ -14,9 +14,9 @@ from typer.testing import CliRunner
 from devctl.cli.app import app, run
 
 COMMANDS = {
-    "call", "cdi", "checkpoint", "claims", "completion", "demo", "devices", "doctor", "exporter", "fleet", "get",
-    "ls", "plugin", "plugins",
-    "pods", "sim", "snapshot", "topo", "tui", "version", "watch", "who",
+    "call", "cdi", "checkpoint", "claims", "completion", "demo", "devices", "doctor", "events", "exporter", "fit",
+    "fleet", "get", "hw", "ls", "plugin", "plugins",
+    "pods", "record", "sim", "snapshot", "topo", "tui", "version", "watch", "who", "why",
 }  # fmt: skip
 
 

@@ -182,6 +182,7 @@ ALLOWED = {
     "lab/sim/dra_state.py": "the kubelet's dra_manager_state as Go's encoding/json writes it",
     "lab/sim/dramanager.py": "the simulated kubelet's health cache file",
     "lab/sim/workload.py": "the kubelet's cpu/memory manager state files",
+    "lab/sim/kubelet_config.py": "the kubelet's config.yaml as the simulated node writes it (JSON scalars are YAML)",
     "lab/sim/dranode.py": "a simulated driver's record file",
     "lab/sim/temproot.py": "the temporary root's owner record",
     "fleet/views.py": "the --job regex as a PromQL string literal (JSON's escaping is PromQL's)",

@@ -145,8 +145,9 @@ def damaged(edit) -> dict:
         (lambda d: d.update(plugins={}), "plugins: expected a list of objects, got an object"),
         (
             lambda d: d["plugins"][1].update(status="sleeping"),
-            'plugins[1].status: expected one of "serving", "unreachable", "stale", "timeout", '
-            '"permission-denied", "no-plugin", got "sleeping"',
+            # one vocabulary of a socket's state (base.errors.SocketStatus) for plugins' and the kubelet's sockets
+            'plugins[1].status: expected one of "serving", "listening", "unreachable", "missing", "not-a-socket", '
+            '"stale", "timeout", "permission-denied", "no-plugin", "other", got "sleeping"',
         ),
         (lambda d: d["errors"][0].update(kind=[]), "errors[0].kind: expected one of"),
         (

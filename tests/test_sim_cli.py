@@ -18,7 +18,7 @@ import pytest
 from helpers import DEVCTL, devctl_env, run_devctl
 
 TIMEOUT = 30.0
-SOCKETS = ["foo.sock", "kubelet.sock", "nvidia-gpu.sock", "sriov-netdevice.sock"]
+SOCKETS = ["foo.sock", "kubelet.sock", "nvidia-gpu-shared.sock", "nvidia-gpu.sock", "sriov-netdevice.sock"]
 
 
 def read_line(proc: subprocess.Popen[str], timeout: float) -> str:
@@ -108,7 +108,8 @@ def test_restart_kubelet_from_another_shell(running_sim) -> None:
     assert result.exit_code == 0, result.stderr
     assert result.stdout.strip() == (
         f"restarted the simulated kubelet at {root}; registered again: "
-        "hardware-vendor.example/foo, intel.com/sriov_netdevice, nvidia.com/gpu; DRA drivers: gpu.example.com"
+        "hardware-vendor.example/foo, intel.com/sriov_netdevice, nvidia.com/gpu, nvidia.com/gpu.shared; "
+        "DRA drivers: gpu.example.com"
     )
     after = os.stat(kubelet)
     assert (after.st_ino, after.st_ctime_ns) != (before.st_ino, before.st_ctime_ns)
@@ -174,6 +175,7 @@ def test_the_command_finds_this_devctl_without_an_activated_venv() -> None:
         "hardware-vendor.example/foo",
         "intel.com/sriov_netdevice",
         "nvidia.com/gpu",
+        "nvidia.com/gpu.shared",  # GPU-8, time-sliced
         "gpu.example.com",  # the default node's DRA driver
     ]
 
@@ -235,6 +237,7 @@ def test_the_same_root_serves_again_and_again(short_root: Path) -> None:
             "hardware-vendor.example/foo",
             "intel.com/sriov_netdevice",
             "nvidia.com/gpu",
+            "nvidia.com/gpu.shared",  # GPU-8, time-sliced
             "gpu.example.com",  # the default node's DRA driver
         ]
         assert not root.exists()  # it made the directory, so it removed it
@@ -391,7 +394,7 @@ def test_the_sim_logs_one_line_per_event_not_per_rpc(running_sim) -> None:
         "NodePrepareResources",
     ):
         assert not any(rpc in x for x in lines), rpc
-    assert sum("registered nvidia.com/gpu" in x for x in lines) == 1
+    assert sum("registered nvidia.com/gpu" in x and "gpu.shared" not in x for x in lines) == 1
     assert sum("pod ml/train-0 admitted" in x for x in lines) == 1
     assert any("nvidia.com/gpu GPU-1: Healthy -> Unhealthy" in x for x in lines)
 

@@ -32,7 +32,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "topo": (
         "devctl topo                    # NUMA nodes: CPUs, memory, devices",
         "devctl topo -o json            # the same as a document",
-        "devctl topo --pci              # and how far apart each pair of GPUs and NICs sits",
+        "devctl topo --pci              # and the PCIe path between GPUs and NICs",
     ),
     "plugins": (
         "devctl plugins                 # every socket: resource, status, latency",
@@ -118,6 +118,18 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "devctl fit nvidia.com/gpu=2 cpu=8 memory=32Gi  # would it be admitted now",
         "devctl fit -f pod.yaml -o json # a whole Pod: init containers, sidecars",
         "devctl fit nvidia.com/gpu=4 cpu=16 --policy single-numa-node  # what if",
+    ),
+    "why": (
+        "devctl why -n ml train-0       # one verdict for a stuck pod, with evidence",
+        "devctl why ml/train-0 -o json  # the same for a script",
+    ),
+    "events": (
+        "devctl events --since 2h       # the node's device history, the kernel's too",
+        "devctl events 3b:00.0 -w       # one PCI address, then follow",
+    ),
+    "record": (
+        "devctl record                  # keep the node journal (the DaemonSet does)",
+        "devctl record --max-size 16Mi  # a smaller journal, oldest records dropped",
     ),
 }
 
