@@ -46,18 +46,18 @@ async def test_the_findings_box_shows_every_finding_it_has_room_for(sim: SimNode
     app = demo_app(sim)
     async with app.run_test(size=(80, 24)) as pilot:
         await until_view(pilot)
-        # GIVEN the first screen with doctor's findings (4 on the default node)
-        await until(pilot, lambda: "Findings (devctl doctor): 4" in screen_text(app), "four findings")
-        # WHEN a held GPU goes unhealthy, a fifth finding comes
+        # GIVEN the first screen with doctor's findings (6 on the default node)
+        await until(pilot, lambda: "Findings (devctl doctor): 6" in screen_text(app), "six findings")
+        # WHEN a held GPU goes unhealthy, a seventh finding comes
         sim.plugins[GPU].set_health("GPU-3", "Unhealthy")
-        await until(pilot, lambda: "Findings (devctl doctor): 5" in screen_text(app), "five findings")
-        # THEN the box grows to show all five (the last events give way), not four and a "1/5"
+        await until(pilot, lambda: "Findings (devctl doctor): 7" in screen_text(app), "seven findings")
+        # THEN the box grows to show all seven (the last events give way), not six and a "1/7"
         await until(
             pilot,
-            lambda: sum(1 for line in lines(app) if line.startswith((" error ", " warning "))) == 5,
-            "five finding rows on screen",
+            lambda: sum(1 for line in lines(app) if line.startswith((" error ", " warning ", " info "))) == 7,
+            "seven finding rows on screen",
         )
-        assert not any(line.rstrip().endswith("1/5") for line in lines(app)), screen_text(app)
+        assert not any(line.rstrip().endswith("1/7") for line in lines(app)), screen_text(app)
 
 
 async def test_the_numa_map_counts_a_held_unhealthy_gpu_and_scrolls_from_the_keyboard(sim: SimNode) -> None:  # noqa: F811
@@ -192,4 +192,4 @@ async def test_the_top_line_keeps_the_clock_on_a_sick_node(sim: SimNode) -> None
         # THEN the top line, too long for 80 columns, still ends with the clock; its counts give way
         await until(pilot, lambda: "err" in lines(app)[0] or "…" in lines(app)[0], "the sick counts")
         top = lines(app)[0].rstrip()
-        assert top.endswith(" · 03:04:05") and " 4 res · 6 pods · 1 permission-denied" in top, top
+        assert top.endswith(" · 03:04:05") and " 5 res · 8 pods · 1 permission-denied" in top, top
