@@ -429,7 +429,8 @@ async def test_log_records_go_to_the_event_log_not_over_the_screen(sim: SimNode)
             await pilot.press("5")
             # WHEN something in this process logs a warning THEN it is a line of the event log
             logging.getLogger("devctl.lab.plugin").warning("register example.com/x: refused (retrying in 0.1s)")
-            await until(pilot, lambda: "register example.com/x: refused" in screen_text(app), "the log line")
+            # (its DETAIL cell may be cut to the column: the kernel's lines on the default node widen EVENT)
+            await until(pilot, lambda: "register example.com/x: ref" in screen_text(app), "the log line")
     assert logging.getLogger().handlers != [logs]  # and the handlers are back afterwards
 
 
