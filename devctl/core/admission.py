@@ -69,7 +69,7 @@ class FitInputError(DevctlError):
         self.kind = kind
 
 
-def read_pod(words: Sequence[str], manifest: str | None) -> PodRequest:
+def read_pod(words: Sequence[str], manifest: str | None, timeout: float | None = None) -> PodRequest:
     """The pod from ``NAME=QUANTITY`` words or a Pod manifest (``-``: stdin), not both; FitInputError otherwise."""
     from devctl.analyze.admission.request import RequestError, pod_request, request_from_words
     from devctl.node.podmanifest import ManifestError, read_pod_manifest
@@ -78,7 +78,7 @@ def read_pod(words: Sequence[str], manifest: str | None) -> PodRequest:
         raise FitInputError("give either REQUEST words or -f POD.yaml, not both")
     try:
         if manifest is not None:
-            return pod_request(read_pod_manifest(manifest))
+            return pod_request(read_pod_manifest(manifest, timeout=timeout))  # stdin must end within timeout
         return request_from_words(words)
     except ManifestError as err:
         raise FitInputError(str(err), err.kind) from None
