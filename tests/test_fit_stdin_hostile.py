@@ -7,6 +7,7 @@ closed, or a writer that stalls half-way); the command must end by itself with o
 from __future__ import annotations
 
 import io
+import json
 import os
 import subprocess
 import time
@@ -98,3 +99,17 @@ def test_the_bound_stops_reading_whatever_keeps_coming() -> None:
 def test_a_stream_without_a_descriptor_is_read_to_the_bound() -> None:
     assert read_within(io.BytesIO(POD), 1 << 20, 0.1) == (POD, True)
     assert read_within(io.BytesIO(b"y" * 100), 10, 0.1) == (b"y" * 10, False)
+
+
+def test_a_whole_manifest_on_a_closed_pipe_is_still_answered(tmp_path: Path) -> None:
+    """The deadline ends only a stdin that does not end: a piped Pod gets its (here unknown: no sysfs) verdict."""
+    proc = subprocess.run(
+        [*DEVCTL, "--root", str(tmp_path), "fit", "-f", "-", "--timeout", "5", "-o", "json"],
+        input=POD,
+        capture_output=True,
+        env=devctl_env(),
+        timeout=60,
+    )
+    assert proc.returncode == 3, proc.stderr
+    assert json.loads(proc.stdout)["admit"] is None
+    assert b"no pod manifest" not in proc.stderr

@@ -93,7 +93,7 @@ def fit(
     if opts.from_file:
         fail("fit reads the live node (its kubelet configuration and CPUs): --from is not supported")
     try:
-        pod = read_pod(request or [], filename)
+        pod = read_pod(request or [], filename, opts.timeout)  # -f -: stdin must end within --timeout
     except FitInputError as err:
         fail(err.message)
     what_if = WhatIf(
