@@ -28,12 +28,12 @@ spec:
 """
 
 
-def _fit_on_open_pipe(root: Path, written: bytes, *args: str) -> tuple[int, str]:
-    """``devctl fit -f - ARGS`` with ``written`` on a stdin pipe that stays open; its exit code and stderr."""
+def _fit_on_open_pipe(root: Path, written: bytes, *args: str, command: str = "fit") -> tuple[int, str]:
+    """``devctl fit -f - ARGS`` (or ``command``) with ``written`` on a stdin pipe that stays open; exit and stderr."""
     read_end, write_end = os.pipe()
     try:
         proc = subprocess.Popen(
-            [*DEVCTL, "--root", str(root), "fit", "-f", "-", *args],
+            [*DEVCTL, "--root", str(root), command, "-f", "-", *args],
             stdin=read_end,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -46,7 +46,7 @@ def _fit_on_open_pipe(root: Path, written: bytes, *args: str) -> tuple[int, str]
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.communicate()
-            raise AssertionError("fit -f - still waits on stdin after 60 s") from None
+            raise AssertionError(f"{command} -f - still waits on stdin after 60 s") from None
     finally:
         os.close(write_end)
     return proc.returncode, err.decode()
@@ -62,6 +62,13 @@ def test_fit_on_a_manifest_that_stalls_half_way_ends_the_same(tmp_path: Path) ->
     code, err = _fit_on_open_pipe(tmp_path, POD[:40], "--timeout", "0.5")
     assert code == 2
     assert err.strip().splitlines() == ["devctl: no pod manifest on stdin within 0.5s"]
+
+
+def test_why_on_a_stdin_never_closed_ends_the_same(tmp_path: Path) -> None:
+    """`why -f -` reads its manifest through the same reader, under the same deadline."""
+    code, err = _fit_on_open_pipe(tmp_path, b"", "--timeout", "1", command="why")
+    assert code == 2
+    assert err.strip().splitlines() == ["devctl: no pod manifest on stdin within 1s"]
 
 
 def test_a_closed_pipe_is_read_whole_within_the_deadline() -> None:

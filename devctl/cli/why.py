@@ -29,14 +29,16 @@ def _no_source(answer: WhyAnswer) -> bool:
     return answer.code == "unknown" and not answer.evidence and {CRI, POD_RESOURCES} <= failed
 
 
-def _target(pod: str, namespace: str | None, manifest: str | None) -> tuple[str, str, PodRequest | None, str | None]:
+def _target(
+    pod: str, namespace: str | None, manifest: str | None, timeout: float
+) -> tuple[str, str, PodRequest | None, str | None]:
     """(namespace, name, the manifest's requests, why none) of the pod asked about."""
     if manifest is not None:
         from devctl.base.errors import DevctlError
         from devctl.core.why import manifest_pod_request
 
         try:
-            ns, name, request, note = manifest_pod_request(manifest)
+            ns, name, request, note = manifest_pod_request(manifest, timeout)
         except DevctlError as e:
             fail(str(e), ExitCode.USAGE)
         return ns or namespace or "default", name, request, note
@@ -95,8 +97,8 @@ def why(
         fail("why: name a POD (or -f POD.yaml)", ExitCode.USAGE)
     if output not in (Output.table, Output.json, Output.yaml):
         fail(f"why: -o {output.value} is not offered (table, json or yaml)", ExitCode.USAGE)
-    ns, name, request, note = _target(pod or "", namespace, manifest)
     opts = options(ctx)
+    ns, name, request, note = _target(pod or "", namespace, manifest, opts.timeout)
     answer = run(answer_why(opts.paths(), opts.timeout, WhyRequest(ns, name, kubelet_log, pod=request, pod_note=note)))
     if output == Output.table:
         from devctl.render.why import why_table

@@ -60,20 +60,22 @@ class WhyRequest:
     pod_note: str | None = None  # why there are none (a manifest whose resources cannot be read)
 
 
-def manifest_pod(path: str) -> tuple[str | None, str]:
+def manifest_pod(path: str, timeout: float | None = None) -> tuple[str | None, str]:
     """(namespace or None, name) of the Pod manifest at ``path`` (``-``: stdin); raises ManifestError (one line)."""
-    namespace, name, _, _ = manifest_pod_request(path)
+    namespace, name, _, _ = manifest_pod_request(path, timeout)
     return namespace, name
 
 
-def manifest_pod_request(path: str) -> tuple[str | None, str, PodRequest | None, str | None]:
+def manifest_pod_request(
+    path: str, timeout: float | None = None
+) -> tuple[str | None, str, PodRequest | None, str | None]:
     """(namespace or None, name, requests, why no requests) of the Pod manifest at ``path`` (``-``: stdin), read
     once; raises ManifestError (one line) for a file that is not a Pod. Requests that cannot be read (a bad
     quantity) are not a usage error here: ``why`` still answers, saying fit was not replayed and why."""
     from devctl.analyze.admission.request import RequestError, pod_request
     from devctl.node.podmanifest import ManifestError, read_pod_manifest
 
-    manifest = read_pod_manifest(path)
+    manifest = read_pod_manifest(path, timeout=timeout)  # stdin within the command's deadline
     meta = manifest.get("metadata")
     if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
         raise ManifestError(f"{path}: the Pod has no metadata.name")
