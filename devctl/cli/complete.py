@@ -160,7 +160,7 @@ def _pods(ctx: typer.Context) -> list[tuple[str, str]]:
     except Exception:
         return []
     grpclog.quiet()  # the app's callback, which does this for a command, does not run for a completion
-    return node_pods(paths, _deadline())
+    return node_pods(paths, _deadline)
 
 
 def namespaced_pods(ctx: typer.Context, incomplete: str) -> list[str]:

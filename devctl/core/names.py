@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from devctl.base.names import go_field
@@ -88,12 +89,13 @@ def checkpointed_claims(paths: NodePaths) -> Claims:
     return claims
 
 
-def node_pods(paths: NodePaths, deadline: float) -> list[tuple[str, str]]:
+def node_pods(paths: NodePaths, deadline: Callable[[], float]) -> list[tuple[str, str]]:
     """(namespace, name) of every pod: from the pod log directories, else by one pod-resources List.
 
     The directories answer at the cost of a listing whatever state the kubelet is in (hung, restarting); a pod
     that has ended keeps its directory until the kubelet cleans it up, which a completion may offer. The List
-    only where they cannot be listed (a kubelet logging elsewhere, no rights), within ``deadline`` seconds.
+    only where they cannot be listed (a kubelet logging elsewhere, no rights), within the seconds ``deadline()``
+    says are left once gRPC is imported (its import is part of the wait a person sees).
     """
     from devctl.node.podlogs import logged_pods
 
@@ -112,7 +114,7 @@ def node_pods(paths: NodePaths, deadline: float) -> list[tuple[str, str]]:
         options = [("grpc.max_receive_message_length", 256 * 1024 * 1024)]
         with grpc.insecure_channel(f"unix:{os.path.abspath(socket)}", options=options) as channel:
             reply = api_pb2_grpc.PodResourcesListerStub(channel).List(
-                api_pb2.ListPodResourcesRequest(), timeout=deadline
+                api_pb2.ListPodResourcesRequest(), timeout=deadline()
             )
     except Exception:
         return []
