@@ -122,7 +122,8 @@ def _gpu_at(text: str) -> DeviceMention | None:
     if match is None:
         return None
     address, function, uuid = match.groups()
-    return DeviceMention(kind=PCI, pci=_function0(address, function), driver="nvidia", gpu_uuid=uuid)
+    meaning = _short(text.split("NVRM: ", 1)[-1])  # what the line says ("GPU at PCI:0000:3b:00: GPU-...")
+    return DeviceMention(kind=PCI, pci=_function0(address, function), driver="nvidia", gpu_uuid=uuid, meaning=meaning)
 
 
 def _fallen(text: str) -> DeviceMention | None:
@@ -130,7 +131,8 @@ def _fallen(text: str) -> DeviceMention | None:
         return None
     match = _ANY_BDF.search(text)
     if match is None:  # "NVRM: GPU at PCI:0000:3b:00 ..." names no function
-        short = re.search(rf"(?<![0-9a-fA-F])({_BD})(?![0-9a-fA-F.:])", text)
+        # "0000:d0:03:" (a colon after it) is the address too; "0000:d0:03:1" is not
+        short = re.search(rf"(?<![0-9a-fA-F])({_BD})(?![0-9a-fA-F.]|:[0-9a-fA-F])", text)
         pci = _function0(short.group(1), None) if short is not None else None
     else:
         pci = normalize_pci_address(match.group(1))
