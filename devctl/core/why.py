@@ -157,11 +157,11 @@ async def _log(
 
 async def _pods_api(paths: NodePaths, timeout: float, errors: list[SourceError]) -> None:
     found = await probe(paths.kubelet_dir, timeout)
-    if found.path is None:
+    if found.path is None and found.present:  # a socket there that does not answer; none there: the API is off
         errors.append(
-            SourceError(PODS_API, f"not served: no socket listens at {' or '.join(found.tried)}", ErrorKind.MISSING)
+            SourceError(PODS_API, f"not served: no listener at {' or '.join(found.present)}", ErrorKind.STALE)
         )
-    else:
+    elif found.path is not None:
         errors.append(
             SourceError(
                 PODS_API, f"{found.path}: served; devctl does not read the Pods API yet", ErrorKind.UNIMPLEMENTED

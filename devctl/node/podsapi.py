@@ -23,10 +23,12 @@ SOCKETS = ("pods-api/pods-api.sock", "pods/kubelet.sock")  # under the kubelet d
 
 @dataclass(frozen=True)
 class PodsApiProbe:
-    """``path``: the socket that listens, None when none does; ``tried``: every path looked at."""
+    """``path``: the socket that listens, None when none does; ``tried``: every path looked at; ``present``: those
+    that are sockets (one there that does not listen is a failure; none there is an API simply not enabled)."""
 
     path: str | None
     tried: tuple[str, ...]
+    present: tuple[str, ...] = ()
 
 
 def _is_socket(path: str) -> bool:
@@ -51,7 +53,8 @@ async def _listens(path: str, timeout: float) -> bool:
 async def probe(kubelet_dir: str, timeout: float) -> PodsApiProbe:
     """The first of ``SOCKETS`` that is a socket with a listener, under ``timeout`` each."""
     tried = tuple(os.path.join(kubelet_dir, s) for s in SOCKETS)
-    for path in tried:
-        if _is_socket(path) and await _listens(path, timeout):
-            return PodsApiProbe(path, tried)
-    return PodsApiProbe(None, tried)
+    present = tuple(p for p in tried if _is_socket(p))
+    for path in present:
+        if await _listens(path, timeout):
+            return PodsApiProbe(path, tried, present)
+    return PodsApiProbe(None, tried, present)
