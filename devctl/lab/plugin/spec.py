@@ -93,7 +93,8 @@ class PluginSpec:
     """One resource served by one plugin.
 
     ``allocate`` is a template: every ``{ids}`` in its strings becomes the
-    comma-joined device IDs of the request, every ``{id}`` the first of them.
+    comma-joined device IDs of the request, every ``{id}`` the first of them;
+    a CDI name with ``{each}`` is one name per device.
     """
 
     resource: str
@@ -128,7 +129,11 @@ class PluginSpec:
                 replace(d, container_path=sub(d.container_path), host_path=sub(d.host_path)) for d in t.devices
             ),
             annotations={sub(k): sub(v) for k, v in t.annotations.items()},
-            cdi_devices=tuple(sub(c) for c in t.cdi_devices),
+            cdi_devices=tuple(
+                n
+                for c in t.cdi_devices
+                for n in ([c.replace("{each}", i) for i in device_ids] if "{each}" in c else [sub(c)])
+            ),
         )
 
 
