@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -14,6 +13,7 @@ from devctl.api.podresources.v1 import api_pb2 as v1
 from devctl.api.podresources.v1 import api_pb2_grpc as v1_grpc
 from devctl.api.podresources.v1alpha1 import api_pb2 as v1alpha1
 from devctl.api.podresources.v1alpha1 import api_pb2_grpc as v1alpha1_grpc
+from devctl.base.backoff import Backoff
 from devctl.base.errors import DevctlError
 from devctl.model import AllocatableResources, ErrorKind, PluginStatus, PodResources
 from devctl.node import convert
@@ -64,7 +64,8 @@ class PodResourcesClient:
         await self._channel.close()
 
     async def _call(self, what: str, rpc: Callable[[], Awaitable[T]]) -> T:
-        delay = BACKOFF_START
+        # delays of BACKOFF_START, doubling, each drawn from [d/2, 3d/2): the same mean wait as before
+        backoff = Backoff(first=BACKOFF_START * 1.5, cap=BACKOFF_START * 1.5 * 2**BACKOFF_TRIES, jitter=1 / 3)
         for attempt in range(BACKOFF_TRIES):
             try:
                 with logged(self.socket_path, what):
@@ -82,9 +83,9 @@ class PodResourcesClient:
                         e.code(),
                         ErrorKind.RATE_LIMITED,
                     ) from None
+                delay = backoff.next()
                 log.debug("pod-resources %s rate limited; retrying in %.2fs", what, delay)
-                await asyncio.sleep(delay * (1 + random.random()))
-                delay *= 2
+                await asyncio.sleep(delay)
         raise AssertionError("unreachable")
 
     async def list(self) -> tuple[PodResources, ...]:

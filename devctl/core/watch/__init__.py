@@ -22,6 +22,7 @@ import asyncio
 import os
 from collections.abc import AsyncGenerator, Callable, Sequence
 
+from devctl.base.backoff import Backoff
 from devctl.base.errors import DevctlError
 from devctl.base.waits import cancel_and_wait
 from devctl.core.events import (
@@ -39,7 +40,6 @@ from devctl.core.events import (
     numa_text,
 )
 from devctl.core.failures import UnknownResource
-from devctl.core.watch.backoff import Backoff
 from devctl.core.watch.diff import counts, diff
 from devctl.core.watch.dra import DraFollower
 from devctl.core.watch.follow import Follower, Reconnecting, Scouts, WatchItem, now

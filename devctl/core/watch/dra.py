@@ -21,8 +21,8 @@ import time
 
 import grpc
 
+from devctl.base.backoff import Backoff
 from devctl.core.events import ADDED, DISCONNECTED, HEALTH, RECONNECTED, REMOVED, SNAPSHOT, Notice, WatchEvent
-from devctl.core.watch.backoff import Backoff
 from devctl.core.watch.follow import BEHIND, SKIP_NOTICE_EVERY, Reconnecting, WatchItem, now
 from devctl.core.watch.stream import StreamEnded as _Ended
 from devctl.model import HEALTHY, DraDeviceHealth

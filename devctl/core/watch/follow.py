@@ -15,8 +15,8 @@ import time
 from dataclasses import dataclass
 from typing import Protocol
 
+from devctl.base.backoff import Backoff
 from devctl.core.events import DISCONNECTED, RECONNECTED, SNAPSHOT, Change, Notice, WatchEvent
-from devctl.core.watch.backoff import Backoff
 from devctl.core.watch.diff import counts, diff
 from devctl.core.watch.scouts import Scouts
 from devctl.core.watch.sockets import Namer, inode_of

@@ -12,6 +12,7 @@ import logging
 import time
 from dataclasses import dataclass
 
+from devctl.base.backoff import Backoff
 from devctl.base.waits import within
 from devctl.core.watch.sockets import Namer, Registered, inode_of, plugin_sockets
 from devctl.core.watch.stream import (
@@ -64,7 +65,7 @@ class Scouts:
         self._handoff: dict[str, OpenStream] = {}
         self._changed = asyncio.Event()
         self._closing: set[asyncio.Future[None]] = set()  # streams being closed, kept from the collector
-        self._tries: dict[str, int] = {}  # failed or unnamed dials of each socket in a row
+        self._retries: dict[str, Backoff] = {}  # each socket's delays after failed or unnamed dials in a row
 
     def _notify(self) -> None:
         self._changed.set()
@@ -139,8 +140,8 @@ class Scouts:
 
     def _retry_at(self, socket: str) -> float:
         """When to dial a socket again that failed or could not be named: sooner at first, then less often."""
-        tries = self._tries[socket] = self._tries.get(socket, 0) + 1
-        return time.monotonic() + min(SCOUT_RETRY * 2.0 ** (tries - 1), SCOUT_RETRY_CAP)
+        backoff = self._retries.setdefault(socket, Backoff(SCOUT_RETRY, SCOUT_RETRY_CAP, jitter=0.0))
+        return time.monotonic() + backoff.next()
 
     def _forget(self, socket: str) -> None:
         seen = self._seen.pop(socket)
@@ -178,7 +179,7 @@ class Scouts:
         if seen.resource is None:
             seen.retry_at = self._retry_at(socket)  # the kubelet may learn its devices later
         else:
-            self._tries.pop(socket, None)
+            self._retries.pop(socket, None)
         if seen.resource in self.wanted and self._seen.get(socket) is seen:
             self._handoff[socket] = opened
         else:

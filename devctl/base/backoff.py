@@ -1,4 +1,6 @@
-"""Reconnect delays for streams that end: a restarting plugin is retried soon, a flapping one not hammered."""
+"""The one backoff: growing delays with jitter, capped — a restarting plugin retried soon, a flapping one not
+hammered, the kubelet's rate limit waited out, a socket that will not answer dialled less often. Standard library
+only, so node/, core/ and the lab share it."""
 
 from __future__ import annotations
 
