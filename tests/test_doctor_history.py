@@ -42,7 +42,7 @@ NOW = datetime.now(timezone.utc).replace(microsecond=0)
 def plugin_start(at: datetime, resource: str = GPU) -> NodeEvent:
     source = EventSource.PLUGIN if "/" in resource else EventSource.DRA
     name, driver = (resource, None) if "/" in resource else (None, resource)
-    return NodeEvent(at, source, "snapshot", name, what="snapshot, 8 devices, 7 healthy", driver=driver)
+    return NodeEvent(at, source, "reconnected", name, what="reconnected, 8 devices, 7 healthy", driver=driver)
 
 
 def flip(at: datetime, device: str, to: str, resource: str = GPU, frm: str = "Healthy") -> NodeEvent:

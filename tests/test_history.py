@@ -90,7 +90,7 @@ def health(at: datetime, to: str, frm: str = "Healthy", device: str = "GPU-3", p
 
 
 def started(at: datetime) -> NodeEvent:
-    return NodeEvent(at, EventSource.PLUGIN, "snapshot", "nvidia.com/gpu", what="snapshot, 8 devices, 7 healthy")
+    return NodeEvent(at, EventSource.PLUGIN, "reconnected", "nvidia.com/gpu", what="reconnected, 8 devices, 7 healthy")
 
 
 def xid(at: datetime, pci: str = "0000:3b:00.0") -> NodeEvent:

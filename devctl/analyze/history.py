@@ -30,8 +30,9 @@ from devctl.model.udev import KernelEvent
 # The watch words (devctl.core.events: the core sits above this room, so they are repeated here).
 _SNAPSHOT, _ADDED, _REMOVED, _HEALTH, _TOPOLOGY = "snapshot", "added", "removed", "health", "topology"
 _DISCONNECTED, _RECONNECTED = "disconnected", "reconnected"
-# A plugin's (or driver's) list seen whole: it (re)started, and every device was evaluated then.
-STARTS = (_SNAPSHOT, _RECONNECTED)
+# The plugin's (or driver's) own start: it came back on its socket, or the kubelet registered it. A ``snapshot``
+# is only the watcher's (the recorder's) first look at a plugin already running: it says nothing of the plugin.
+STARTS = (_RECONNECTED, "registered")
 HEALTHY, UNHEALTHY = "Healthy", "Unhealthy"
 BEFORE_WINDOW = timedelta(seconds=60)  # an event this long before a flip may have caused it
 FLAP_WINDOW = timedelta(hours=1)
@@ -259,6 +260,20 @@ def _starts_of(event: NodeEvent, resource: str) -> bool:
     return event.kind in STARTS and resource in (event.resource, event.driver) and event.device is None
 
 
+def _since_start(
+    resource: str, device: str, pci: str | None, flip: NodeEvent | None, started: datetime | None, flips: int
+) -> DeviceStory | None:
+    """The story of a device unhealthy ever since its plugin listed it (``added`` unhealthy, or no flip since its
+    plugin's own start); None when the journal holds a flip to unhealthy after that."""
+    if flip is not None and flip.kind == _ADDED:
+        at = flip.time
+    elif flip is None and started is not None:
+        at = started
+    else:
+        return None
+    return DeviceStory(resource, device, pci, UNHEALTHY, at, True, flips=flips, started=at)
+
+
 @dataclass(frozen=True)
 class DeviceStory:
     """What the journal says of one device: since when it is unhealthy, what came just before, its flips.
@@ -341,18 +356,12 @@ def story(
     bad = unhealthy if unhealthy is not None else (health is not None and health != HEALTHY)
     if not bad:
         return DeviceStory(resource, device, pci, health, flips=flips, started=started)
-    if flip is None:
-        since_start = started is not None and health in (None, UNHEALTHY)
-        return DeviceStory(
-            resource,
-            device,
-            pci,
-            UNHEALTHY,
-            started if since_start else None,
-            since_start,
-            flips=flips,
-            started=started,
-        )
+    if health in (None, UNHEALTHY):
+        told = _since_start(resource, device, pci, flip, started, flips)
+        if told is not None:
+            return told
+    if flip is None:  # the journal does not say since when
+        return DeviceStory(resource, device, pci, UNHEALTHY, flips=flips, started=started)
     before = _before(mine, flip, pci, resource, device)
     gap = (flip.time - before.time).total_seconds() if before is not None else None
     return DeviceStory(resource, device, pci, health, flip.time, False, before, gap, flips, started)
