@@ -205,7 +205,7 @@ def test_admission_rejected_from_the_kubelet_log() -> None:
     )
     assert a.code == "admission-rejected"
     assert "UnexpectedAdmissionError" in a.verdict
-    assert a.evidence[0].source == "kubelet-log" and a.evidence[0].time == "12-03 10:00:00"
+    assert a.evidence[0].source == "kubelet-log" and a.evidence[0].time == "2026-12-03T10:00:00Z"
     assert a.hint == "kubectl -n ml delete pod train-0"
 
 

@@ -72,7 +72,7 @@ def test_history_cited_in_order_with_the_story_line() -> None:
         ("kernel", "2026-12-03T02:47:11Z", "nvidia.com/gpu GPU-0: Xid 79: GPU has fallen off the bus"),
         ("plugin", "2026-12-03T02:47:12Z", "nvidia.com/gpu GPU-0: Healthy -> Unhealthy"),
     ]
-    assert a.evidence[0].source == "plugins"  # the node's own word first, the history after it
+    assert a.evidence[-1].source == "plugins"  # in time order: the node's word now, after the history (full-HD)
 
 
 def test_at_most_five_newest_last_and_a_running_pod_still_cites_them() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import socket
 
+from devctl.analyze.why import WhyAnswer, WhyInputs, log_time, verdict
 from devctl.core.why import PODS_API, _pods_api
 from devctl.model import ErrorKind, SourceError
 from tests.helpers import devctl
@@ -38,3 +39,50 @@ async def _pods_api_at(kubelet_dir: str, errors: list[SourceError]) -> None:
     from devctl.model import NodePaths
 
     await _pods_api(NodePaths("/", kubelet_dir, "", "", "", ""), 2.0, errors)
+
+
+def _stuck_on_cdi() -> WhyAnswer:
+    """A container stuck on an unresolvable CDI name: the runtime's line, two klog lines (newest first in
+    the input), and the name devctl cannot resolve from the checkpoint."""
+    from devctl.model import Allocation, Checkpoint, CheckpointEntry
+    from devctl.node.kubeletlog import LogLine, line_time
+    from tests.test_why import POD, UID, _container, _gpu_plugin, _gpu_pod, _runtime, _snap
+
+    entry = CheckpointEntry(
+        UID, "main", "nvidia.com/gpu", {"0": ("GPU-0",)}, Allocation(cdi_devices=("nvidia.com/gpu=GPU-0",))
+    )
+    cp = Checkpoint("/dp/kubelet_internal_checkpoint", "v2", True, 1, 1, {}, (entry,))
+    msg = "CDI device injection failed: unresolvable CDI devices nvidia.com/gpu=GPU-0"
+    logs = [
+        f'E1203 {t}.5 1 kuberuntime_manager.go:1] "err" pod="ml/train-0" err="{msg}"' for t in ("09:59:00", "08:00:00")
+    ]
+    return verdict(
+        POD,
+        _snap(pods=(_gpu_pod(),), plugins=(_gpu_plugin(),), checkpoint=cp),
+        WhyInputs(
+            runtime=_runtime(_container("created", "CreateContainerError", msg)),
+            kubelet_lines=tuple(LogLine(line_time(ln), ln) for ln in logs),
+        ),
+    )
+
+
+def test_evidence_times_are_iso_utc_in_time_order_unknown_last() -> None:
+    """klog's yearless ``12-03 09:59:00`` is ISO 8601 UTC like the runtime's; oldest first; the CDI line,
+    about a name no spec defines (since when: not known), has no time and comes last."""
+    a = _stuck_on_cdi()
+    assert a.code == "cdi-unresolvable"
+    assert [(e.source, e.time) for e in a.evidence] == [
+        ("kubelet-log", "2026-12-03T08:00:00Z"),
+        ("cri", "2026-12-03T09:00:01Z"),
+        ("kubelet-log", "2026-12-03T09:59:00Z"),
+        ("cdi", None),
+    ]
+
+
+def test_a_klog_time_after_now_is_last_years() -> None:
+    """klog has no year: a December line read on 2 January is the year before's."""
+    assert log_time("12-31 23:59:00", "2027-01-02T00:00:00.000Z") == "2026-12-31T23:59:00Z"
+    assert log_time("01-02 00:00:05", "2027-01-02T00:00:00.000Z") == "2027-01-02T00:00:05Z"
+    assert log_time("2026-12-03T10:00:00", "2026-12-03T11:00:00Z") == "2026-12-03T10:00:00Z"
+    assert log_time(None, "2026-12-03T11:00:00Z") is None
+    assert log_time("13-45 99:00:00", "2026-12-03T11:00:00Z") is None

@@ -169,17 +169,23 @@ def _cdi_names(c: _Ctx) -> list[tuple[str, str]]:
     return names
 
 
+def _logged(c: _Ctx, ln: LogLine) -> Evidence:
+    return Evidence(c.extra.log_source, log_time(ln.time, c.snap.taken_at), ln.text)
+
+
 def _cdi(c: _Ctx) -> _Found:
     ev: list[Evidence] = []
     for s in c.extra.runtime.containers if c.extra.runtime else ():
         if _CDI_WORDS.search(s.message) or _CDI_WORDS.search(s.reason):
             ev.append(Evidence("cri", s.created_at, f"container {s.name}: {s.reason}: {s.message}"))
-    ev += [Evidence(c.extra.log_source, ln.time, ln.text) for ln in c.extra.kubelet_lines if _CDI_WORDS.search(ln.text)]
+    ev += [_logged(c, ln) for ln in c.extra.kubelet_lines if _CDI_WORDS.search(ln.text)]
     if c.snap.cdi is not None and not _all_running(c):  # a running container's names were resolved when made
         r = resolver(c.snap)
         for name, user in _cdi_names(c):
             if r.resolve(name).status == UNRESOLVABLE:
-                ev.append(Evidence("cdi", c.snap.taken_at, f"{name} ({user}): no CDI spec on the node defines it"))
+                ev.append(
+                    Evidence("cdi", None, f"{name} ({user}): no CDI spec on the node defines it")
+                )  # since when: unknown
     if not ev:
         return None
     names = sorted({n for e in ev for n in _CDI_NAME.findall(e.what)})
@@ -337,7 +343,7 @@ def _container_error(c: _Ctx) -> _Found:
             ev.append(Evidence("cri", s.created_at, f"container {s.name}: {s.reason}: {s.message}".rstrip(": ")))
             first = first or (s.name, s.reason)
     lines = [ln for ln in c.extra.kubelet_lines if _WAITING.search(ln.text)]
-    ev += [Evidence(c.extra.log_source, ln.time, ln.text) for ln in lines]
+    ev += [_logged(c, ln) for ln in lines]
     if not ev:
         return None
     if first is None:
@@ -377,7 +383,7 @@ def _admission(c: _Ctx) -> _Found:
     if _all_running(c):
         return None  # the runtime runs it: log lines (an earlier pod of that name) cannot say it was turned away
     lines = [ln for ln in c.extra.kubelet_lines if _ADMISSION.search(ln.text)]
-    ev = [Evidence(c.extra.log_source, ln.time, ln.text) for ln in lines]
+    ev = [_logged(c, ln) for ln in lines]
     reason = None
     if lines:
         m = _REJECTED.search(lines[-1].text) or _ADMISSION.search(lines[-1].text)
@@ -422,6 +428,44 @@ _CHECKS: tuple[tuple[str, Callable[[_Ctx], _Found]], ...] = (
 )
 
 
+_KLOG_TIME = re.compile(r"^(\d\d)-(\d\d) (\d\d:\d\d:\d\d)$")
+_ISO_SECONDS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d$")
+
+
+def log_time(time: str | None, now: str) -> str | None:
+    """A log line's time as devctl's ISO 8601 UTC: a klog ``12-03 14:35:02`` (no year) takes the year of ``now``
+    (the year before when that would put it more than a day after ``now``); both klog and journalctl's short-iso
+    are read as UTC (the node's zone is not known to devctl); None when the line said none."""
+    if time is not None and _ISO_SECONDS.match(time):
+        return time + "Z"
+    m = _KLOG_TIME.match(time or "")
+    if m is None:
+        return None
+    t, at = _sort_key(now), None
+    for year in (t.year, t.year - 1) if t is not None else ():
+        at = _sort_key(f"{year}-{m.group(1)}-{m.group(2)}T{m.group(3)}Z")
+        if at is not None and t is not None and (at - t).total_seconds() <= 86400:
+            return at.strftime("%Y-%m-%dT%H:%M:%SZ")  # not more than a day after now: this year's
+    return None
+
+
+def _sort_key(time: str | None) -> datetime | None:
+    if not time:
+        return None
+    try:
+        t = datetime.fromisoformat(time.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return t if t.tzinfo is not None else None
+
+
+def _in_time_order(evidence: tuple[Evidence, ...]) -> tuple[Evidence, ...]:
+    """Oldest first; evidence of unknown time last, each group in the order found."""
+    known = [(t, i, e) for i, e in enumerate(evidence) if (t := _sort_key(e.time)) is not None]
+    unknown = [e for e in evidence if _sort_key(e.time) is None]
+    return (*(e for _, _, e in sorted(known, key=lambda k: (k[0], k[1]))), *unknown)
+
+
 def verdict(pod: PodRef, snapshot: NodeSnapshot, extra: WhyInputs) -> WhyAnswer:
     """The first of the checks, in ``CODES``' order, that holds for the pod; ``unknown`` when none does."""
     pod = PodRef(pod.namespace, pod.name, _uid(pod, snapshot, extra))
@@ -432,6 +476,6 @@ def verdict(pod: PodRef, snapshot: NodeSnapshot, extra: WhyInputs) -> WhyAnswer:
         if found is not None:
             line, evidence, hint = found
             more = _history(ctx) if code != "not-on-node" else ()
-            return WhyAnswer(pod, code, line, (*evidence, *more), hint, errors)
+            return WhyAnswer(pod, code, line, _in_time_order((*evidence, *more)), hint, errors)
     why = "nothing the node shows explains it" if extra.runtime is not None else "the runtime could not be read"
     return WhyAnswer(pod, "unknown", f"{_key(pod)}: {why}", _history(ctx), "devctl doctor", errors)
