@@ -4,11 +4,11 @@ Pure functions over model values (no I/O): the recorder (``devctl record``) and 
 events with ``from_watch``, ``from_kernel`` and ``from_udev``; ``matches`` narrows them to a SUBJECT;
 doctor and the TUI ask ``story`` what happened to one device.
 
-A kernel line names a PCI address; the device on that function is found as ``devctl devices`` finds a
-device's function (``devctl.analyze.hardware``: the device nodes of the CDI names handed out for it, or an
-ID that is itself a PCI address), and its holders are the containers pod-resources said held it in
-``snapshot`` (the node at that moment). A line devctl cannot join keeps ``device=None``: unknown, not
-guessed.
+A kernel line names a PCI address; the device on that function is found as ``devctl hw`` finds it
+(``devctl.analyze.physical.physical_view``: the device nodes of the CDI names handed out for it, an ID that
+is itself a PCI address, a time-sliced GPU's replicas on their GPU's function), and its holders are the
+containers pod-resources said held it in ``snapshot`` (the node at that moment). A line devctl cannot join
+keeps ``device=None``: unknown, not guessed.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import Protocol
 
 from devctl.analyze.hardware import _addresses as cdi_addresses
 from devctl.analyze.kernel import describe
+from devctl.analyze.physical import DEVICE_PLUGIN, DRA, physical_view
 from devctl.model import NodeSnapshot
 from devctl.model.history import EventSource, Holder, NodeEvent
 from devctl.model.kernel import KernelRecord
@@ -109,7 +110,12 @@ def node_index(snapshot: NodeSnapshot | None) -> NodeIndex:
     holders, drivers = _holders(snapshot)
     for claim in snapshot.dra_checkpoint.claims if snapshot.dra_checkpoint else ():
         drivers.update(d.driver for d in claim.devices)
-    pci = dict(cdi_addresses(snapshot))
+    # The join ``devctl hw`` shows (analyze.physical): CDI names, device nodes, an ID that is an address, and a
+    # time-sliced GPU's replicas ``<id>::<n>`` on the function their GPU is on.
+    view = physical_view(snapshot)
+    pci = {(d.resource, d.id): p.pci for p in view.devices for d in p.logical if d.kind in (DEVICE_PLUGIN, DRA)}
+    for key, address in cdi_addresses(snapshot).items():
+        pci.setdefault(key, address)
     for key in [*holders, *_known_ids(snapshot)]:
         address = normalize_pci_address(key[1])
         if address is not None:
