@@ -86,3 +86,38 @@ def test_a_klog_time_after_now_is_last_years() -> None:
     assert log_time("2026-12-03T10:00:00", "2026-12-03T11:00:00Z") == "2026-12-03T10:00:00Z"
     assert log_time(None, "2026-12-03T11:00:00Z") is None
     assert log_time("13-45 99:00:00", "2026-12-03T11:00:00Z") is None
+
+
+def _words(text: str) -> list[str]:
+    return text.replace("…", " ").split()
+
+
+def test_the_table_wraps_verdict_evidence_and_hint_whole_on_one_screen() -> None:
+    """The verdict's last words ("is missing") and every evidence word are on screen, 80 columns at most."""
+    from devctl.render.why import why_table
+
+    a = _stuck_on_cdi()
+    out = why_table(a)
+    lines = out.splitlines()
+    assert len(lines) <= 24 and all(len(ln) <= 80 for ln in lines)
+    assert "…" not in out
+    assert _words(out)[: len(_words(a.code + ": " + a.verdict))] == _words(a.code + ": " + a.verdict)
+    assert a.verdict.endswith("the CDI spec is missing")
+    for e in a.evidence:
+        assert " ".join(e.what.split()[-3:]) in " ".join(out.split())
+    narrow = why_table(a, width=40).splitlines()  # the TUI's box gives its own width
+    assert all(len(ln) <= 40 for ln in narrow) and "missing" in narrow[1] + narrow[2]
+
+
+def test_fourteen_long_pieces_still_fit_one_screen() -> None:
+    """When wrapping all would overflow 24 lines, each piece keeps its share and ends in "…"."""
+    from dataclasses import replace
+
+    from devctl.analyze.why import Evidence
+    from devctl.render.why import why_table
+
+    long = Evidence("kubelet-log", "2026-12-03T09:00:00Z", "word " * 60)
+    a = replace(_stuck_on_cdi(), evidence=(long,) * 14)
+    lines = why_table(a).splitlines()
+    assert len(lines) <= 24 and all(len(ln) <= 80 for ln in lines)
+    assert sum(ln.startswith("  12-03 09:00:00 kubelet-log") for ln in lines) == 14
