@@ -8,6 +8,7 @@ command line, prints the table (``render.admission``) or the document, and exits
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from enum import Enum
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -42,6 +43,27 @@ class MemoryPolicy(str, Enum):
     static = "Static"
 
 
+def _offer(choices: type[Enum]) -> Callable[[Any, Any, str], list[str]]:
+    """Completion for a choice taken as text (so a wrong one is one line, not click's usage block)."""
+
+    def complete(_ctx: Any, _param: Any, incomplete: str) -> list[str]:
+        return [c.value for c in choices if c.value.startswith(incomplete)]
+
+    return complete
+
+
+def _pick(option: str, value: str | None, choices: type[Enum], case_sensitive: bool = True) -> str | None:
+    """``value`` as one of ``choices``' values; a usage error in one line (exit 2) when it is none of them."""
+    if value is None:
+        return None
+    for c in choices:
+        if c.value == value or (not case_sensitive and c.value.lower() == value.lower()):
+            return str(c.value)
+    from devctl.base.escape import escape
+
+    fail(f"{option}: {escape(repr(value))} is not one of {', '.join(c.value for c in choices)}", ExitCode.USAGE)
+
+
 def _body(answer: FitAnswer) -> dict[str, Any]:
     from devctl.model.serial import to_plain
 
@@ -61,17 +83,40 @@ def fit(
         typer.Option("--filename", "-f", metavar="POD.yaml", help="A Pod manifest (YAML or JSON); - reads stdin."),
     ] = None,
     policy: Annotated[
-        TopologyPolicy | None, typer.Option("--policy", help="What if the topology manager's policy were this.")
+        str | None,
+        typer.Option(
+            "--policy",
+            metavar="[none|best-effort|restricted|single-numa-node]",
+            help="What if the topology manager's policy were this.",
+            shell_complete=_offer(TopologyPolicy),
+        ),
     ] = None,
     scope: Annotated[
-        Scope | None, typer.Option("--scope", help="What if the topology manager's scope were this.")
+        str | None,
+        typer.Option(
+            "--scope",
+            metavar="[container|pod]",
+            help="What if the topology manager's scope were this.",
+            shell_complete=_offer(Scope),
+        ),
     ] = None,
     cpu_policy: Annotated[
-        CpuPolicy | None, typer.Option("--cpu-policy", help="What if the CPU manager's policy were this.")
+        str | None,
+        typer.Option(
+            "--cpu-policy",
+            metavar="[none|static]",
+            help="What if the CPU manager's policy were this.",
+            shell_complete=_offer(CpuPolicy),
+        ),
     ] = None,
     memory_policy: Annotated[
-        MemoryPolicy | None,
-        typer.Option("--memory-policy", help="What if the memory manager's policy were this.", case_sensitive=False),
+        str | None,
+        typer.Option(
+            "--memory-policy",
+            metavar="[None|Static]",
+            help="What if the memory manager's policy were this.",
+            shell_complete=_offer(MemoryPolicy),
+        ),
     ] = None,
     kubelet_config: Annotated[
         str | None,
@@ -97,10 +142,10 @@ def fit(
     except FitInputError as err:
         fail(err.message)
     what_if = WhatIf(
-        policy.value if policy else None,
-        scope.value if scope else None,
-        cpu_policy.value if cpu_policy else None,
-        memory_policy.value if memory_policy else None,
+        _pick("--policy", policy, TopologyPolicy),
+        _pick("--scope", scope, Scope),
+        _pick("--cpu-policy", cpu_policy, CpuPolicy),
+        _pick("--memory-policy", memory_policy, MemoryPolicy, case_sensitive=False),
     )
     answer = run(predict_fit(opts.paths(), opts.timeout, pod, what_if=what_if, config_file=kubelet_config))
     if output in (Output.json, Output.yaml):
