@@ -160,8 +160,9 @@ def test_the_table_fits_80_columns_and_wide_shows_the_holders(tmp_path: Path) ->
     code, out, _ = _events(root, "--kmsg", str(kmsg))
     assert code == 0
     lines = out.splitlines()
-    assert lines[0].split() == ["TIME", "SOURCE", "KIND", "DEVICE/PCI", "WHAT"]
-    assert len(lines) == 4 and all(len(line) <= 80 for line in lines)
+    assert lines[0].split() == ["TIME", "SOURCE", "KIND", "DEVICE/PCI", "HOLDER", "WHAT"]
+    assert all(len(line) <= 80 for line in lines) and "ml/train-0" in out
+    assert long.what.strip() in " ".join(" ".join(lines).split())  # WHAT wrapped, never cut
     code, out, _ = _events(root, "--kmsg", str(kmsg), "-o", "wide", "device-with-a-very-long-identifier-0123456789")
     assert "HOLDERS" in out.splitlines()[0] and "ml/train-0/trainer" in out
 

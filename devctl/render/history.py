@@ -1,17 +1,28 @@
-"""``devctl events``' table: TIME SOURCE KIND DEVICE/PCI WHAT (and HOLDERS with ``-o wide``), 80 columns by default.
+"""``devctl events``' table: TIME SOURCE KIND DEVICE/PCI HOLDER WHAT, 80 columns by default.
 
-Every cell came from outside devctl (a plugin, the kernel, the journal): ``grid`` escapes each one.
+HOLDER is the pod that held the device (``ns/pod``, ``+N`` when more pods did); WHAT takes the rest of the
+line and wraps under itself rather than being cut. ``-o wide`` keeps each cell whole on one line, with
+every holder's container (HOLDERS, last).
+
+Every cell came from outside devctl (a plugin, the kernel, the journal): ``grid`` escapes each one, and
+WHAT, laid out here, passes ``escape`` before it is wrapped.
 """
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Iterable
 
+from devctl.base.escape import escape
 from devctl.model.history import NodeEvent
-from devctl.render.table import TableStyle, grid
+from devctl.render.grid import _GAP, WIDTH, TableStyle, grid
 
-HEADERS = ("time", "source", "kind", "device/pci", "what")
-_CUT = (3, 4)  # the device and the words may be cut in their middle to fit; -o wide keeps them whole
+HEADERS = ("time", "source", "kind", "device/pci", "holder", "what")
+WIDE_HEADERS = ("time", "source", "kind", "device/pci", "what", "holders")
+_CUT = (3, 4)  # the device and the holder may be cut in their middle to fit; WHAT wraps, never cut
+MIN_ROOM = 24  # less room than this left of the line: WHAT goes on the lines below, under SOURCE
+_SLOT = "~"  # WHAT's place while the grid lays out (and cuts to fit) the other columns
+_INDENT = len("12-03 14:38:56") + len(_GAP)
 
 
 def _device(event: NodeEvent) -> str:
@@ -28,19 +39,57 @@ def _holders(event: NodeEvent) -> str:
     return ",".join(f"{h.namespace}/{h.pod}" + (f"/{h.container}" if h.container else "") for h in event.holders)
 
 
+def holder_cell(event: NodeEvent) -> str:
+    """The first pod that held the device (``ns/pod``) and ``+N`` for the other pods; '' when none did."""
+    pods = list(dict.fromkeys(f"{h.namespace}/{h.pod}" for h in event.holders))
+    if not pods:
+        return ""
+    return pods[0] + (f" +{len(pods) - 1}" if len(pods) > 1 else "")
+
+
+def _when(event: NodeEvent, wide: bool) -> str:
+    if wide:
+        return event.time.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    return event.time.strftime("%m-%d %H:%M:%S")
+
+
 def row(event: NodeEvent, wide: bool) -> list[object]:
     """One event's cells: its UTC time (``MM-DD HH:MM:SS``; with ``wide`` the whole ISO time)."""
-    when = event.time.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z" if wide else event.time.strftime("%m-%d %H:%M:%S")
-    cells: list[object] = [when, str(event.source), event.kind, _device(event), _what(event)]
     if wide:
-        cells.append(_holders(event) or "-")
-    return cells
+        return [_when(event, True), str(event.source), event.kind, _device(event), _what(event), _holders(event) or "-"]
+    return [_when(event, False), str(event.source), event.kind, _device(event), holder_cell(event), _what(event)]
+
+
+def _wrapped(lines: list[str], whats: list[str]) -> str:
+    """Each grid line with WHAT's slot replaced by its text, wrapped in the room left (under itself); when the
+    other columns leave less than MIN_ROOM, WHAT goes on the lines below, under SOURCE."""
+    out: list[str] = []
+    for line, what in zip(lines, whats, strict=True):
+        prefix = line[: len(line) - len(_SLOT)] if line.endswith(_SLOT) else line + _GAP
+        room = WIDTH - len(prefix)
+        if room < MIN_ROOM:
+            out.append(prefix.rstrip())
+            prefix, room = " " * _INDENT, WIDTH - _INDENT
+            parts = textwrap.wrap(what, room, break_on_hyphens=False) or [""]
+        else:
+            parts = textwrap.wrap(what, room, break_on_hyphens=False) or [""]
+            out.append((prefix + parts.pop(0)).rstrip())
+        out.extend((" " * len(prefix) + part).rstrip() for part in parts)
+    return "\n".join(out) + "\n"
 
 
 def events_table(events: Iterable[NodeEvent], style: TableStyle) -> str:
-    """The events as a table ('' when there are none)."""
-    headers = (*HEADERS, "holders") if style.wide else HEADERS
-    return grid(headers, (row(e, style.wide) for e in events), style, cut=_CUT)
+    """The events as a table ('' when there are none); within WIDTH columns unless ``wide``."""
+    events = list(events)
+    if style.wide:
+        return grid(WIDE_HEADERS, (row(e, True) for e in events), style)
+    if not events:
+        return ""
+    rows = [row(e, False) for e in events]
+    whats = [escape(str(r[-1])) for r in rows]
+    lines = grid(HEADERS, ([*r[:-1], _SLOT] for r in rows), style, cut=_CUT).rstrip("\n").split("\n")
+    head = [lines.pop(0)] if style.headers else []
+    return "".join(h + "\n" for h in head) + _wrapped(lines, whats)
 
 
 def event_line(event: NodeEvent, style: TableStyle) -> str:
