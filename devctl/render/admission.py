@@ -119,4 +119,6 @@ def fit_table(answer: FitAnswer, width: int = WIDTH) -> str:
     if answer.fits_with:
         lines.append("fits with:")
         lines.extend(f"  {escape(f.change)}: {escape(f.why)}" for f in answer.fits_with)
+    elif answer.admit is False:
+        lines.append("fits with: no single change found")  # said, so its absence is not read as an oversight
     return "".join(part + "\n" for line in lines for part in _wrap(line, width))
