@@ -117,9 +117,9 @@ def node_index(snapshot: NodeSnapshot | None) -> NodeIndex:
     for key, address in cdi_addresses(snapshot).items():
         pci.setdefault(key, address)
     for key in [*holders, *_known_ids(snapshot)]:
-        address = normalize_pci_address(key[1])
-        if address is not None:
-            pci.setdefault(key, address)  # an SR-IOV VF is listed by its address
+        own = normalize_pci_address(key[1])
+        if own is not None:
+            pci.setdefault(key, own)  # an SR-IOV VF is listed by its address
     on_pci: dict[str, list[DeviceKey]] = {}
     for key, address in pci.items():
         on_pci.setdefault(address, []).append(key)
