@@ -69,8 +69,8 @@ def test_replicas_are_one_gpu_and_each_resource_takes_the_next_functions():
     ]
     assert nvidia.char_devices(gpus) == {(195, 0): functions[2], (195, 1): functions[0], (195, 2): functions[3]}
     names = [d["name"] for d in (nvidia.spec(gpus) or {})["devices"]]
-    assert names == ["GPU-c", "2"]  # only the time-sliced GPU's plugin writes a spec
-    assert nvidia.spec(gpus[:2]) is None
+    assert names == ["GPU-a", "0", "GPU-b", "1", "GPU-c", "2"]  # the plugin's spec names every GPU it serves
+    assert nvidia.spec(()) is None
     # More GPUs asked for than the scenario has: the rest get none.
     assert len(nvidia.gpus([resource("nvidia.com/gpu", ["g0", "g1", "g2"])], functions[:1])) == 1
 

@@ -72,7 +72,7 @@ def test_topo_shows_a_containers_gpu_and_nic_and_topo_pci_the_matrix(rdma_node: 
     assert header.split() == ["NAMESPACE", "POD", "CONTAINER", "GPU", "NIC", "PCIE"]
     # ml/rdma-0's worker: the DRA GPU on bus d0's host bridge (NUMA 0) and a VF behind an E810's switch: one
     # line, NODE when the kubelet gave it a NUMA-0 VF, SYS for a NUMA-1 one
-    (pair,) = [line.split() for line in lines[lines.index(header) + 1 :] if line.startswith("ml ")]
+    (pair,) = [line.split() for line in lines[lines.index(header) + 1 :] if line.split()[:2] == ["ml", "rdma-0"]]
     vf = pair[4]
     assert pair[:4] == ["ml", "rdma-0", "worker", "sim-node/gpu-1"]
     assert pair[5] == ("NODE" if vf.startswith("0000:3b:") else "SYS")

@@ -13,7 +13,8 @@ get the same: each such resource a major of that range (derived from its
 name as a DRA driver's, moved to the next free one if a DRA driver or an
 earlier resource holds it), each device its index in the resource's device
 list as minor. A device whose ID is a PCI function of the scenario (an SR-IOV
-VF) links to that function; any other gets a new one on the simulated buses.
+VF) links to that function; any other gets a new one on the simulated buses. A resource whose devices are
+all the scenario's NVIDIA GPUs gets none: ``nvidia.gpus`` links them (195:N) to the scenario's own functions.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pathlib import Path
 
 from devctl.lab.plugin.dra import default_major
 from devctl.lab.plugin.spec import PluginSpec
-from devctl.lab.sim.nvidia import is_time_sliced
+from devctl.lab.sim.nvidia import base, gpus
 from devctl.lab.sim.scenario_dra import DraScenario
 from devctl.lab.sim.sysfs import function_dir
 from devctl.model import PciDevice
@@ -64,9 +65,10 @@ def char_devices(
         for minor, device in enumerate(spec.devices):
             out[(spec.major, minor)] = _function(next(free), device.numa_nodes, driver)
     majors = {major for major, _ in out}
+    on_gpus = _on_gpus(resources, scenario_pci)
     for resource in resources:
-        if not (resource.allocate.devices or resource.allocate.cdi_devices) or is_time_sliced(resource):
-            continue  # a time-sliced GPU is the scenario's own function (lab/sim/nvidia.py)
+        if not (resource.allocate.devices or resource.allocate.cdi_devices) or resource.resource in on_gpus:
+            continue  # its devices are the scenario's own NVIDIA functions (lab/sim/nvidia.py)
         major = _free_major(default_major(resource.resource), majors)
         if major is None:
             break  # every local major is taken: the rest get no links
@@ -76,6 +78,16 @@ def char_devices(
             pci = listed.get(plugin_device.id) or _function(next(free), plugin_device.numa_nodes, driver)
             out[(major, minor)] = pci
     return out
+
+
+def _on_gpus(resources: Sequence[PluginSpec], scenario_pci: Sequence[PciDevice]) -> set[str]:
+    """The resources every device of which is one of the scenario's NVIDIA GPUs (``nvidia.gpus``)."""
+    taken: dict[str, set[str]] = {}
+    for g in gpus(resources, scenario_pci):
+        taken.setdefault(g.resource, set()).add(g.id)
+    return {
+        r.resource for r in resources if r.devices and all(base(d.id) in taken.get(r.resource, ()) for d in r.devices)
+    }
 
 
 def _free_major(wanted: int, taken: Collection[int]) -> int | None:

@@ -13,11 +13,14 @@ The simulator does the same from the scenario alone:
   order; each ``nvidia.com/*`` resource, in the scenario's order, takes one per distinct base ID of its
   devices (``GPU-<uuid>::0..3`` are one GPU), so the GPU's index is its place in that order;
 - every GPU so taken gets its ``<sysfs>/dev/char/195:<N>`` link;
-- the CDI spec ``<root>/var/run/cdi/k8s.device-plugin.nvidia.com-gpu.yaml`` names the GPUs of the
-  time-sliced resources (whose devices are all replicas) by UUID and index. The whole GPUs of the default
-  node (``nvidia.com/gpu=GPU-<n>``, another kind) keep no spec: its story is that theirs vanished.
+- the CDI spec ``<root>/var/run/cdi/k8s.device-plugin.nvidia.com-gpu.yaml`` names every GPU so taken (whole
+  and time-sliced) by its ID and index, with its device node ``/dev/nvidia<N>`` (195:N). The default node's
+  plugin hands out ``k8s.device-plugin.nvidia.com/gpu=<id>`` for each GPU (``{each}``), so devctl traces
+  GPU-0..7 to their A100s through ``<sysfs>/dev/char/195:N``; the other kind it hands out,
+  ``nvidia.com/gpu=GPU-<n>`` (nvidia-ctk's), keeps no spec: its story is that it vanished (ml/train-0).
 
-Such resources get no simulated functions of their own (``drasysfs.char_devices`` passes them over).
+Resources whose devices all took a GPU get no simulated functions of their own (``drasysfs.char_devices``
+passes them over).
 """
 
 from __future__ import annotations
@@ -49,7 +52,8 @@ class SimGpu:
     shared: bool  # served as time-slicing replicas
 
 
-def _base(device_id: str) -> str:
+def base(device_id: str) -> str:
+    """The GPU a device ID is: ``GPU-8`` for the replica ``GPU-8::2``."""
     m = _REPLICA.fullmatch(device_id)
     return m.group(1) if m else device_id
 
@@ -74,10 +78,10 @@ def gpus(resources: Sequence[PluginSpec], pci: Sequence[PciDevice]) -> tuple[Sim
         if not is_nvidia(resource):
             continue
         shared = is_time_sliced(resource)
-        for base in dict.fromkeys(_base(d.id) for d in resource.devices):
+        for gpu_id in dict.fromkeys(base(d.id) for d in resource.devices):
             if len(out) >= len(functions):
                 return tuple(out)
-            out.append(SimGpu(len(out), base, resource.resource, functions[len(out)], shared))
+            out.append(SimGpu(len(out), gpu_id, resource.resource, functions[len(out)], shared))
     return tuple(out)
 
 
@@ -93,13 +97,12 @@ def _node(index: int | str) -> dict[str, object]:
 
 
 def spec(sim_gpus: Sequence[SimGpu]) -> dict[str, object] | None:
-    """The CDI spec of the time-sliced GPUs (None: there are none), shaped as the plugin writes it."""
-    shared = [g for g in sim_gpus if g.shared]
-    if not shared:
+    """The CDI spec of the GPUs (None: there are none), shaped as the plugin writes it."""
+    if not sim_gpus:
         return None
     devices = [
         {"name": name, "containerEdits": {"deviceNodes": [_node(g.index)]}}
-        for g in shared
+        for g in sim_gpus
         for name in (g.id, str(g.index))
     ]
     return {
