@@ -25,13 +25,15 @@ def anchors(indent: str = "") -> str:
 
 
 # The child: address space capped at 1 GiB (the old code took 1.4-2.5 GB and now dies with MemoryError instead of
-# taking the machine), runs CODE, prints its result and the peak RSS as one JSON line.
+# taking the machine), runs CODE, prints its result and its own peak RSS (VmHWM) as one JSON line.
 _CHILD = """
 import json, resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
 sys.path.insert(0, {repo!r})
 {code}
-print(json.dumps({{"result": result, "max_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}}))
+# The peak of this process's own memory: VmHWM (ru_maxrss would carry the forking pytest worker's peak across exec).
+hwm = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+print(json.dumps({{"result": result, "max_rss_kib": hwm}}))
 """
 
 
