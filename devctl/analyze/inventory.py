@@ -138,7 +138,7 @@ def _build(snapshot: NodeSnapshot) -> dict[str, Inventory]:
 
     by_resource: dict[str, list[PluginProbe]] = {}
     for p in snapshot.plugins:
-        if p.resource is not None and (p.registry is None or p.registry.type == "DevicePlugin"):
+        if p.resource is not None and p.is_device_plugin:
             by_resource.setdefault(p.resource, []).append(p)
     for resource, probes in by_resource.items():
         get(resource).probe = _pick_probe(probes)

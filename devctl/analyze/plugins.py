@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from devctl.analyze.sources import CHECKPOINT
 from devctl.model import (
+    DEVICE_PLUGIN_TYPE,
     DeviceList,
     ErrorKind,
     NodeSnapshot,
@@ -59,7 +60,7 @@ class PluginRow:
 
 
 # PluginInfo.type -> the ``kind`` of the CLI contract.
-_KINDS = {"DRAPlugin": "dra", "DevicePlugin": "device-plugin", "CSIPlugin": "csi"}
+_KINDS = {"DRAPlugin": "dra", DEVICE_PLUGIN_TYPE: "device-plugin", "CSIPlugin": "csi"}
 
 
 def _status(p: PluginProbe) -> str:

@@ -17,7 +17,7 @@ from textual.timer import Timer
 from textual.widgets import Static
 
 from devctl.base.escape import escape
-from devctl.model import Finding
+from devctl.model import Finding, Severity
 from devctl.tui.state import LogLine
 from devctl.tui.widgets.edge import EdgeTable
 from devctl.tui.widgets.events import COLUMNS as EVENT_COLUMNS
@@ -33,7 +33,7 @@ FINDING_COLUMNS = (
     Column("MESSAGE", 200, min_width=20, give=2),
 )
 
-_TONES = {"error": "bad", "warning": "warn", "info": "dim"}
+_TONES = {Severity.ERROR: "bad", Severity.WARNING: "warn", Severity.INFO: "dim"}
 
 RECENT = 50  # the newest lines kept here; as many as fit are shown, the newest at the bottom
 
@@ -49,7 +49,7 @@ def finding_rows(findings: Iterable[Finding]) -> list[Row]:
 def finding_text(f: Finding) -> Text:
     """A finding as ``devctl doctor`` prints it, with its hint in full."""
     out = Text()
-    out.append(escape(f"{f.severity} {f.code}"), "bold red" if f.severity == "error" else "bold")
+    out.append(escape(f"{f.severity} {f.code}"), "bold red" if f.severity == Severity.ERROR else "bold")
     out.append(escape(f"  {f.subject}") + "\n" if f.subject else "\n")
     out.append(escape(f.message) + "\n")
     out.append("\nhint: ", "bold")
@@ -105,7 +105,7 @@ class OverviewPane(Vertical):
 
     def show(self, findings: tuple[Finding, ...], rows: RowSet) -> None:
         self.findings = findings
-        errors = sum(1 for f in findings if f.severity == "error")
+        errors = sum(1 for f in findings if f.severity == Severity.ERROR)
         title = f"Findings (devctl doctor): {len(findings)}, {errors} error{'' if errors == 1 else 's'} · Enter: hint"
         self.query_one("#findings-title", Static).update(title if findings else "Findings (devctl doctor)")
         self.query_one("#findings-table", RowTable).set_rows(rows)
