@@ -35,8 +35,8 @@ from devctl.model import (
     PodResources,
 )
 from devctl.model.cdi import CdiState
-from devctl.node.cri_states import ContainerState, PodRuntimeState, SandboxState
-from devctl.node.kubeletlog import LogLine, file_lines, line_time
+from devctl.model.runtime import ContainerState, LogLine, PodRuntimeState, SandboxState
+from devctl.node.kubeletlog import file_lines, line_time
 
 UID = "0b5c2f3e-1111-4a4a-9b9b-000000000001"
 POD = PodRef("ml", "train-0")

@@ -20,8 +20,8 @@ from devctl.model import (
     PodResources,
 )
 from devctl.model.machine import KubeletPolicy, MachineTopology
-from devctl.node.cri_states import ContainerState, PodRuntimeState, SandboxState
-from devctl.node.kubeletlog import LogLine, line_time
+from devctl.model.runtime import ContainerState, LogLine, PodRuntimeState, SandboxState
+from devctl.node.kubeletlog import line_time
 from tests.helpers import devctl
 
 POD = PodRef("ml", "train-0")

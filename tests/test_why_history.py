@@ -19,7 +19,7 @@ from devctl.model import (
     PodResources,
 )
 from devctl.model.history import EventSource, Holder, NodeEvent
-from devctl.node.cri_states import ContainerState, PodRuntimeState, SandboxState
+from devctl.model.runtime import ContainerState, PodRuntimeState, SandboxState
 
 POD = PodRef("ml", "train-0")
 PATHS = NodePaths("/", "/var/lib/kubelet", "/dp", "/pr.sock", "/sys", "/var/log/pods")

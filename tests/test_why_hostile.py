@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from devctl.analyze.why import PodRef, WhyInputs, verdict
 from devctl.model import NodePaths, NodeSnapshot
-from devctl.node.cri_states import ContainerState, PodRuntimeState, SandboxState
-from devctl.node.kubeletlog import LogLine, line_time, matching
+from devctl.model.runtime import ContainerState, LogLine, PodRuntimeState, SandboxState
+from devctl.node.kubeletlog import line_time, matching
 from tests.helpers import devctl
 
 UID = "0b5c2f3e-1111-4a4a-9b9b-000000000001"

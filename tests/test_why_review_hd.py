@@ -45,7 +45,8 @@ def _stuck_on_cdi() -> WhyAnswer:
     """A container stuck on an unresolvable CDI name: the runtime's line, two klog lines (newest first in
     the input), and the name devctl cannot resolve from the checkpoint."""
     from devctl.model import Allocation, Checkpoint, CheckpointEntry
-    from devctl.node.kubeletlog import LogLine, line_time
+    from devctl.model.runtime import LogLine
+    from devctl.node.kubeletlog import line_time
     from tests.test_why import POD, UID, _container, _gpu_plugin, _gpu_pod, _runtime, _snap
 
     entry = CheckpointEntry(

@@ -24,8 +24,7 @@ from devctl.analyze.pods import device_health
 from devctl.analyze.why_history import addresses, device_events, event_what, iso_time, story_line
 from devctl.model import HEALTHY, NodeSnapshot, PodResources, SourceError
 from devctl.model.history import NodeEvent
-from devctl.node.cri_states import PodRuntimeState
-from devctl.node.kubeletlog import LogLine
+from devctl.model.runtime import LogLine, PodRuntimeState
 
 CODES = (
     "not-on-node",

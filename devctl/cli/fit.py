@@ -43,10 +43,10 @@ class MemoryPolicy(str, Enum):
     static = "Static"
 
 
-def _offer(choices: type[Enum]) -> Callable[[Any, Any, str], list[str]]:
+def _offer(choices: type[Enum]) -> Callable[[str], list[str]]:
     """Completion for a choice taken as text (so a wrong one is one line, not click's usage block)."""
 
-    def complete(_ctx: Any, _param: Any, incomplete: str) -> list[str]:
+    def complete(incomplete: str) -> list[str]:
         return [c.value for c in choices if c.value.startswith(incomplete)]
 
     return complete
@@ -88,7 +88,7 @@ def fit(
             "--policy",
             metavar="[none|best-effort|restricted|single-numa-node]",
             help="What if the topology manager's policy were this.",
-            shell_complete=_offer(TopologyPolicy),
+            autocompletion=_offer(TopologyPolicy),
         ),
     ] = None,
     scope: Annotated[
@@ -97,7 +97,7 @@ def fit(
             "--scope",
             metavar="[container|pod]",
             help="What if the topology manager's scope were this.",
-            shell_complete=_offer(Scope),
+            autocompletion=_offer(Scope),
         ),
     ] = None,
     cpu_policy: Annotated[
@@ -106,7 +106,7 @@ def fit(
             "--cpu-policy",
             metavar="[none|static]",
             help="What if the CPU manager's policy were this.",
-            shell_complete=_offer(CpuPolicy),
+            autocompletion=_offer(CpuPolicy),
         ),
     ] = None,
     memory_policy: Annotated[
@@ -115,7 +115,7 @@ def fit(
             "--memory-policy",
             metavar="[None|Static]",
             help="What if the memory manager's policy were this.",
-            shell_complete=_offer(MemoryPolicy),
+            autocompletion=_offer(MemoryPolicy),
         ),
     ] = None,
     kubelet_config: Annotated[

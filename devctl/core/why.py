@@ -35,9 +35,10 @@ from devctl.model import (
     SourceError,
 )
 from devctl.model.machine import KubeletPolicy, MachineTopology, PodRequest
+from devctl.model.runtime import LogLine, PodRuntimeState
 from devctl.node import kubeletlog
 from devctl.node.connect import RpcFailure
-from devctl.node.cri_states import PodRuntimeState, pod_states
+from devctl.node.cri_states import pod_states
 from devctl.node.files import FileReadError
 from devctl.node.podlogs import parse_log_dir
 from devctl.node.podsapi import probe
@@ -131,7 +132,7 @@ async def _runtime(
 
 async def _log(
     paths: NodePaths, timeout: float, req: WhyRequest, needles: tuple[str, ...], errors: list[SourceError]
-) -> tuple[tuple[kubeletlog.LogLine, ...], str]:
+) -> tuple[tuple[LogLine, ...], str]:
     path = kubelet_log_file(paths, req.kubelet_log)
     if path is not None:
         try:

@@ -10,12 +10,12 @@ Only reads, each call under the deadline; at most ``MAX_CONTAINERS`` statuses ar
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 import grpc
 
 from devctl.api.cri.runtime.v1 import api_pb2 as cri
 from devctl.api.cri.runtime.v1 import api_pb2_grpc as cri_grpc
+from devctl.model.runtime import ContainerState, PodRuntimeState, SandboxState
 from devctl.node.cri import _container_state, _sandbox_state
 from devctl.node.paths import socket_of
 from devctl.node.rpc import channel, failure, parsed
@@ -23,36 +23,6 @@ from devctl.node.rpc import channel, failure, parsed
 MAX_CONTAINERS = 64
 POD_NAME = "io.kubernetes.pod.name"
 POD_NAMESPACE = "io.kubernetes.pod.namespace"
-
-
-@dataclass(frozen=True)
-class SandboxState:
-    id: str
-    uid: str
-    state: str  # ready | notready | unknown
-    created_at: str | None = None  # UTC ISO 8601
-
-
-@dataclass(frozen=True)
-class ContainerState:
-    id: str
-    sandbox_id: str
-    name: str
-    state: str  # created | running | exited | unknown
-    reason: str = ""
-    message: str = ""
-    exit_code: int | None = None  # only for an exited container
-    attempt: int = 0
-    created_at: str | None = None
-
-
-@dataclass(frozen=True)
-class PodRuntimeState:
-    """What the runtime holds of one pod: its sandboxes (newest first) and their containers."""
-
-    endpoint: str
-    sandboxes: tuple[SandboxState, ...] = ()
-    containers: tuple[ContainerState, ...] = ()
 
 
 def iso(nanoseconds: int) -> str | None:

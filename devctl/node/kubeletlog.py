@@ -14,9 +14,9 @@ import os
 import re
 import shutil
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from devctl.base.waits import within
+from devctl.model.runtime import LogLine
 from devctl.node.files import FileReadError, FileRefused, _open_regular
 
 TAIL_BYTES = 8 * 1024 * 1024
@@ -28,14 +28,6 @@ _NO_LIMIT = 1 << 62
 # klog's header (``E1203 13:00:00.123456 1234 file.go:12] ...``) and journalctl's short-iso stamp.
 _KLOG = re.compile(r"^[IWEF](\d{2})(\d{2}) (\d{2}:\d{2}:\d{2})(?:\.\d+)?\s")
 _ISO = re.compile(r"^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})\S*\s")
-
-
-@dataclass(frozen=True)
-class LogLine:
-    """One kubelet log line about the pod: when (as the line says it, None if it says nothing) and its text."""
-
-    time: str | None
-    text: str
 
 
 def line_time(line: str) -> str | None:
