@@ -142,6 +142,26 @@ def read_history(paths: NodePaths, now: datetime, journal: str | None = None) ->
     return History(answer.events[-HISTORY_MAX:], tuple(notices), answer.journal_found)
 
 
+def new_events(before: History | None, now: History) -> list[NodeEvent]:
+    """The events of ``now`` (a re-read, on `r`) that ``before`` (the read shown) did not hold, in its order.
+
+    A journal record never changes once written and a kernel line is its time, address and words: the same
+    event read again is equal, and only what came since is added to the view.
+    """
+    if before is None:
+        return list(now.events)
+    seen = set(before.events)
+    return [e for e in now.events if e not in seen]
+
+
+def _resource(event: NodeEvent) -> str:
+    """The RESOURCE cell: a kernel (or udev) line's driver is who wrote it (``nvidia``), not a resource; a
+    DRA driver shows when the line was joined to one of its devices (``<pool>/<device>``)."""
+    if event.source in (EventSource.KERNEL, EventSource.UDEV):
+        return event.resource or (event.driver or "" if event.device and "/" in event.device else "")
+    return event.resource or event.driver or ""
+
+
 def _holders(event: NodeEvent) -> str:
     return ", ".join(f"{h.namespace}/{h.pod}" for h in dict.fromkeys(event.holders))
 
@@ -170,7 +190,7 @@ def history_line(event: NodeEvent) -> LogLine:
     return LogLine(
         event.time,
         event.kind,
-        event.resource or event.driver or "",
+        _resource(event),
         device or event.pci or "",
         " · ".join(parts),
         _tone(event),
