@@ -365,6 +365,7 @@ class NodeScreen(NodeAnswers):
 
     def action_refresh(self) -> None:
         self.source.request_poll()
+        self.load_history()  # the journal and the kernel log read again, in a thread: new events join the log
         self.tell("polling pod-resources and the plugins again", timeout=2)
 
     # --- filter ------------------------------------------------------------------------------

@@ -81,11 +81,12 @@ class NodeAnswers(PluginKeys):
         self.post_message(HistoryRead(history, now))
 
     def on_history_read(self, message: HistoryRead) -> None:
-        history = message.history
+        history, first = message.history, self.history is None
+        fresh = answers.new_events(self.history, history)  # `r` reads again: only what came since is added
         self.history = history
         pane = self.query_one(EventsPane)
-        pane.add_history((answers.history_line(e), e) for e in history.events)
-        if history.journal_found and history.notices:
+        pane.add_history((answers.history_line(e), e) for e in fresh)
+        if first and history.journal_found and history.notices:
             pane.add([answers.history_notice(message.now, " ".join(n.split())) for n in history.notices])
 
     def device_timeline(self, resource: str, row: DeviceRow) -> str | None:
