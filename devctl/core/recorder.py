@@ -31,7 +31,7 @@ from devctl.core.watch import watch
 from devctl.model import POD_LIST, NodePaths, NodeSnapshot, PodResources
 from devctl.model.history import EventSource, Holder, NodeEvent
 from devctl.model.kernel import RecordsLost
-from devctl.model.sources import CDI, DRA_CHECKPOINT
+from devctl.model.sources import CDI, CHECKPOINT, DRA_CHECKPOINT
 from devctl.model.udev import KernelEvent
 from devctl.node.journal import JournalError, JournalWriter, read_journal
 from devctl.node.journal_format import to_ms
@@ -275,8 +275,9 @@ class Recorder:
 
 
 async def _node(paths: NodePaths, timeout: float) -> NodeSnapshot:
-    """The pod-resources List, the CDI specs and the DRA checkpoint: who holds what, on which PCI function."""
-    return await collect(paths, timeout, want={POD_LIST, CDI, DRA_CHECKPOINT})
+    """The pod-resources List, the CDI specs, the DRA checkpoint and the kubelet's checkpoint (each allocation's
+    CDI names: a time-sliced GPU's replicas lead to its function, as in ``devctl hw``): who holds what, where."""
+    return await collect(paths, timeout, want={POD_LIST, CDI, DRA_CHECKPOINT, CHECKPOINT})
 
 
 ClaimDevice = tuple[str, str, str, str]  # namespace, claim, driver, pool/device
