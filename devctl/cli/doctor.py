@@ -41,23 +41,15 @@ def doctor(
     kubelet's (run it as root).
     """
     from devctl.analyze import ALL_SOURCES, errors_of, sources_read
-    from devctl.analyze.doctor import RECHECK_AFTER, fails_on, recheck_sockets
+    from devctl.analyze.doctor import fails_on
     from devctl.analyze.holders import without_absent_runtime
-    from devctl.core.doctor import diagnose_node, read_extras
+    from devctl.core.doctor import examine
     from devctl.model import EXTRA_SOURCES
     from devctl.render.table import findings_table
 
     opts = options(ctx)
     snapshot = without_absent_runtime(node_snapshot(ctx, ALL_SOURCES | EXTRA_SOURCES))
-    again = None
-    sockets = recheck_sockets(snapshot)
-    if sockets and not opts.from_file:
-        from devctl.core.collect import reread
-
-        again = run(reread(snapshot, opts.timeout, sockets, after=min(RECHECK_AFTER, opts.timeout)))
-    # doctor's own readings beside the snapshot (PCIe tree, device nodes, waiting containers, the journal's day)
-    extras = None if opts.from_file else run(read_extras(snapshot, opts.timeout))
-    findings = diagnose_node(snapshot, again, extras)
+    findings = run(examine(snapshot, opts.timeout, live=not opts.from_file))
     denied = refused_line(snapshot, ALL_SOURCES)
     if output in (Output.json, Output.yaml):
         write_structured(output, {"findings": findings}, errors_of(snapshot))

@@ -70,4 +70,21 @@ def diagnose_node(
     return diagnose(snapshot, again, ex.history, ex.pcie, ex.host_nodes, waiting=ex.waiting)
 
 
-__all__ = ["DoctorExtras", "diagnose_node", "read_extras"]
+async def examine(snapshot: NodeSnapshot, timeout: float, *, live: bool) -> tuple[Finding, ...]:
+    """``devctl doctor``: every finding of ``snapshot``; on a live node with the sockets in disagreement read
+    again a moment later and doctor's extra readings, both at once (a snapshot file: its own findings alone)."""
+    if not live:
+        return diagnose_node(snapshot)
+    from devctl.analyze.doctor import RECHECK_AFTER, recheck_sockets
+    from devctl.core.collect import reread
+
+    sockets = recheck_sockets(snapshot)
+
+    async def again() -> NodeSnapshot | None:
+        return await reread(snapshot, timeout, sockets, after=min(RECHECK_AFTER, timeout)) if sockets else None
+
+    second, extras = await asyncio.gather(again(), read_extras(snapshot, timeout))
+    return diagnose_node(snapshot, second, extras)
+
+
+__all__ = ["DoctorExtras", "diagnose_node", "examine", "read_extras"]
