@@ -117,7 +117,7 @@ async def _driver(paths: NodePaths, timeout: float, name: str) -> Driver:
     if not drivers:
         _unreachable(paths)
     # Only now the readers of a whole node (collect: most of a cold start), as a driver found needs none of them.
-    from devctl.base.names import not_found
+    from devctl.base.names import likely, not_found
     from devctl.core.collect import collect
     from devctl.model import DRA_CHECKPOINT
 
@@ -131,7 +131,7 @@ async def _driver(paths: NodePaths, timeout: float, name: str) -> Driver:
         message = f"DRA driver {name} has claims in dra_manager_state but no registration socket answers for it"
     elif not drivers:
         message += f" (no DRA driver answers under {paths.plugins_registry})"
-    elif "did you mean" not in message:
+    elif likely(name, known) is None:  # no guess offered: list what there is
         message += f" (registered: {', '.join(sorted(drivers))})"
     raise UnknownDriver(message)
 
@@ -139,7 +139,7 @@ async def _driver(paths: NodePaths, timeout: float, name: str) -> Driver:
 async def _claim_ref(paths: NodePaths, timeout: float, driver: str, request: DraRequest) -> ClaimRef:
     """The claim with its UID: from the request's UID, else from dra_manager_state (the entry of that name and
     driver)."""
-    from devctl.base.names import not_found
+    from devctl.base.names import likely, not_found
     from devctl.core.collect import collect
     from devctl.model import DRA_CHECKPOINT
     from devctl.node.dra_call import ClaimRef
