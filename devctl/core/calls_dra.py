@@ -139,7 +139,7 @@ async def _driver(paths: NodePaths, timeout: float, name: str) -> Driver:
 async def _claim_ref(paths: NodePaths, timeout: float, driver: str, request: DraRequest) -> ClaimRef:
     """The claim with its UID: from the request's UID, else from dra_manager_state (the entry of that name and
     driver)."""
-    from devctl.base.names import likely, not_found
+    from devctl.base.names import not_found
     from devctl.core.collect import collect
     from devctl.model import DRA_CHECKPOINT
     from devctl.node.dra_call import ClaimRef
