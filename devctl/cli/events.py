@@ -161,6 +161,8 @@ def _show(answer: EventsAnswer, output: EventsOutput) -> None:
     from devctl.cli.output import table_style, write_structured
     from devctl.render.history import events_table
 
+    if not answer.journal_found:
+        say(f"no journal at {answer.journal.path}: showing the kernel log only")
     for notice in answer.notices:
         say(notice)
     for error in answer.errors:

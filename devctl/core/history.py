@@ -107,7 +107,7 @@ class JournalInfo:
 class EventsAnswer:
     """``devctl events``' answer: the events in time order, the journal read, and each failure (one line each).
 
-    ``notices`` are lines for stderr (no journal, a torn tail, records lost); ``journal_found`` is
+    ``notices`` are lines for stderr (a torn tail, records lost); ``journal_found`` is
     false when there is no journal file at the path (then only the kernel log is shown).
     """
 
@@ -161,8 +161,7 @@ def read_events(
     found = True
     if read.error is not None:
         if read.error.kind == ErrorKind.MISSING:
-            found = False
-            notices.insert(0, f"no journal at {jpath}: showing the kernel log only")
+            found = False  # a face says so (journal_found): the CLI once on stderr, the TUI not at all
         else:
             errors.append(SourceError("journal", f"{jpath}: {read.error.message}", read.error.kind))
     kernel, kernel_notices, kernel_error = _kernel_events(

@@ -137,7 +137,7 @@ def read_history(paths: NodePaths, now: datetime, journal: str | None = None) ->
     from devctl.core.history import read_events
 
     answer = read_events(paths, journal=journal, since=now - HISTORY_SINCE)
-    notices = [n for n in answer.notices if not n.startswith("no journal at ")]
+    notices = list(answer.notices)  # without a journal only the kernel log's lines, and no notice of it
     notices += [e.message for e in answer.errors]
     return History(answer.events[-HISTORY_MAX:], tuple(notices), answer.journal_found)
 
