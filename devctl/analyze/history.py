@@ -22,7 +22,7 @@ from typing import Protocol
 from devctl.analyze.hardware import _addresses as cdi_addresses
 from devctl.analyze.kernel import describe
 from devctl.analyze.physical import DEVICE_PLUGIN, DRA, physical_view
-from devctl.model import NodeSnapshot
+from devctl.model import HEALTHY, UNHEALTHY, NodeSnapshot
 from devctl.model.history import EventSource, Holder, NodeEvent
 from devctl.model.kernel import KernelRecord
 from devctl.model.pci import normalize_pci_address
@@ -34,7 +34,7 @@ _DISCONNECTED, _RECONNECTED = "disconnected", "reconnected"
 # The plugin's (or driver's) own start: it came back on its socket, or the kubelet registered it. A ``snapshot``
 # is only the watcher's (the recorder's) first look at a plugin already running: it says nothing of the plugin.
 STARTS = (_RECONNECTED, "registered")
-HEALTHY, UNHEALTHY = "Healthy", "Unhealthy"
+
 BEFORE_WINDOW = timedelta(seconds=60)  # an event this long before a flip may have caused it
 FLAP_WINDOW = timedelta(hours=1)
 
@@ -170,6 +170,7 @@ def from_watch(event: WatchItem, snapshot: NodeSnapshot | NodeIndex | None) -> N
         holders=index.holders.get(key, ()) if key else (),
         what=_watch_what(event),
         driver=event.resource if dra else None,
+        health=event.to if event.event == _HEALTH else None,
     )
 
 

@@ -56,6 +56,7 @@ class NodeEvent:
     what: str = ""
     count: int = 1
     driver: str | None = json_field(omit_none=True)
+    health: str | None = json_field(omit_none=True)  # a health event's new health (``Healthy``...), for the faces
 
 
 @dataclass(frozen=True)

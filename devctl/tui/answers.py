@@ -170,7 +170,7 @@ def _tone(event: NodeEvent) -> str:
     if event.source == EventSource.KERNEL and event.kind in _BAD_KINDS:
         return "bad"
     if event.kind == "health":
-        return "ok" if event.what.endswith(f"-> {HEALTHY}") or f"-> {HEALTHY}:" in event.what else "bad"
+        return "ok" if event.health == HEALTHY else "bad"
     return ""
 
 
