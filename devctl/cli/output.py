@@ -214,6 +214,7 @@ def node_snapshot(ctx: typer.Context, want: Iterable[str]) -> NodeSnapshot:
     from devctl.analyze import only_sources
     from devctl.cli.progress import collect_saying_what_waits
     from devctl.core.collect import SnapshotError, load_snapshot
+    from devctl.core.paths import looks_like_a_node
 
     opts = options(ctx)
     if opts.from_file:
@@ -224,7 +225,7 @@ def node_snapshot(ctx: typer.Context, want: Iterable[str]) -> NodeSnapshot:
         ctx.meta[_NO_PLUGINS_DIR] = no_plugins_dir(whole)  # before only_sources drops that error
         return only_sources(whole, set(want))
     snapshot = run(collect_saying_what_waits(opts.paths(), opts.timeout, set(want)))
-    ctx.meta[_NO_PLUGINS_DIR] = no_plugins_dir(snapshot) or not os.path.isdir(snapshot.paths.plugins_dir)
+    ctx.meta[_NO_PLUGINS_DIR] = no_plugins_dir(snapshot) or not looks_like_a_node(snapshot.paths)
     return snapshot
 
 

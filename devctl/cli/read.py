@@ -8,7 +8,6 @@ stays fast.
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import TYPE_CHECKING, Annotated
 
@@ -373,7 +372,7 @@ def get(
     from devctl.analyze.pods import device_health
     from devctl.core.collect import SnapshotError, collect, get_pod, load_snapshot
     from devctl.core.failures import PodNotFound, RpcFailure
-    from devctl.core.paths import not_a_node
+    from devctl.core.paths import looks_like_a_node, not_a_node
     from devctl.model import ErrorKind
     from devctl.render.table import pods_table
 
@@ -404,7 +403,7 @@ def get(
             snap = run(collect(opts.paths(), opts.timeout, want={analyze.POD_RESOURCES}))
             fail(_pod_not_found(pod, namespace, snap), ExitCode.FINDINGS)
         except RpcFailure as e:
-            if e.kind == ErrorKind.MISSING and not os.path.isdir(opts.paths().plugins_dir):
+            if e.kind == ErrorKind.MISSING and not looks_like_a_node(opts.paths()):
                 fail(not_a_node(opts.paths()), ExitCode.NO_SOURCE)  # as every read command says a wrong root
             fail(_why(e.message, e.kind), ExitCode.NO_SOURCE)
         dra = any(c.dynamic_resources for c in found.containers)
