@@ -1,6 +1,6 @@
 """Doctor's findings from the journal (devctl.analyze.doctor_history) on the default simulated node's snapshot.
 
-There, GPU-5 of nvidia.com/gpu is unhealthy from the start and gpu.example.com's sim-node/gpu-3 (0000:d0:03.0,
+There, GPU-5 of nvidia.com/gpu is unhealthy from the start and gpu.example.com's sim-node/gpu-3 (0000:e0:01.0,
 held by ml/train-1) is unhealthy too.
 """
 
@@ -61,7 +61,7 @@ def test_no_journal_no_findings(snapshot: NodeSnapshot) -> None:
 
 def test_unhealthy_now_says_since_when_and_the_xid_just_before(snapshot: NodeSnapshot) -> None:
     at = NOW - timedelta(minutes=20)
-    xid = NodeEvent(at, EventSource.KERNEL, "xid", None, "sim-node/gpu-3", "0000:d0:03.0", driver=DRA,
+    xid = NodeEvent(at, EventSource.KERNEL, "xid", None, "sim-node/gpu-3", "0000:e0:01.0", driver=DRA,
                     what="Xid 79: GPU has fallen off the bus")  # fmt: skip
     events = [
         plugin_start(NOW - timedelta(hours=3), DRA),
@@ -73,9 +73,9 @@ def test_unhealthy_now_says_since_when_and_the_xid_just_before(snapshot: NodeSna
     assert finding.severity == Severity.INFO
     assert finding.message == (
         f"sim-node/gpu-3: unhealthy since {at + timedelta(seconds=0.4):%H:%M:%S}, "
-        "0.4 s after Xid 79: GPU has fallen off the bus on 0000:d0:03.0"
+        "0.4 s after Xid 79: GPU has fallen off the bus on 0000:e0:01.0"
     )
-    assert "0000:d0:03.0" in finding.hint
+    assert "0000:e0:01.0" in finding.hint
 
 
 def test_unhealthy_since_its_plugin_started_and_never_re_evaluated(snapshot: NodeSnapshot) -> None:

@@ -31,7 +31,7 @@ def test_default_node_logs_an_xid_on_the_held_unhealthy_gpu_and_it_joins_to_gpu_
     read = kmsg_of(sim_node.root)
     assert read.error is None and read.lost == () and read.skipped == 0 and read.boot_time is not None
     xids = [r for r in map(describe, read.records) if r.device is not None and r.device.kind == "xid"]
-    assert [(x.device.xid, x.device.pci) for x in xids if x.device] == [(79, "0000:d0:03.0")]
+    assert [(x.device.xid, x.device.pci) for x in xids if x.device] == [(79, "0000:e0:01.0")]
     assert xids[0].time is not None and abs(xids[0].time.timestamp() - time.time()) < 600  # stamped at start
     snapshot = asyncio.run(collect(sim_node.paths, timeout=10.0))
     event = from_kernel(xids[0], snapshot)

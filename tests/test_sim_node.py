@@ -67,13 +67,13 @@ async def test_the_root_is_laid_out_like_a_host(node: SimNode) -> None:
     assert [(n.id, n.cpus, n.memory_bytes) for n in topology.numa_nodes] == [
         (n.id, n.cpus, n.memory_bytes) for n in scenario.numa_nodes
     ]
-    # the scenario's PCI devices, and a function for each of its 4 DRA devices (0000:d0:0N.0, NUMA 0, 0, 1, 1),
-    # then for its 2 foo devices (no NUMA); the VFs are listed functions, and the 8 plugin GPUs are the tree's A100s
-    # (lab/sim/nvidia.py), no fake functions of their own
-    simulated = [0, 0, 1, 1] + [-1, -1]
+    # the scenario's PCI devices, and a function for each of its 4 DRA devices on its NUMA node's bus (d0, e0),
+    # none for its 2 foo devices (no NUMA: no place); the VFs are listed functions, and the 8 plugin GPUs are the
+    # tree's A100s (lab/sim/nvidia.py), no fake functions of their own
+    simulated = {("0000:d0:00.0", 0), ("0000:d0:01.0", 0), ("0000:e0:00.0", 1), ("0000:e0:01.0", 1)}
     assert {(d.address, d.numa_node) for d in topology.pci_devices} == {
         (d.address, d.numa_node) for d in scenario.pci_devices
-    } | {(f"0000:d0:{i:02x}.0", numa) for i, numa in enumerate(simulated)}
+    } | simulated
     identities, errors = read_pod_identities(node.paths.pod_logs, node.paths.kubelet_dir)
     assert errors == ()
     assert {(i.uid, i.namespace, i.name) for i in identities} == {(p.uid, p.namespace, p.name) for p in scenario.pods}

@@ -78,21 +78,28 @@ def test_hwloc_reads_the_simulated_tree_as_devctl_does(tmp_path: Path) -> None:
     assert errors == ()
     matrix = relationships(tree)
     assert {d.address for d in matrix.devices} <= set(hwloc)
-    compared, disagreements = 0, []
+    # every function sits on its host bridge's NUMA node, as hwloc places the bridge (no bridge spans two nodes)
+    placed = {d.address: (d.numa_node, hwloc[d.address][2]) for d in matrix.devices}
+    assert {a: p for a, p in placed.items() if p[0] != p[1]} == {}
+    compared, disagreements, decided = 0, [], set()
     for a in matrix.devices:
         for b in matrix.devices:
             if a.address >= b.address:
                 continue
-            ha, hb = hwloc[a.address], hwloc[b.address]
-            theirs = _hwloc_relationship(ha, hb)
-            if theirs is None or (ha[0] != hb[0] and (a.numa_node != ha[2] or b.numa_node != hb[2])):
-                continue  # hwloc puts bus d0's simulated functions (NUMA 0, 1, -1) on one host bridge's node
+            theirs = _hwloc_relationship(hwloc[a.address], hwloc[b.address])
+            if theirs is None:
+                continue
             compared += 1
+            decided |= {a.address, b.address}
             ours = matrix.between(a.address, b.address)
             if ours != theirs:
                 disagreements.append(f"{a.address} {b.address}: devctl {ours}, hwloc {theirs}")
     assert disagreements == []
-    assert compared >= 200  # 18 tree devices (153 pairs among them) and the simulated DRA and foo functions
+    # the DRA GPUs are among the compared, on their own nodes' bridges (d0: NUMA 0, e0: NUMA 1)
+    assert {"0000:d0:00.0", "0000:d0:01.0", "0000:e0:00.0", "0000:e0:01.0"} <= decided
+    assert matrix.between("0000:d0:00.0", "0000:e0:00.0") is Relationship.SYS
+    assert matrix.between("0000:17:00.0", "0000:d0:00.0") is Relationship.NODE
+    assert compared == len(matrix.devices) * (len(matrix.devices) - 1) // 2  # hwloc decides every pair
 
 
 FLAT = {

@@ -114,7 +114,7 @@ def _resolve(root: Path, sysfs: Path, prepared: dict[str, tuple[str, ...]]) -> d
         for device in spec["devices"]:
             (dev,) = device["containerEdits"]["deviceNodes"]
             function = Path(os.path.realpath(sysfs / "dev" / "char" / f"{dev['major']}:{dev['minor']}"))
-            assert function.parent.name.startswith("pci0000:") and function.name.startswith("0000:d0:")
+            assert function.parent.name.startswith("pci0000:") and function.name.startswith(("0000:d0:", "0000:e0:"))
             assert os.readlink(function / "driver").endswith("bus/pci/drivers/gpu")
             out[device["name"].removeprefix(f"{uid}-")] = int((function / "numa_node").read_text())
     return out

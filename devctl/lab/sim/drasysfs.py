@@ -15,6 +15,11 @@ earlier resource holds it), each device its index in the resource's device
 list as minor. A device whose ID is a PCI function of the scenario (an SR-IOV
 VF) links to that function; any other gets a new one on the simulated buses. A resource whose devices are
 all the scenario's NVIDIA GPUs gets none: ``nvidia.gpus`` links them (195:N) to the scenario's own functions.
+
+Each NUMA node has buses (each its own host bridge, ``pci0000:d0``) that hold its devices alone, as on a real
+host, where a host bridge belongs to one socket: node 0 from ``0000:d0``, node 1 from ``0000:e0``, node 2 from
+``0000:f0``, node 3 from ``0001:d0`` and so on. A device with no NUMA node gets no function and no link: where
+it sits is unknown, and a bridge mixing nodes (or one left unplaced among them) is what no host has.
 """
 
 from __future__ import annotations
@@ -32,21 +37,37 @@ from devctl.model import PciDevice
 
 CHAR_DIR = "dev/char"
 FIRST_BUS = 0xD0  # simulated functions sit on buses the scenario's own devices rarely use
-# A simulated accelerator (3D controller class); the vendor is PCI-SIG's reserved test ID.
-VENDOR, DEVICE, CLASS = "0x0001", "0x0d7a", "0x030200"
+BUSES_PER_NODE = 0x10  # node n's buses: FIRST_BUS + 0x10 * (n % 3) on, in domain n // 3
+# A simulated accelerator (3D controller class); a made-up vendor ID that pci.ids (2023-04-11) leaves unassigned.
+VENDOR, DEVICE, CLASS = "0x1dea", "0x0d7a", "0x030200"
 LOCAL_MAJORS = range(234, 255)  # Linux's character majors for local use (Documentation/admin-guide/devices.txt)
 
 
-def _addresses(taken: Collection[str]) -> Iterator[str]:
-    for bus in range(FIRST_BUS, 0x100):
+def _addresses(node: int, taken: Collection[str]) -> Iterator[str]:
+    """Free function addresses on NUMA node ``node``'s buses (see the module's docstring)."""
+    domain, first = node // 3, FIRST_BUS + BUSES_PER_NODE * (node % 3)
+    for bus in range(first, first + BUSES_PER_NODE):
         for slot in range(32):
-            address = f"0000:{bus:02x}:{slot:02x}.0"
+            address = f"{domain:04x}:{bus:02x}:{slot:02x}.0"
             if address not in taken:
                 yield address
 
 
-def _function(address: str, numa_nodes: Sequence[int], driver: str) -> PciDevice:
-    return PciDevice(address, numa_nodes[0] if numa_nodes else -1, VENDOR, DEVICE, CLASS, driver)
+class _Buses:
+    """Hands out function addresses per NUMA node, skipping the scenario's own."""
+
+    def __init__(self, taken: Collection[str]) -> None:
+        self._taken = taken
+        self._free: dict[int, Iterator[str]] = {}
+
+    def function(self, numa_nodes: Sequence[int], driver: str) -> PciDevice | None:
+        """A new function on the device's first NUMA node; None without one, or when that node's buses are full."""
+        if not numa_nodes or numa_nodes[0] < 0:
+            return None
+        node = numa_nodes[0]
+        free = self._free.setdefault(node, _addresses(node, self._taken))
+        address = next(free, None)
+        return None if address is None else PciDevice(address, node, VENDOR, DEVICE, CLASS, driver)
 
 
 def char_devices(
@@ -55,16 +76,18 @@ def char_devices(
     """The PCI function behind each simulated character device, keyed by its (major, minor).
 
     DRA devices first, then device-plugin devices (see the module's docstring);
-    functions the scenario lists are reused, the others get free addresses.
+    functions the scenario lists are reused, the others get free addresses on
+    their NUMA node's buses; a device without a NUMA node gets none.
     """
     listed = {d.address: d for d in scenario_pci}
-    free = _addresses(listed)
+    buses = _Buses(listed)
     out: dict[tuple[int, int], PciDevice] = {}
     for spec in dra.drivers:
         driver = spec.driver.split(".", 1)[0]
         for minor, device in enumerate(spec.devices):
-            out[(spec.major, minor)] = _function(next(free), device.numa_nodes, driver)
-    majors = {major for major, _ in out}
+            if function := buses.function(device.numa_nodes, driver):
+                out[(spec.major, minor)] = function
+    majors = {spec.major for spec in dra.drivers}
     on_gpus = _on_gpus(resources, scenario_pci)
     for resource in resources:
         if not (resource.allocate.devices or resource.allocate.cdi_devices) or resource.resource in on_gpus:
@@ -75,8 +98,9 @@ def char_devices(
         majors.add(major)
         driver = resource.resource.rsplit("/", 1)[-1]
         for minor, plugin_device in enumerate(resource.devices):
-            pci = listed.get(plugin_device.id) or _function(next(free), plugin_device.numa_nodes, driver)
-            out[(major, minor)] = pci
+            pci = listed.get(plugin_device.id) or buses.function(plugin_device.numa_nodes, driver)
+            if pci is not None:
+                out[(major, minor)] = pci
     return out
 
 
