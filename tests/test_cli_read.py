@@ -322,7 +322,11 @@ def test_checkpoint_json(default_node):
     (gpu,) = (e for e in doc["entries"] if e["resource"] == GPU and e["pod"]["name"] == "train-0")
     assert gpu["container"] == "trainer" and gpu["device_ids"] == {"0": ["GPU-0", "GPU-1", "GPU-2", "GPU-3"]}
     assert gpu["allocation"]["envs"]["NVIDIA_VISIBLE_DEVICES"] == "GPU-0,GPU-1,GPU-2,GPU-3"
-    assert gpu["allocation"]["cdi_devices"] == ["nvidia.com/gpu=GPU-0"]
+    # the plugin's old-style name for the request, then the NVIDIA plugin's own kind, one name per device
+    assert gpu["allocation"]["cdi_devices"] == [
+        "nvidia.com/gpu=GPU-0",
+        *(f"k8s.device-plugin.nvidia.com/gpu=GPU-{i}" for i in range(4)),
+    ]
     (foo,) = (e for e in doc["entries"] if e["resource"] == FOO)
     assert foo["device_ids"] == {"-1": ["foo-0"]}
     assert foo["allocation"]["mounts"] == [
