@@ -35,7 +35,9 @@ def function(node: SimNode, resource: str, device: str) -> Path:
 
 
 def under_sys_devices(node: SimNode, pci: Path) -> bool:
-    return pci.is_relative_to(Path(node.paths.sysfs).resolve() / "devices") and pci.parent.name.startswith("pci")
+    """Under /sys/devices, below a host bridge (``pciDDDD:BB``), however many switches lie between."""
+    devices = Path(node.paths.sysfs).resolve() / "devices"
+    return pci.is_relative_to(devices) and any(p.name.startswith("pci") for p in pci.relative_to(devices).parents)
 
 
 def listed_function(node: SimNode, address: str) -> Path:
@@ -52,20 +54,25 @@ def left_under(root: Path) -> list[Path]:
 
 
 async def test_an_allocated_gpu_resolves_to_a_pci_function_on_its_numa_node(node: SimNode) -> None:
-    # GIVEN a GPU the checkpoint says was allocated, named by its CDI name in the Allocate reply
+    # GIVEN a GPU the checkpoint says was allocated, named by the NVIDIA plugin's per-device CDI name in the
+    # Allocate reply (docs/scenarios.md: its /dev/nvidiaN is 195:N, N the GPU's index)
     checkpoint = read_checkpoint(node.paths.checkpoint)
     entry = next(e for e in checkpoint.entries if e.resource == GPU)
     assert entry.allocation is not None
-    (cdi_name,) = entry.allocation.cdi_devices
+    cdi_name = next(n for n in entry.allocation.cdi_devices if n.startswith("k8s.device-plugin.nvidia.com/gpu="))
     gpu = cdi_name.split("=", 1)[1]
     # WHEN its character device is followed through /sys/dev/char
-    pci = function(node, GPU, gpu)
+    spec = node.scenario.resource(GPU)
+    assert spec is not None
+    link = Path(node.paths.sysfs, "dev", "char", f"195:{[d.id for d in spec.devices].index(gpu)}")
+    assert link.is_symlink()
+    pci = Path(os.path.realpath(link))
     # THEN it is a PCI function under /sys/devices on the NUMA node devctl reports, with ids and a driver
     assert under_sys_devices(node, pci)
     numa = (await devices(node))[(GPU, gpu)]["numa_nodes"]
     assert numa and int((pci / "numa_node").read_text()) == numa[0]
     assert all((pci / name).read_text().startswith("0x") for name in ("vendor", "device", "class"))
-    assert os.readlink(pci / "driver").endswith("bus/pci/drivers/gpu")
+    assert os.readlink(pci / "driver").endswith("bus/pci/drivers/nvidia")  # the tree's A100, bound as on a real node
 
 
 async def test_a_device_node_without_numa_gets_no_pci_function(node: SimNode) -> None:
