@@ -34,6 +34,15 @@ def function(node: SimNode, resource: str, device: str) -> Path:
     return Path(os.path.realpath(link))
 
 
+def nvidia_function(node: SimNode, gpu: str) -> Path:
+    """The PCI function behind an NVIDIA GPU of the sim: its /dev/nvidiaN is 195:N, N its index (docs/scenarios.md)."""
+    spec = node.scenario.resource(GPU)
+    assert spec is not None
+    link = Path(node.paths.sysfs, "dev", "char", f"195:{[d.id for d in spec.devices].index(gpu)}")
+    assert link.is_symlink()
+    return Path(os.path.realpath(link))
+
+
 def under_sys_devices(node: SimNode, pci: Path) -> bool:
     """Under /sys/devices, below a host bridge (``pciDDDD:BB``), however many switches lie between."""
     devices = Path(node.paths.sysfs).resolve() / "devices"
@@ -62,11 +71,7 @@ async def test_an_allocated_gpu_resolves_to_a_pci_function_on_its_numa_node(node
     cdi_name = next(n for n in entry.allocation.cdi_devices if n.startswith("k8s.device-plugin.nvidia.com/gpu="))
     gpu = cdi_name.split("=", 1)[1]
     # WHEN its character device is followed through /sys/dev/char
-    spec = node.scenario.resource(GPU)
-    assert spec is not None
-    link = Path(node.paths.sysfs, "dev", "char", f"195:{[d.id for d in spec.devices].index(gpu)}")
-    assert link.is_symlink()
-    pci = Path(os.path.realpath(link))
+    pci = nvidia_function(node, gpu)
     # THEN it is a PCI function under /sys/devices on the NUMA node devctl reports, with ids and a driver
     assert under_sys_devices(node, pci)
     numa = (await devices(node))[(GPU, gpu)]["numa_nodes"]
