@@ -40,7 +40,7 @@ from devctl.node import kubeletlog
 from devctl.node.connect import RpcFailure
 from devctl.node.cri_states import pod_states
 from devctl.node.files import FileReadError
-from devctl.node.podlogs import parse_log_dir
+from devctl.node.podlogs import logged_uid
 from devctl.node.podsapi import probe
 
 SOURCES = frozenset({POD_RESOURCES, PLUGINS, CHECKPOINT, DRA_CHECKPOINT, CDI, IDENTITIES, NODE_NAME})
@@ -86,23 +86,6 @@ def manifest_pod_request(
     except RequestError as err:
         request, note = None, f"requests unreadable ({err}): fit not replayed"
     return (namespace if isinstance(namespace, str) and namespace else None), meta["name"], request, note
-
-
-def log_dir_uid(pod_logs: str, namespace: str, name: str) -> str | None:
-    """The pod's UID from its ``<pod-logs>/<ns>_<name>_<uid>`` directory (the newest), None when there is none."""
-    try:
-        names = os.listdir(pod_logs)
-    except OSError:
-        return None
-    found = []
-    for n in names:
-        parsed = parse_log_dir(n)
-        if parsed is not None and parsed[:2] == (namespace, name):
-            try:
-                found.append((os.path.getmtime(os.path.join(pod_logs, n)), parsed[2]))
-            except OSError:
-                continue
-    return max(found)[1] if found else None
 
 
 def kubelet_log_file(paths: NodePaths, given: str | None) -> str | None:
@@ -197,7 +180,7 @@ def _fit(
 async def why(paths: NodePaths, timeout: float, req: WhyRequest, snapshot: NodeSnapshot | None = None) -> WhyAnswer:
     """The verdict for ``req``'s pod: the sources read concurrently (``snapshot`` when given: ``--from``)."""
     errors: list[SourceError] = []
-    uid = log_dir_uid(paths.pod_logs, req.namespace, req.name)
+    uid = logged_uid(paths.pod_logs, req.namespace, req.name)
     needles = (f"{req.namespace}/{req.name}", *((uid,) if uid else ()))
     want = SOURCES | {KUBELET_STATE} if req.pod is not None else SOURCES
     snap_task = collect(paths, timeout, want=want) if snapshot is None else _given(snapshot)

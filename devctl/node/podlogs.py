@@ -44,3 +44,20 @@ def logged_pods(pod_logs: str) -> list[tuple[str, str]]:
     with os.scandir(pod_logs) as entries:
         parsed = (parse_log_dir(e.name) for e in entries if e.is_dir())
         return [(p[0], p[1]) for p in parsed if p is not None]
+
+
+def logged_uid(pod_logs: str, namespace: str, name: str) -> str | None:
+    """The pod's UID from its ``<pod-logs>/<ns>_<name>_<uid>`` directory (the newest), None when there is none."""
+    try:
+        names = os.listdir(pod_logs)
+    except OSError:
+        return None
+    found = []
+    for n in names:
+        parsed = parse_log_dir(n)
+        if parsed is not None and parsed[:2] == (namespace, name):
+            try:
+                found.append((os.path.getmtime(os.path.join(pod_logs, n)), parsed[2]))
+            except OSError:
+                continue
+    return max(found)[1] if found else None
