@@ -240,6 +240,9 @@ def answer_of(
 ) -> FitAnswer:
     """The model's decision as the answer a face shows."""
     restartable = {c.name: c.restartable for c in pod.containers}
+    if pod.qos != "Guaranteed" and (result.policy.cpu == "static" or result.policy.memory == "Static"):
+        # why cpu and memory say "no preference": the static policies take Guaranteed pods only
+        notes = (*notes, f"QoS {pod.qos} (not Guaranteed): no exclusive CPUs or pinned memory, no NUMA preference")
     return FitAnswer(
         result.admit,
         result.reason,
