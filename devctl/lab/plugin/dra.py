@@ -184,8 +184,10 @@ class DraDriver:
             raise ServeError(str(e)) from None
         except RuntimeError as e:
             raise ServeError(f"cannot serve on {path}: {e}") from None
-        await grpcserver.start(server)
+        # before it starts: a Ctrl-C during the start still leaves the socket for stop() to remove (a sim stopped
+        # then left <kubelet-dir>/plugins/<driver>/dra.sock behind, and the root with it)
         self._servers.append((server, path, made.socket_identity(path)))
+        await grpcserver.start(server)
 
     def _add_dra_services(self, server: grpc.aio.Server) -> None:
         if "v1" in self.spec.versions:

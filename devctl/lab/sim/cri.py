@@ -130,9 +130,9 @@ class RuntimeServer:
             made.add_private_port(server, self.socket_path)  # 0600 whatever the umask; a stale socket goes
         except RuntimeError:
             raise OSError(f"{self.socket_path}: cannot listen on this socket") from None
-        await grpcserver.start(server)
-        self._server = server
         self._identity = made.socket_identity(self.socket_path)  # bound by add_private_port
+        self._server = server  # before it starts: a cancelled start still leaves it for stop() to shut down
+        await grpcserver.start(server)
         log.info("CRI runtime serving on %s", self.socket_path)
 
     async def stop(self) -> None:

@@ -59,8 +59,8 @@ async def start_drivers(dra: DraScenario, paths: NodePaths, control_dir: str) ->
                 allocation=allocation_of(dra, spec.driver),
                 control_dir=control_dir,
             )
+            drivers[spec.driver] = driver  # before it starts: a Ctrl-C during its start must still reach stop()
             await driver.start()
-            drivers[spec.driver] = driver
     except BaseException:
         await stop_drivers(drivers)
         raise
