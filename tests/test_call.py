@@ -143,7 +143,10 @@ def test_allocate_with_yes_returns_the_templates_answer(sim_node: SimHandle):
             {"container_path": "/dev/nvidia-uvm", "host_path": "/dev/nvidia-uvm", "permissions": "rw"},
         ],
         "annotations": {},
-        "cdi_devices": ["nvidia.com/gpu=GPU-7"],
+        "cdi_devices": [
+            "nvidia.com/gpu=GPU-7",
+            "k8s.device-plugin.nvidia.com/gpu=GPU-7",
+        ],  # the request's, each device's
     }
     assert rpc_log(sim_node, GPU)[-1] == ("Allocate", ("GPU-7",))
     table = devctl(sim_node.root, "call", FOO, "allocate", "foo-1", "-y")
