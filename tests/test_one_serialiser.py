@@ -173,7 +173,7 @@ ALLOWED = {
     "model/serial.py": "the serialiser itself (lines, and a bad value quoted in an error)",
     "render/structured.py": "the document writer: json's C encoder over serial.fields_of / serial.to_plain",
     "core/snapshot_file.py": "the snapshot file: json.dump of serial.to_plain's form, indented",
-    "node/journal_format.py": "the journal's records: compact json of serial.to_plain's form, its time in the record's header",
+    "node/journal_format.py": "the journal's records: compact json of serial.to_plain's form (time in the header)",
     "node/control.py": "the control socket's requests: plain dicts, no model objects",
     "lab/lineserver.py": "the control socket's replies: plain dicts, no model objects",
     "node/checkpoint.py": "the kubelet's checkpoint format (Go's spelling) and keys quoted in errors",
