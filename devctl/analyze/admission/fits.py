@@ -75,7 +75,7 @@ def _fewer(pod: PodRequest, inputs: AdmissionInputs) -> list[FitChange]:
                 out.append(
                     FitChange(
                         f"container {container.name}: {resource}={most}",
-                        f"{most} instead of {amount // step} would be admitted under the node's policies",
+                        f"{most} instead of {amount // step} would be admitted under the same policies",
                     )
                 )
     return out
