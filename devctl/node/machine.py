@@ -30,14 +30,13 @@ from devctl.base.units import parse_cpulist
 from devctl.model import ErrorKind, SourceError
 from devctl.model.machine import Cpu, MachineTopology
 from devctl.node.files import FileReadError, read_file
+from devctl.node.sysfs import ATTRIBUTE_LIMIT, NODE_DIR, read_attribute, read_attribute_int
 
 MACHINE_SOURCE = "machine"
 MAX_CPUS = 1024
 MAX_NODES = 64
 
 CPU_DIR = "devices/system/cpu"
-NODE_DIR = "devices/system/node"
-_ATTRIBUTE_LIMIT = 64 * 1024
 _NODE_NAME = re.compile(r"node(\d+)")
 _MEMTOTAL = re.compile(r"^Node\s+\d+\s+MemTotal:\s+(\d+)\s*kB", re.MULTILINE)
 
@@ -55,7 +54,7 @@ def read_machine(sysfs: str) -> MachineTopology:
     MachineError when no CPU's topology can be read."""
     online_path = os.path.join(sysfs, CPU_DIR, "online")
     try:
-        online = _cpulist(read_file(online_path, _ATTRIBUTE_LIMIT).decode("ascii"))
+        online = _cpulist(read_file(online_path, ATTRIBUTE_LIMIT).decode("ascii"))
     except FileReadError as err:
         raise MachineError(f"cannot read the online CPUs: {err}", err.kind) from None
     except ValueError:
@@ -68,13 +67,13 @@ def read_machine(sysfs: str) -> MachineTopology:
     places: dict[int, tuple[int, int, int]] = {}
     for cpu in online:
         topology = os.path.join(sysfs, CPU_DIR, f"cpu{cpu}", "topology")
-        socket = _read_int(os.path.join(topology, "physical_package_id"))
+        socket = read_attribute_int(os.path.join(topology, "physical_package_id"))
         if socket is None:
             continue
         numa = numa_of.get(cpu) if nodes else socket
         if numa is None:
             continue
-        core_id = _read_int(os.path.join(topology, "core_id"))
+        core_id = read_attribute_int(os.path.join(topology, "core_id"))
         if core_id is None:
             siblings = _read_cpus(os.path.join(topology, "thread_siblings_list"))
             if not siblings:
@@ -118,7 +117,7 @@ def _distances(sysfs: str, nodes: dict[int, tuple[int, ...]]) -> dict[int, tuple
         return None
     distances: dict[int, tuple[int, ...]] = {}
     for node in nodes:
-        text = _read(os.path.join(sysfs, NODE_DIR, f"node{node}", "distance"))
+        text = read_attribute(os.path.join(sysfs, NODE_DIR, f"node{node}", "distance"))
         try:
             row = tuple(int(part) for part in text.split()) if text is not None else ()
         except ValueError:
@@ -132,30 +131,15 @@ def _distances(sysfs: str, nodes: dict[int, tuple[int, ...]]) -> dict[int, tuple
 def _memory(sysfs: str, nodes: dict[int, tuple[int, ...]]) -> dict[int, int]:
     memory: dict[int, int] = {}
     for node in nodes:
-        text = _read(os.path.join(sysfs, NODE_DIR, f"node{node}", "meminfo"))
+        text = read_attribute(os.path.join(sysfs, NODE_DIR, f"node{node}", "meminfo"))
         match = _MEMTOTAL.search(text) if text else None
         if match:
             memory[node] = int(match.group(1)) * 1024
     return memory
 
 
-def _read(path: str) -> str | None:
-    try:
-        return read_file(path, _ATTRIBUTE_LIMIT).decode("ascii").strip()
-    except (FileReadError, ValueError):
-        return None
-
-
-def _read_int(path: str) -> int | None:
-    text = _read(path)
-    try:
-        return int(text) if text is not None else None
-    except ValueError:
-        return None
-
-
 def _read_cpus(path: str) -> tuple[int, ...]:
-    text = _read(path)
+    text = read_attribute(path)
     try:
         return _cpulist(text) if text is not None else ()
     except (ValueError, OverflowError):

@@ -31,7 +31,7 @@ PCI_DIR = "bus/pci/devices"
 GLOBAL_HUGEPAGES = "kernel/mm/hugepages"
 
 # A sysfs attribute is at most a page; a node's meminfo is the longest devctl reads.
-_ATTRIBUTE_LIMIT = 64 * 1024
+ATTRIBUTE_LIMIT = 64 * 1024
 
 _NODE_NAME = re.compile(r"node(\d+)")
 _HUGEPAGES_NAME = re.compile(r"hugepages-(\d+)kB")
@@ -66,7 +66,7 @@ def read_topology(sysfs: str, use_udev: bool = True) -> HostTopology:
     return HostTopology(numa_nodes=_read_numa_nodes(sysfs), pci_devices=pci)
 
 
-def _read(path: str) -> str | None:
+def read_attribute(path: str) -> str | None:
     """A small sysfs file's text, or None when it is missing, unreadable, not a regular file or not text.
 
     Every sysfs attribute reports a size of 4096 whatever it holds, and a
@@ -74,13 +74,13 @@ def _read(path: str) -> str | None:
     it at a few pages.
     """
     try:
-        return read_file(path, _ATTRIBUTE_LIMIT).decode("ascii").strip()
+        return read_file(path, ATTRIBUTE_LIMIT).decode("ascii").strip()
     except (FileReadError, ValueError):
         return None
 
 
-def _read_int(path: str) -> int | None:
-    text = _read(path)
+def read_attribute_int(path: str) -> int | None:
+    text = read_attribute(path)
     try:
         return int(text) if text is not None else None
     except ValueError:
@@ -88,7 +88,7 @@ def _read_int(path: str) -> int | None:
 
 
 def _read_cpus(path: str) -> tuple[int, ...]:
-    text = _read(path)
+    text = read_attribute(path)
     try:
         return parse_cpulist(text) if text is not None else ()
     except ValueError:
@@ -130,7 +130,7 @@ def _read_numa_nodes(sysfs: str) -> tuple[NumaNode, ...]:
 
 def _read_memtotal(path: str) -> int:
     """Bytes of ``Node N MemTotal:  65536 kB`` in a node's meminfo; 0 (unknown) when absent."""
-    text = _read(path)
+    text = read_attribute(path)
     match = _MEMTOTAL.search(text) if text else None
     return int(match.group(1)) * 1024 if match else 0
 
@@ -139,8 +139,8 @@ def _read_hugepages(directory: str) -> tuple[Hugepages, ...]:
     """One entry per page size whose counts can both be read."""
     pools = []
     for size_kb, name in _numbered(directory, _HUGEPAGES_NAME):
-        total = _read_int(os.path.join(directory, name, "nr_hugepages"))
-        free = _read_int(os.path.join(directory, name, "free_hugepages"))
+        total = read_attribute_int(os.path.join(directory, name, "nr_hugepages"))
+        free = read_attribute_int(os.path.join(directory, name, "free_hugepages"))
         if total is not None and free is not None:
             pools.append(Hugepages(size_kb=size_kb, total=total, free=free))
     return tuple(pools)
@@ -155,7 +155,7 @@ def _read_pci_devices(sysfs: str) -> tuple[PciDevice, ...]:
     devices = []
     for address in addresses:
         path = os.path.join(pci_dir, address)
-        numa = _read_int(os.path.join(path, "numa_node"))
+        numa = read_attribute_int(os.path.join(path, "numa_node"))
         try:
             driver: str | None = os.path.basename(os.readlink(os.path.join(path, "driver")))
         except OSError:  # no driver bound (or the link cannot be read)
@@ -164,9 +164,9 @@ def _read_pci_devices(sysfs: str) -> tuple[PciDevice, ...]:
             PciDevice(
                 address=address,
                 numa_node=numa if numa is not None else -1,
-                vendor_id=_read(os.path.join(path, "vendor")) or "",
-                device_id=_read(os.path.join(path, "device")) or "",
-                class_id=_read(os.path.join(path, "class")) or "",
+                vendor_id=read_attribute(os.path.join(path, "vendor")) or "",
+                device_id=read_attribute(os.path.join(path, "device")) or "",
+                class_id=read_attribute(os.path.join(path, "class")) or "",
                 driver=driver,
             )
         )
