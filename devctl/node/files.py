@@ -138,7 +138,7 @@ def _open_regular(path: str, limit: int, inside: str | None) -> tuple[int, int]:
 
 def _check(info: os.stat_result, limit: int) -> None:
     if not stat.S_ISREG(info.st_mode):
-        raise FileRefused(f"not a regular file but {_file_type(info.st_mode)}")
+        raise FileRefused(f"not a regular file but {file_type(info.st_mode)}")
     if info.st_size > limit:
         raise FileRefused(_too_large(info.st_size, limit))
 
@@ -196,7 +196,8 @@ def _size(n: int) -> str:
     return f"{n / MiB:.0f} MiB" if n >= MiB else f"{n} bytes"
 
 
-def _file_type(mode: int) -> str:
+def file_type(mode: int) -> str:
+    """What a file that is not a regular one is, for a one-line refusal (``a FIFO``, ``a socket``...)."""
     if stat.S_ISFIFO(mode):
         return "a FIFO"
     if stat.S_ISCHR(mode):

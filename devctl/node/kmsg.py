@@ -42,7 +42,7 @@ from datetime import datetime, timedelta, timezone
 from devctl.base.errors import DevctlError, ErrorKind
 from devctl.model import SourceError
 from devctl.model.kernel import KernelRecord, KmsgRead, RecordsLost
-from devctl.node.files import FileReadError, read_file
+from devctl.node.files import FileReadError, file_type, read_file
 
 MAX_LINE = 8 * 1024
 MAX_RECORDS = 20_000
@@ -314,7 +314,8 @@ def _open_kmsg(path: str, opener: Opener) -> tuple[int, bool]:
         raise KmsgUnreadable(_failure(path, err)) from None
     is_device = stat.S_ISCHR(info.st_mode) and (os.major(info.st_rdev), os.minor(info.st_rdev)) == KMSG_DEVICE
     if not is_device and not stat.S_ISREG(info.st_mode):
-        what = _file_type(info.st_mode)
+        # /dev/kmsg is a character device itself: any other one is "another"
+        what = "another character device" if stat.S_ISCHR(info.st_mode) else file_type(info.st_mode)
         raise KmsgUnreadable(
             SourceError(SOURCE, f"{path}: not the kernel log but {what}: not read", ErrorKind.WRONG_API)
         )
@@ -335,18 +336,6 @@ def _failure(path: str, err: OSError) -> SourceError:
     if isinstance(err, FileNotFoundError):
         return SourceError(SOURCE, f"{path}: no such file", ErrorKind.MISSING)
     return SourceError(SOURCE, f"{path}: {(err.strerror or str(err)).lower()}", ErrorKind.of_oserror(err))
-
-
-def _file_type(mode: int) -> str:
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISCHR(mode):
-        return "another character device"
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "a special file"
 
 
 def read_kmsg(
