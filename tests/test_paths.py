@@ -88,3 +88,33 @@ def test_pod_resources_takes_the_endpoint_forms_crictl_takes() -> None:
     ):
         assert resolve_paths(root="/r", pod_resources=given, env={}).pod_resources == "/run/k/kubelet.sock", given
     assert resolve_paths(root="/r", env={"DEVCTL_POD_RESOURCES": "unix:///e.sock"}).pod_resources == "/e.sock"
+
+
+def test_the_path_options_are_the_node_paths_declared_once() -> None:
+    """The one table of path options (flags, variables, help) names exactly the fields of NodePaths."""
+    from dataclasses import fields
+
+    from devctl.base.path_options import PATH_OPTIONS
+    from devctl.model import NodePaths
+
+    assert [o.name for o in PATH_OPTIONS] == [f.name for f in fields(NodePaths)]
+    flags = {o.name: (o.flag, o.envvar) for o in PATH_OPTIONS}
+    assert flags["kubelet_dir"] == ("--kubelet-dir", "DEVCTL_KUBELET_DIR")
+    assert flags["cdi_dirs"] == ("--cdi-dirs", "DEVCTL_CDI_DIRS")
+
+
+def test_every_path_variable_is_read_and_a_given_path_wins() -> None:
+    from devctl.base.path_options import PATH_OPTIONS
+
+    for option in PATH_OPTIONS:
+        from_env = getattr(resolve_paths(env={option.envvar: "/from/env"}), option.name)
+        given = getattr(resolve_paths({option.name: "/given"}, env={option.envvar: "/from/env"}), option.name)
+        assert from_env in ("/from/env", ("/from/env",)), option
+        assert given in ("/given", ("/given",)), option
+
+
+def test_an_unknown_path_name_is_refused() -> None:
+    import pytest
+
+    with pytest.raises(TypeError, match="no node path named kubelet"):
+        resolve_paths(kubelet="/k", env={})

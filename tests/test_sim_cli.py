@@ -505,3 +505,16 @@ def test_a_stopped_sim_leaves_what_a_person_made_under_its_root(short_root: Path
         "var/lib/kubelet/device-plugins/sub",
         "var/lib/kubelet/device-plugins/sub/myfile",
     ]
+
+
+def test_the_command_under_sim_gets_no_path_override_but_the_node_s_root(monkeypatch, tmp_path) -> None:
+    """A DEVCTL_CDI_DIRS (or any path variable) left in the shell would point `devctl sim -- CMD` away from
+    the simulated node: every one of them is dropped, and DEVCTL_ROOT is the node's."""
+    from devctl.base.path_options import PATH_OPTIONS
+    from devctl.cli.sim import _command_env
+
+    for option in PATH_OPTIONS:
+        monkeypatch.setenv(option.envvar, "/elsewhere")
+    env = _command_env(tmp_path)
+    assert {o.envvar for o in PATH_OPTIONS} & env.keys() == {"DEVCTL_ROOT"}
+    assert env["DEVCTL_ROOT"] == str(tmp_path)

@@ -41,63 +41,9 @@ def _version(value: bool) -> None:
         raise typer.Exit(int(ExitCode.OK))
 
 
+@globalopts.with_path_options  # --root, --kubelet-dir, ... (devctl.base.path_options) into **given
 def main_options(
     ctx: typer.Context,
-    root: Annotated[
-        str | None,
-        typer.Option(envvar="DEVCTL_ROOT", metavar="DIR", help="The host's filesystem root [default: / or /host]."),
-    ] = None,
-    kubelet_dir: Annotated[
-        str | None,
-        typer.Option(
-            envvar="DEVCTL_KUBELET_DIR", metavar="DIR", help="The kubelet's --root-dir [<root>/var/lib/kubelet]."
-        ),
-    ] = None,
-    plugins_dir: Annotated[
-        str | None,
-        typer.Option(
-            envvar="DEVCTL_PLUGINS_DIR",
-            metavar="DIR",
-            help="Device plugin sockets [<root>/var/lib/kubelet/device-plugins].",
-        ),
-    ] = None,
-    pod_resources: Annotated[
-        str | None,
-        typer.Option(
-            envvar="DEVCTL_POD_RESOURCES",
-            metavar="PATH",
-            help="The pod-resources socket [<kubelet-dir>/pod-resources/kubelet.sock].",
-        ),
-    ] = None,
-    sysfs: Annotated[
-        str | None, typer.Option(envvar="DEVCTL_SYSFS", metavar="DIR", help="Host topology [<root>/sys].")
-    ] = None,
-    pod_logs: Annotated[
-        str | None,
-        typer.Option(envvar="DEVCTL_POD_LOGS", metavar="DIR", help="Per-pod log dirs [<root>/var/log/pods]."),
-    ] = None,
-    proc: Annotated[
-        str | None,
-        typer.Option(
-            "--proc", envvar="DEVCTL_PROC", metavar="DIR", help="Processes, for who holds a device [<root>/proc]."
-        ),
-    ] = None,
-    runtime_endpoint: Annotated[
-        str | None,
-        typer.Option(
-            envvar="DEVCTL_RUNTIME_ENDPOINT",
-            metavar="PATH",
-            help="The CRI socket [the first of <root>/run/containerd/containerd.sock, <root>/run/crio/crio.sock].",
-        ),
-    ] = None,
-    cdi_dirs: Annotated[
-        str | None,
-        typer.Option(
-            envvar="DEVCTL_CDI_DIRS",
-            metavar="DIR[:DIR]",
-            help="CDI spec dirs, lowest priority first [<root>/etc/cdi:<root>/var/run/cdi].",
-        ),
-    ] = None,
     timeout: Annotated[
         float,
         typer.Option(
@@ -116,24 +62,12 @@ def main_options(
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
     ] = False,
+    **given: str | None,
 ) -> None:
     begin_invocation(ctx)
     setup_logging(verbose)
     grpclog.quiet()  # before any command imports grpc
-    ctx.obj = GlobalOptions(
-        root=root,
-        kubelet_dir=kubelet_dir,
-        plugins_dir=plugins_dir,
-        pod_resources=pod_resources,
-        sysfs=sysfs,
-        pod_logs=pod_logs,
-        proc=proc,
-        runtime_endpoint=runtime_endpoint,
-        cdi_dirs=cdi_dirs,
-        timeout=timeout,
-        from_file=from_file,
-        verbose=verbose,
-    )
+    ctx.obj = GlobalOptions(given=globalopts.given_paths(given), timeout=timeout, from_file=from_file, verbose=verbose)
 
 
 def version_command() -> None:

@@ -9,9 +9,9 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Mapping
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum, IntEnum
 from typing import IO, TYPE_CHECKING, Any, NoReturn, TypeVar
 
@@ -44,35 +44,25 @@ class Output(str, Enum):
 
 @dataclass(frozen=True)
 class GlobalOptions:
-    """The options given before the command; paths are resolved on first use."""
+    """The options given before (or after) the command; paths are resolved on first use.
 
-    root: str | None = None
-    kubelet_dir: str | None = None
-    plugins_dir: str | None = None
-    pod_resources: str | None = None
-    sysfs: str | None = None
-    pod_logs: str | None = None
-    proc: str | None = None
-    runtime_endpoint: str | None = None
-    cdi_dirs: str | None = None
+    ``given`` holds the node paths typed or set in the environment, by their names in
+    devctl.base.path_options; the resolver fills in the rest.
+    """
+
+    given: Mapping[str, str] = field(default_factory=dict)
     timeout: float = 5.0
     from_file: str | None = None
     verbose: bool = False
 
+    @property
+    def root(self) -> str | None:
+        return self.given.get("root")
+
     def paths(self) -> NodePaths:
         from devctl.core.paths import resolve_paths
 
-        return resolve_paths(
-            root=self.root,
-            kubelet_dir=self.kubelet_dir,
-            plugins_dir=self.plugins_dir,
-            pod_resources=self.pod_resources,
-            sysfs=self.sysfs,
-            pod_logs=self.pod_logs,
-            proc=self.proc,
-            runtime_endpoint=self.runtime_endpoint,
-            cdi_dirs=self.cdi_dirs,
-        )
+        return resolve_paths(self.given)
 
 
 def options(ctx: typer.Context) -> GlobalOptions:

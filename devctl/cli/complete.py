@@ -63,19 +63,9 @@ def _deadline() -> float:
 def _paths(ctx: typer.Context) -> NodePaths:
     """The node's paths from the global options typed so far (or their environment variables)."""
     from devctl.cli.common import GlobalOptions
+    from devctl.cli.globalopts import given_paths
 
-    params = ctx.find_root().params
-
-    def given(field: str, env: str) -> str | None:
-        return params.get(field) or os.environ.get(env)
-
-    return GlobalOptions(
-        root=given("root", "DEVCTL_ROOT"),
-        kubelet_dir=given("kubelet_dir", "DEVCTL_KUBELET_DIR"),
-        plugins_dir=given("plugins_dir", "DEVCTL_PLUGINS_DIR"),
-        pod_resources=given("pod_resources", "DEVCTL_POD_RESOURCES"),
-        pod_logs=given("pod_logs", "DEVCTL_POD_LOGS"),
-    ).paths()
+    return GlobalOptions(given=given_paths(ctx.find_root().params)).paths()
 
 
 def _matching(names: Iterable[str], incomplete: str) -> list[str]:

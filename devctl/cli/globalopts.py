@@ -21,46 +21,20 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import inspect
 import math
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any, Optional
 
 import typer
 
+from devctl.base.path_options import PATH_NAMES, PATH_OPTIONS
 from devctl.cli.common import GlobalOptions, options, setup_logging
 
 # gRPC takes no deadline much beyond this (1e10 s fails every call at once), and
 # inf or NaN would be none at all: every RPC has a deadline.
 MAX_TIMEOUT = 86400.0
 
-# (GlobalOptions field, flags, metavar, help): the same words as the root group's help.
-_PATH_OPTIONS = (
-    ("root", ("--root",), "DIR", "The host's filesystem root [default: / or /host]."),
-    ("kubelet_dir", ("--kubelet-dir",), "DIR", "The kubelet's --root-dir [<root>/var/lib/kubelet]."),
-    ("plugins_dir", ("--plugins-dir",), "DIR", "Device plugin sockets [<root>/var/lib/kubelet/device-plugins]."),
-    (
-        "pod_resources",
-        ("--pod-resources",),
-        "PATH",
-        "The pod-resources socket [<kubelet-dir>/pod-resources/kubelet.sock].",
-    ),
-    ("sysfs", ("--sysfs",), "DIR", "Host topology [<root>/sys]."),
-    ("pod_logs", ("--pod-logs",), "DIR", "Per-pod log dirs [<root>/var/log/pods]."),
-    ("proc", ("--proc",), "DIR", "Processes, for who holds a device [<root>/proc]."),
-    (
-        "runtime_endpoint",
-        ("--runtime-endpoint",),
-        "PATH",
-        "The CRI socket [the first of <root>/run/containerd/containerd.sock, <root>/run/crio/crio.sock].",
-    ),
-    (
-        "cdi_dirs",
-        ("--cdi-dirs",),
-        "DIR[:DIR]",
-        "CDI spec dirs, lowest priority first [<root>/etc/cdi:<root>/var/run/cdi].",
-    ),
-    ("from_file", ("--from",), "FILE", "Read a snapshot file instead of the live node."),
-)
 TIMEOUT_HELP = "Deadline of each RPC, in seconds."
 VERBOSE_HELP = "Log each RPC and source to stderr."
 
@@ -75,6 +49,36 @@ def finite(value: float | None) -> float | None:
     return value
 
 
+def with_path_options(callback: Callable[..., None]) -> Callable[..., None]:
+    """``callback`` (the root group's) taking the node-path options as well, into its ``**given``.
+
+    typer makes a command's options from its callback's signature, and Python's ``inspect.signature``
+    reads a function's ``__signature__`` first: the signature is given one parameter per row of
+    devctl.base.path_options, in its order after the context, so the table is their one declaration.
+    """
+    signature = inspect.signature(callback, eval_str=True)
+    first, *rest = (p for p in signature.parameters.values() if p.kind is not p.VAR_KEYWORD)
+    made = [
+        inspect.Parameter(
+            option.name,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            default=None,
+            annotation=Annotated[
+                Optional[str],  # noqa: UP045 (a runtime type for typer, not an annotation)
+                typer.Option(option.flag, envvar=option.envvar, metavar=option.metavar, help=option.help),
+            ],
+        )
+        for option in PATH_OPTIONS
+    ]
+    callback.__signature__ = signature.replace(parameters=[first, *made, *rest])  # type: ignore[attr-defined]
+    return callback
+
+
+def given_paths(values: Mapping[str, object]) -> dict[str, str]:
+    """The node paths among a command's parameter values, by name: those given (typed or from a variable)."""
+    return {name: value for name, value in values.items() if name in PATH_NAMES and isinstance(value, str) and value}
+
+
 def _override(field: str) -> Callable[[typer.Context, typer.CallbackParam, object], object]:
     def callback(ctx: typer.Context, param: typer.CallbackParam, value: object) -> object:
         if value is None or value is False:
@@ -84,6 +88,8 @@ def _override(field: str) -> Callable[[typer.Context, typer.CallbackParam, objec
         root = ctx.find_root()
         current = root.obj if isinstance(root.obj, GlobalOptions) else options(ctx)
         changes: dict[str, Any] = {field: value}
+        if field in PATH_NAMES:
+            changes = {"given": {**current.given, field: value}}
         root.obj = dataclasses.replace(current, **changes)
         if field == "verbose" and not current.verbose:
             setup_logging(True, again=True)
@@ -93,7 +99,7 @@ def _override(field: str) -> Callable[[typer.Context, typer.CallbackParam, objec
 
 
 # The root group's parameters that every command takes too (their names are GlobalOptions' fields).
-GLOBAL_FIELDS = (*(field for field, *_ in _PATH_OPTIONS), "timeout", "verbose")
+GLOBAL_FIELDS = (*(option.name for option in PATH_OPTIONS), "from_file", "timeout", "verbose")
 
 
 def _flags(param: Any) -> set[str]:
@@ -144,4 +150,4 @@ def attach(command: Any, path: str, root_params: list[Any]) -> Any:
 
 
 # The global options that take a value (the rest are flags): how devctl.cli.lazy finds the command's name.
-VALUE_FLAGS = frozenset({*(flag for _, flags, *_ in _PATH_OPTIONS for flag in flags), "--timeout"})
+VALUE_FLAGS = frozenset({*(option.flag for option in PATH_OPTIONS), "--from", "--timeout"})

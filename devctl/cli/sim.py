@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from devctl.base.escape import escape
+from devctl.base.path_options import PATH_OPTIONS, ROOT
 from devctl.cli.common import ExitCode, GlobalOptions, fail, options, run, say
 from devctl.cli.complete import namespaced_pods
 from devctl.cli.lazy import SIM_COMMAND
@@ -31,8 +32,8 @@ if TYPE_CHECKING:
 READY_TIMEOUT = 30.0
 RESTART_WAIT = 10.0  # plugins register again within 5 s of kubelet.sock coming back
 POD_WAIT = 50.0  # a pod operation may wait on a DRA driver: NodePrepareResources has a 45 s deadline
-# Path overrides that would point the command away from the simulated node.
-_PATH_VARS = ("DEVCTL_KUBELET_DIR", "DEVCTL_PLUGINS_DIR", "DEVCTL_POD_RESOURCES", "DEVCTL_SYSFS", "DEVCTL_POD_LOGS")
+# Path overrides that would point the command away from the simulated node: every one but the root's.
+_PATH_VARS = frozenset(option.envvar for option in PATH_OPTIONS) - {ROOT.envvar}
 
 
 sim_app = typer.Typer(
@@ -173,7 +174,7 @@ def _command_env(root: Path) -> dict[str, str]:
     from devctl.cli import grpclog
 
     env = {k: v for k, v in grpclog.child_env(os.environ).items() if k not in _PATH_VARS}
-    env["DEVCTL_ROOT"] = str(root)
+    env[ROOT.envvar] = str(root)
     # `devctl sim -- devctl ls` must find this devctl even from a venv that is not activated.
     bindir = os.path.dirname(sys.executable)
     if os.path.exists(os.path.join(bindir, "devctl")):

@@ -11,20 +11,11 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from devctl.base.path_options import PATH_NAMES, PATH_OPTIONS
 from devctl.model import NodePaths
-
-ENV_ROOT = "DEVCTL_ROOT"
-ENV_KUBELET_DIR = "DEVCTL_KUBELET_DIR"
-ENV_PLUGINS_DIR = "DEVCTL_PLUGINS_DIR"
-ENV_POD_RESOURCES = "DEVCTL_POD_RESOURCES"
-ENV_SYSFS = "DEVCTL_SYSFS"
-ENV_POD_LOGS = "DEVCTL_POD_LOGS"
-ENV_PROC = "DEVCTL_PROC"
-ENV_RUNTIME_ENDPOINT = "DEVCTL_RUNTIME_ENDPOINT"
 
 # The CRI sockets of containerd and CRI-O, in the order crictl tries them.
 RUNTIME_SOCKETS = ("run/containerd/containerd.sock", "run/crio/crio.sock")
-ENV_CDI_DIRS = "DEVCTL_CDI_DIRS"
 
 # The container runtime's default CDI spec dirs, lowest priority first: a later
 # dir wins over an earlier one (containerd's and CRI-O's ``cdi_spec_dirs``).
@@ -46,36 +37,33 @@ def _join(root: str, rel: str) -> str:
 
 
 def resolve_paths(
-    root: str | None = None,
-    kubelet_dir: str | None = None,
-    plugins_dir: str | None = None,
-    pod_resources: str | None = None,
-    sysfs: str | None = None,
-    pod_logs: str | None = None,
-    proc: str | None = None,
-    runtime_endpoint: str | None = None,
-    cdi_dirs: str | None = None,
+    given: Mapping[str, str | None] | None = None,
+    *,
     env: Mapping[str, str] | None = None,
     host_mount: str = HOST_MOUNT,
+    **named: str | None,
 ) -> NodePaths:
-    """Resolve every node path; an explicit argument wins over the environment."""
+    """Resolve every node path; a path given by name (devctl.base.path_options), in ``given`` or as a
+    keyword, wins over its variable in ``env``."""
+    given = {**(given or {}), **named}
+    unknown = given.keys() - PATH_NAMES
+    if unknown:
+        raise TypeError(f"resolve_paths: no node path named {', '.join(sorted(unknown))}")
     env = os.environ if env is None else env
+    chosen = {o.name: given.get(o.name) or env.get(o.envvar) or None for o in PATH_OPTIONS}
 
-    def pick(flag: str | None, var: str) -> str | None:
-        return flag or env.get(var) or None
-
-    root = pick(root, ENV_ROOT) or detect_root(host_mount)
-    kubelet = pick(kubelet_dir, ENV_KUBELET_DIR) or _join(root, "var/lib/kubelet")
+    root = chosen["root"] or detect_root(host_mount)
+    kubelet = chosen["kubelet_dir"] or _join(root, "var/lib/kubelet")
     return NodePaths(
         root=root,
         kubelet_dir=kubelet,
-        plugins_dir=pick(plugins_dir, ENV_PLUGINS_DIR) or _join(root, "var/lib/kubelet/device-plugins"),
-        pod_resources=socket_of(pick(pod_resources, ENV_POD_RESOURCES) or _join(kubelet, "pod-resources/kubelet.sock")),
-        sysfs=pick(sysfs, ENV_SYSFS) or _join(root, "sys"),
-        pod_logs=pick(pod_logs, ENV_POD_LOGS) or _join(root, "var/log/pods"),
-        proc=pick(proc, ENV_PROC) or _join(root, "proc"),
-        runtime_endpoint=pick(runtime_endpoint, ENV_RUNTIME_ENDPOINT) or default_runtime_endpoint(root),
-        cdi_dirs=_cdi_dirs(pick(cdi_dirs, ENV_CDI_DIRS), root),
+        plugins_dir=chosen["plugins_dir"] or _join(root, "var/lib/kubelet/device-plugins"),
+        pod_resources=socket_of(chosen["pod_resources"] or _join(kubelet, "pod-resources/kubelet.sock")),
+        sysfs=chosen["sysfs"] or _join(root, "sys"),
+        pod_logs=chosen["pod_logs"] or _join(root, "var/log/pods"),
+        proc=chosen["proc"] or _join(root, "proc"),
+        runtime_endpoint=chosen["runtime_endpoint"] or default_runtime_endpoint(root),
+        cdi_dirs=_cdi_dirs(chosen["cdi_dirs"], root),
     )
 
 
