@@ -13,6 +13,7 @@ import logging
 import os
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Generic, TypeVar
 
 from devctl.model import DEVICE_PLUGIN_TYPE, Device, NodePaths, NodeSnapshot, PluginProbe, PluginStatus, RegistryInfo
 from devctl.node import sockets as node_sockets
@@ -242,39 +243,50 @@ async def resolve_plugins(paths: NodePaths, timeout: float) -> dict[str, str | N
 # How old a resolution may be when it did not know a socket asked about: it is asked again sooner.
 MISS_TTL = 0.05
 
+T = TypeVar("T")
 
-class _CachedResolver:
-    """Shares one resolution between followers asking at the same moment.
 
-    Resolving probes every socket and asks pod-resources, whose rate limit is
-    shared by every client of the node (kubelet-contract.md): ask rarely.
+class Recent(Generic[T]):
+    """The one cache of what names sockets: a value read again only once it is ``ttl`` seconds old, one read
+    shared by every follower asking at that moment.
+
+    What names a socket comes from pod-resources, whose rate limit is shared by every client of the node
+    (kubelet-contract.md), and from probing sockets: ask rarely. A failed read is ``empty`` ("not known
+    yet") until the next one, never a crash.
     """
 
-    def __init__(self, resolve: Resolver, ttl: float = 0.5):
-        self._resolve = resolve
+    def __init__(self, read: Callable[[], Awaitable[T]], empty: T, ttl: float, what: str):
+        self._read = read
+        self._empty = empty
         self._ttl = ttl
+        self._what = what
         self._lock = asyncio.Lock()
         self._at = -1e9
-        self._value: Mapping[str, str | None] = {}
+        self._value = empty
 
-    async def __call__(self, ttl: float | None = None) -> Mapping[str, str | None]:
+    async def get(self, ttl: float | None = None) -> T:
+        """The value, read again first when it is older than ``ttl`` (the cache's own when None)."""
         async with self._lock:
             if time.monotonic() - self._at > (self._ttl if ttl is None else ttl):
                 try:
-                    self._value = await self._resolve()
-                except Exception as e:  # a failed resolution means "not known yet", never a crash
-                    log.debug("resolving plugin sockets failed: %s", e)
-                    self._value = {}
+                    self._value = await self._read()
+                except Exception as e:
+                    log.debug("%s failed: %s", self._what, e)
+                    self._value = self._empty
                 self._at = time.monotonic()
             return self._value
 
-    async def sockets_of(self, resource: str) -> list[str]:
-        return sorted(s for s, r in (await self()).items() if r == resource)
+
+class _CachedResolver:
+    """Names sockets by a resolver's mapping (the TUI's last poll, a test's), read through the one cache."""
+
+    def __init__(self, resolve: Resolver, ttl: float = 0.5):
+        self._recent: Recent[Mapping[str, str | None]] = Recent(resolve, {}, ttl, "resolving plugin sockets")
 
     async def resource_of(self, socket: str) -> str | None:
-        name = (await self()).get(socket)
+        name = (await self._recent.get()).get(socket)
         if name is None:  # not known a moment ago: maybe by now (the first poll was still going on)
-            name = (await self(ttl=MISS_TTL)).get(socket)
+            name = (await self._recent.get(ttl=MISS_TTL)).get(socket)
         return name
 
 
@@ -303,36 +315,26 @@ class FromKnownIds:
         self._paths = paths
         self._registered = registered
         self._timeout = timeout
-        self._ttl = ttl
-        self._lock = asyncio.Lock()
-        self._at = -1e9
-        self._known: Mapping[str, set[str]] = {}
-        self._claimed: Mapping[str, str] = {}
+        self._recent: Recent[tuple[Mapping[str, set[str]], Mapping[str, str]]] = Recent(
+            self._read, ({}, {}), ttl, "reading the kubelet's device IDs"
+        )
 
-    async def _ids(self) -> tuple[Mapping[str, set[str]], Mapping[str, str]]:
+    async def _read(self) -> tuple[Mapping[str, set[str]], Mapping[str, str]]:
         from devctl.core.collect import claimed_sockets, collect
         from devctl.model import CHECKPOINT, POD_RESOURCES
 
-        async with self._lock:
-            if time.monotonic() - self._at > self._ttl:
-                try:
-                    s, self._claimed = await asyncio.gather(
-                        collect(self._paths, self._timeout, want={POD_RESOURCES, CHECKPOINT}),
-                        claimed_sockets(self._paths, self._timeout),
-                    )
-                    self._known = node_sockets.known_ids(s.allocatable, s.pods, s.checkpoint)
-                except Exception as e:  # a failed read means "not known yet", never a crash
-                    log.debug("reading the kubelet's device IDs failed: %s", e)
-                    self._known, self._claimed = {}, {}
-                self._at = time.monotonic()
-            return self._known, self._claimed
+        s, claimed = await asyncio.gather(
+            collect(self._paths, self._timeout, want={POD_RESOURCES, CHECKPOINT}),
+            claimed_sockets(self._paths, self._timeout),
+        )
+        return node_sockets.known_ids(s.allocatable, s.pods, s.checkpoint), claimed
 
     async def prime(self) -> None:
         """Read the kubelet's IDs now, while the sockets are dialled, so naming the first of them waits less."""
-        await self._ids()
+        await self._recent.get()
 
     async def __call__(self, socket: str, devices: Sequence[Device]) -> str | None:
-        known, claimed = await self._ids()
+        known, claimed = await self._recent.get()
         probe = PluginProbe(socket=socket, status=PluginStatus.SERVING, devices=tuple(devices))
         registrations = self._registered.probes() if self._registered is not None else []
         return node_sockets.name_sockets(self._paths, [probe, *registrations], known, claimed)[0].resource
