@@ -24,7 +24,11 @@ if TYPE_CHECKING:
 
 
 class RpcFailure(DevctlError):
-    """A source that failed: the status devctl shows for it, a one-line message, and its kind."""
+    """A source that failed: the status devctl shows for it, a one-line message, and its kind.
+
+    A failure of a call on a socket begins with the path dialled ("/p/gpu.sock: stale socket", "/p/gpu.sock
+    ListAndWatch: ..."): the follower names a socket's failure once on that promise, not by reading the words.
+    """
 
     def __init__(
         self,

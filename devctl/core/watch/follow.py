@@ -67,16 +67,15 @@ class Listener(Protocol):
         """The stream ended or could not be opened; the follower tries again with backoff."""
 
 
-def _named_once(name: str, reason: str) -> str:
-    """``reason`` prefixed with the target's name, unless it starts with it already ("sock: …", "sock ListAndWatch: …").
+def _named_once(name: str, reason: str, names_it: bool) -> str:
+    """``reason`` prefixed with the target's name, unless it names the target already (``names_it``).
 
     A socket followed before its resource is known is named by its path, and
-    most reasons (a failed RPC, the socket deleted) start with that path: the
-    notice names its subject once.
+    devctl's own failures of a socket (``RpcFailure``, ``StreamEnded``) begin
+    with the path they dialled (devctl.node.connect.RpcFailure): the notice
+    names its subject once.
     """
-    if reason.startswith(name) and reason[len(name) : len(name) + 1] in (":", " "):
-        return reason
-    return f"{name}: {reason}"
+    return reason if names_it else f"{name}: {reason}"
 
 
 async def _never() -> str:
@@ -92,9 +91,9 @@ def stream_end(socket: str, error: Exception | None, ended: str) -> StreamEnd:
         # grpc.aio hands back None for a reply it cannot decode: another API on this socket.
         return StreamEnd(PluginStatus.UNREACHABLE, f"{socket}: the reply could not be decoded (not a device plugin)")
     if isinstance(error, StreamEnded):
-        return StreamEnd(error.status, _named_once(socket, error.args[0]))
+        return StreamEnd(error.status, error.args[0])
     reason = ended if error is None else f"{type(error).__name__}: {error}"
-    return StreamEnd(PluginStatus.UNREACHABLE, _named_once(socket, reason))
+    return StreamEnd(PluginStatus.UNREACHABLE, _named_once(socket, reason, names_it=False))
 
 
 class Reconnecting:
@@ -143,6 +142,10 @@ class Reconnecting:
     def _failed(self, error: Exception | None) -> None:
         """Called with why each session ended (None: the stream ended by itself), before the notice."""
 
+    def _names_target(self, error: Exception | None) -> bool:
+        """Whether ``error``'s message begins with this target's name (then the notice does not repeat it)."""
+        return False
+
     async def _idle(self) -> None:
         await asyncio.sleep(self.backoff.next())
 
@@ -165,8 +168,8 @@ class Reconnecting:
             self._failed(error)
             # Not kept while idle: its traceback holds this frame and the session's (a closed channel among them), a
             # cycle per failed attempt that a process with a high gc threshold (devctl.cli.start) frees late.
+            why = _named_once(self.name, reason, self._names_target(error))
             error = None
-            why = _named_once(self.name, reason)
             if self.connected:
                 self.connected = False
                 self._disconnected()
@@ -238,6 +241,10 @@ class Follower(Reconnecting):
 
     def _disconnected(self) -> None:
         self._event(DISCONNECTED, self.tally)
+
+    def _names_target(self, error: Exception | None) -> bool:
+        # Named by its socket until its resource is known; devctl's failures of the socket begin with its path.
+        return self.resource is None and isinstance(error, (StreamEnded, RpcFailure))
 
     def _failed(self, error: Exception | None) -> None:
         if self.listener is not None and self.socket is not None:
