@@ -172,8 +172,16 @@ def test_a_driver_offering_no_dra_service_a_kubelet_speaks() -> None:
 
 def test_a_stale_registry_socket() -> None:
     probe = PluginProbe(f"{PATHS.plugins_registry}/old-reg.sock", PluginStatus.STALE, error="stale socket")
-    errors = (SourceError("registry", "stale socket", ErrorKind.STALE),)
-    assert ("warning", "registry-socket-stale", probe.socket) in _codes(_node(plugins=(probe,), errors=errors))
+    # As collect gives it: the probe's failure in the errors too, its socket the subject; doctor says it once.
+    errors = (SourceError("registry", "stale socket", ErrorKind.STALE, probe.socket),)
+    found = diagnose(_node(plugins=(probe,), errors=errors))
+    assert [(f.severity, f.code) for f in found if "stale socket" in f.message or f.subject == probe.socket] == [
+        ("warning", "registry-socket-stale")
+    ]
+    # The same stale socket listed in the device-plugins dir is a plugin's, not a registration's.
+    plugin = PluginProbe(f"{PATHS.plugins_dir}/old.sock", PluginStatus.STALE, error="stale socket")
+    errors = (SourceError("plugin", "stale socket", ErrorKind.STALE, plugin.socket),)
+    assert not any(c[1] == "registry-socket-stale" for c in _codes(_node(plugins=(plugin,), errors=errors)))
 
 
 def test_a_corrupt_and_a_legacy_dra_checkpoint() -> None:

@@ -19,16 +19,15 @@ CHECKPOINTED = "checkpointed"
 STALE = "stale"
 DRIVER_MISSING = "driver-missing"
 UNKNOWN_HEALTH = "Unknown"
-DRA_TYPE = "DRAPlugin"
 
 
 def live_drivers(snapshot: NodeSnapshot) -> dict[str, bool]:
     """Driver -> whether its endpoint answers, for every DRA driver whose registration answered GetInfo."""
     live: dict[str, bool] = {}
     for p in snapshot.plugins:
-        if p.registry is not None and p.registry.type == DRA_TYPE and p.registry.name:
+        if p.dra_driver:
             ok = p.dra is not None and p.dra.status == PluginStatus.SERVING
-            live[p.registry.name] = live.get(p.registry.name, False) or ok
+            live[p.dra_driver] = live.get(p.dra_driver, False) or ok
     return live
 
 

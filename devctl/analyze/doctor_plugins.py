@@ -31,13 +31,13 @@ _NOT_A_PLUGIN = frozenset({ErrorKind.WRONG_API, ErrorKind.MALFORMED, ErrorKind.U
 
 def socket_failures(c: Checkup) -> None:
     failing = [row for row in c.plugins if row.status != PluginStatus.SERVING.value and row.error is not None]
-    # Each failing probe's error is in the snapshot's errors too: this check answers for them.
-    told = {row.error for row in failing}
-    c.explain(lambda e: e.source in (Source.PLUGIN, Source.REGISTRY) and e.message in told)
+    # Each failing probe's error is in the snapshot's errors too, its socket the subject: this check answers for them.
+    told = {row.socket for row in failing}
+    c.explain(lambda e: e.source in (Source.PLUGIN, Source.REGISTRY) and e.subject in told)
     for row in failing:
         assert row.error is not None
         of = f" (it served {row.resource})" if row.resource else ""
-        if row.status == PluginStatus.STALE.value and "/plugins_registry/" in row.socket:
+        if row.status == PluginStatus.STALE.value and c.snapshot.paths.in_plugins_registry(row.socket):
             c.add(
                 WARNING,
                 "registry-socket-stale",

@@ -49,10 +49,10 @@ def _drivers(snapshot: NodeSnapshot) -> dict[str, PluginProbe | None]:
     """Every DRA driver the node knows of (a registration, or a claim's driver), with its registry probe."""
     found: dict[str, PluginProbe | None] = {}
     for p in snapshot.plugins:
-        if p.registry is not None and p.registry.type == "DRAPlugin" and p.registry.name:
-            prior = found.get(p.registry.name)
+        if p.dra_driver:
+            prior = found.get(p.dra_driver)
             if prior is None or (p.dra is not None and p.dra.status == PluginStatus.SERVING):
-                found[p.registry.name] = p
+                found[p.dra_driver] = p
     for c in snapshot.dra_checkpoint.claims if snapshot.dra_checkpoint else ():
         for driver in c.drivers:
             found.setdefault(driver, None)

@@ -284,9 +284,9 @@ def _known_devices(snapshot: NodeSnapshot) -> dict[DeviceKey, tuple[str, ...]]:
     for plugin in snapshot.plugins:
         if plugin.resource:
             known.update(((DEVICE_PLUGIN, plugin.resource, d.id), ()) for d in plugin.devices)
-        if plugin.registry is not None and plugin.registry.type == "DRAPlugin" and plugin.registry.name:
+        if plugin.dra_driver:
             health = plugin.dra.health if plugin.dra is not None else None
-            known.update(((DRA, plugin.registry.name, f"{h.pool}/{h.device}"), ()) for h in health or ())
+            known.update(((DRA, plugin.dra_driver, f"{h.pool}/{h.device}"), ()) for h in health or ())
     known.update(device_paths(snapshot))
     return known
 
@@ -300,8 +300,8 @@ def known_targets(snapshot: NodeSnapshot) -> set[str]:
     for plugin in snapshot.plugins:
         if plugin.resource:
             names.add(plugin.resource)
-        if plugin.registry is not None and plugin.registry.type == "DRAPlugin" and plugin.registry.name:
-            names.add(plugin.registry.name)
+        if plugin.dra_driver:
+            names.add(plugin.dra_driver)
     return names
 
 

@@ -6,9 +6,12 @@ from dataclasses import dataclass
 
 from devctl.analyze.sources import CHECKPOINT
 from devctl.model import (
+    CSI_PLUGIN_TYPE,
     DEVICE_PLUGIN_TYPE,
+    DRA_PLUGIN_TYPE,
     DeviceList,
     ErrorKind,
+    NodePaths,
     NodeSnapshot,
     PluginOptions,
     PluginProbe,
@@ -60,7 +63,7 @@ class PluginRow:
 
 
 # PluginInfo.type -> the ``kind`` of the CLI contract.
-_KINDS = {"DRAPlugin": "dra", DEVICE_PLUGIN_TYPE: "device-plugin", "CSIPlugin": "csi"}
+_KINDS = {DRA_PLUGIN_TYPE: "dra", DEVICE_PLUGIN_TYPE: "device-plugin", CSI_PLUGIN_TYPE: "csi"}
 
 
 def _status(p: PluginProbe) -> str:
@@ -77,11 +80,11 @@ def _dra_devices(p: PluginProbe, health: str | None) -> int | None:
     return sum(1 for h in p.dra.health if health is None or h.health == health)
 
 
-def _kind(p: PluginProbe) -> str:
+def _kind(p: PluginProbe, paths: NodePaths) -> str:
     if p.registry is not None:
         return _KINDS.get(p.registry.type, "unknown")
     # A socket in the device-plugins dir is a device plugin; a registry socket that never answered GetInfo is unknown.
-    return "unknown" if "/plugins_registry/" in p.socket else "device-plugin"
+    return "unknown" if paths.in_plugins_registry(p.socket) else "device-plugin"
 
 
 @dataclass(frozen=True)
@@ -104,7 +107,7 @@ def plugins_view(snapshot: NodeSnapshot) -> PluginsView:
         PluginRow(
             socket=p.socket,
             # A DRA driver's name stands where a resource name stands (cli.md).
-            resource=p.resource or (p.registry.name if p.registry and p.registry.type == "DRAPlugin" else None),
+            resource=p.resource or p.dra_driver,
             status=_status(p),
             devices=len(p.devices)
             if p.status == PluginStatus.SERVING and p.options is not None
@@ -117,8 +120,8 @@ def plugins_view(snapshot: NodeSnapshot) -> PluginsView:
             error=p.error,
             registry=p.registry,
             error_kind=p.error_kind,
-            kind=_kind(p),
-            driver=p.registry.name if p.registry is not None and p.registry.type == "DRAPlugin" else None,
+            kind=_kind(p, snapshot.paths),
+            driver=p.dra_driver,
             endpoint=p.registry.endpoint if p.registry is not None else None,
             endpoint_path=p.dra.path if p.dra is not None else None,
             endpoint_status=p.dra.status.value if p.dra is not None else None,

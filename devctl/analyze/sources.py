@@ -26,6 +26,7 @@ from devctl.model import (
     ErrorKind,
     NodeSnapshot,
     PluginStatus,
+    Source,
     SourceError,
 )
 
@@ -103,9 +104,9 @@ def errors_of(snapshot: NodeSnapshot) -> tuple[SourceError, ...]:
 _ERROR_SOURCES = {
     POD_RESOURCES: POD_RESOURCES,
     PLUGINS: PLUGINS,
-    "plugin": PLUGINS,
-    "registry": PLUGINS,
-    "dra": PLUGINS,  # a DRA driver's endpoint or health stream
+    Source.PLUGIN: PLUGINS,
+    Source.REGISTRY: PLUGINS,
+    Source.DRA: PLUGINS,  # a DRA driver's endpoint or health stream
     DRA_DRIVERS: PLUGINS,
     DRA_CHECKPOINT: DRA_CHECKPOINT,
     CDI: CDI,
@@ -139,7 +140,7 @@ def refused(snapshot: NodeSnapshot, shown: set[str] | frozenset[str]) -> bool:
 
 
 # The errors a read of the DRA drivers alone (DRA_DRIVERS, a part of PLUGINS) meets: registrations, endpoints.
-_DRA_DRIVER_ERRORS = frozenset({"registry", "dra", DRA_DRIVERS})
+_DRA_DRIVER_ERRORS = frozenset({Source.REGISTRY, Source.DRA, DRA_DRIVERS})
 
 
 def only_sources(snapshot: NodeSnapshot, sources: set[str] | frozenset[str]) -> NodeSnapshot:

@@ -47,6 +47,7 @@ from devctl.model import (
     NodePaths,
     NodeSnapshot,
     PluginStatus,
+    Source,
 )
 from devctl.node.sockets import (
     dial_path,
@@ -59,7 +60,7 @@ from devctl.node.sockets import (
 # What proves that nothing listens on a socket: it cannot serve anything.
 _NOBODY = frozenset({ErrorKind.MISSING, ErrorKind.STALE, ErrorKind.NOT_A_SOCKET})
 # The errors of the plugin sockets' own source (a socket's failure is in its probe too).
-_PLUGIN_SOURCES = frozenset({PLUGINS, PLUGINS_DIR_SOURCE, "registry", "plugin"})
+_PLUGIN_SOURCES = frozenset({PLUGINS, PLUGINS_DIR_SOURCE, Source.REGISTRY, Source.PLUGIN})
 
 
 @dataclass(frozen=True)
@@ -111,10 +112,10 @@ async def live_server_for(
 
 def _unproven(resource: str, paths: NodePaths, snapshot: NodeSnapshot, skip: Collection[str]) -> LiveServer | None:
     """What the snapshot could not read that may serve ``resource``: fail closed, never open."""
-    told = {p.error for p in snapshot.plugins if p.error}
     for e in snapshot.errors:
-        # The sockets' directories (or the whole source) unread: any socket in them may serve it.
-        if e.source in _PLUGIN_SOURCES and e.message not in told and e.kind != ErrorKind.MISSING:
+        # The sockets' directories (or the whole source) unread: any socket in them may serve it. A socket's own
+        # failure has the socket as subject, and is its probe's, weighed below.
+        if e.source in _PLUGIN_SOURCES and e.subject is None and e.kind != ErrorKind.MISSING:
             return LiveServer(None, certain=False, why=f"the plugin sockets could not be read: {shown(e.message)}")
     for p in snapshot.plugins:
         if p.status == PluginStatus.SERVING or p.error_kind in _NOBODY or p.status == PluginStatus.STALE:

@@ -20,6 +20,7 @@ from devctl.model import (
     DraCheckpoint,
     ErrorKind,
     NodePaths,
+    Source,
     SourceError,
 )
 from devctl.node.connect import RpcFailure, check_socket
@@ -90,7 +91,7 @@ async def read_topology_source(paths: NodePaths, out: Readings) -> None:
         topology = await asyncio.to_thread(read_topology, paths.sysfs)
         out.topology = await asyncio.to_thread(with_database_names, topology)  # vendor and model names
     except TopologyError as e:
-        out.errors.append(SourceError("sysfs", str(e), e.kind))
+        out.errors.append(SourceError(Source.SYSFS, str(e), e.kind))
 
 
 async def read_identities_source(paths: NodePaths, out: Readings) -> None:

@@ -14,6 +14,7 @@ from functools import partial
 from devctl.core.readings import UNDECODABLE, Pending, Readings, answered, oserror_line, undecodable
 from devctl.model import (
     DEVICE_PLUGIN_TYPE,
+    DRA_PLUGIN_TYPE,
     PLUGINS_DIR_SOURCE,
     DraEndpoint,
     ErrorKind,
@@ -21,6 +22,7 @@ from devctl.model import (
     PluginProbe,
     PluginStatus,
     RegistryInfo,
+    Source,
     SourceError,
 )
 from devctl.node.connect import RpcFailure, check_socket
@@ -69,8 +71,6 @@ async def _registry_socket(s: SocketFile, paths: NodePaths, timeout: float, dra_
     except UNDECODABLE:
         error = undecodable(f"{socket} GetInfo")
         return PluginProbe(socket=socket, status=PluginStatus.UNREACHABLE, error=error, error_kind=ErrorKind.WRONG_API)
-    from devctl.node.dra import DRA_PLUGIN_TYPE
-
     if info.type == DRA_PLUGIN_TYPE:
         return await _dra_driver(s, paths, info, timeout)
     if info.type != DEVICE_PLUGIN_TYPE or dra_only:
@@ -137,7 +137,9 @@ async def read_plugins(
     except FileNotFoundError:
         registry = []  # most nodes without CSI or DRA drivers have none
     except OSError as e:
-        out.errors.append(SourceError("registry", oserror_line(paths.plugins_registry, e), ErrorKind.of_oserror(e)))
+        out.errors.append(
+            SourceError(Source.REGISTRY, oserror_line(paths.plugins_registry, e), ErrorKind.of_oserror(e))
+        )
         registry = []
     if not sockets and not registry:
         return  # no socket to name: the running devctl plugins' control sockets are not asked
@@ -149,18 +151,18 @@ async def read_plugins(
         ),
     )
     if dra_only:  # a device plugin's or CSI driver's registration is not a DRA driver's: left out
-        from devctl.node.dra import DRA_PLUGIN_TYPE
-
         probes = [p for p in probes if p.registry is None or p.registry.type == DRA_PLUGIN_TYPE]
     out.claimed.update(claimed)
     registered = {s.path for s in registry}
     for p in probes:
         if p.error:
-            source = "registry" if p.socket in registered else "plugin"
-            out.errors.append(SourceError(source, p.error, p.error_kind or ErrorKind.OTHER))
+            # The socket as subject: the probe's own failure, which its row shows; a registry dir that could not be
+            # listed has none (the exporter's source_up, doctor's socket checks tell the two apart by it).
+            source = Source.REGISTRY if p.socket in registered else Source.PLUGIN
+            out.errors.append(SourceError(source, p.error, p.error_kind or ErrorKind.OTHER, p.socket))
         if p.dra is not None and p.dra.error:
             driver = p.registry.name if p.registry is not None else None
-            out.errors.append(SourceError("dra", p.dra.error, p.dra.error_kind or ErrorKind.OTHER, driver))
+            out.errors.append(SourceError(Source.DRA, p.dra.error, p.dra.error_kind or ErrorKind.OTHER, driver))
     out.plugins.extend(probes)
 
 

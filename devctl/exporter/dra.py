@@ -121,14 +121,9 @@ def live_probes(plugins: tuple[PluginProbe, ...], drivers: Mapping[str, DriverLi
 def followable(plugins: tuple[PluginProbe, ...]) -> set[str]:
     """The DRA drivers a refresh found serving a health stream: the ones to follow."""
     return {
-        p.registry.name
+        p.dra_driver
         for p in plugins
-        if p.registry is not None
-        and p.registry.type == "DRAPlugin"
-        and p.registry.name
-        and p.dra is not None
-        and p.dra.status == PluginStatus.SERVING
-        and p.dra.health_stream
+        if p.dra_driver and p.dra is not None and p.dra.status == PluginStatus.SERVING and p.dra.health_stream
     }
 
 

@@ -48,7 +48,6 @@ from devctl.analyze import (
     only_sources,
     resources_view,
 )
-from devctl.analyze.claim_state import DRA_TYPE
 from devctl.analyze.claims import claims_view
 from devctl.analyze.dra_inventory import dra_inventory
 from devctl.analyze.rows import FREE_MEANING, free_count
@@ -56,7 +55,7 @@ from devctl.core.doctor import DoctorExtras, diagnose_node
 from devctl.core.watch import numa_text
 from devctl.exporter.dra import DriverLive, live_probes
 from devctl.exporter.live import LiveSocket
-from devctl.model import CDI, HEALTHY, RUNTIME, Device, NodeSnapshot, PluginProbe, PluginStatus
+from devctl.model import CDI, HEALTHY, RUNTIME, Device, NodeSnapshot, PluginProbe, PluginStatus, Source
 
 # The ``kind`` label: devices of device plugins, and DRA drivers' devices (the views' ``kind``).
 DEVICE_PLUGIN = "device-plugin"
@@ -131,9 +130,8 @@ def source_up(snapshot: NodeSnapshot) -> dict[str, bool]:
 
     # A socket's own failure is its devctl_plugin_up 0; the source is down when it was not read as a whole:
     # its reader failed, or a sockets directory could not be listed (an error no socket's probe holds).
-    told = {p.error for p in snapshot.plugins if p.error}
     plugins_whole = not any(
-        e.source in (PLUGINS, PLUGINS_DIR_SOURCE) or (e.source == "registry" and e.message not in told)
+        e.source in (PLUGINS, PLUGINS_DIR_SOURCE) or (e.source == Source.REGISTRY and e.subject is None)
         for e in snapshot.errors
     )
     return {
@@ -199,7 +197,7 @@ def health_value(health: str) -> float:
 
 def _dra_driver(p: PluginProbe) -> str | None:
     """The driver a registration socket names, when it is a DRA driver's."""
-    return p.registry.name if p.registry is not None and p.registry.type == DRA_TYPE and p.registry.name else None
+    return p.dra_driver
 
 
 def _dra_serving(p: PluginProbe) -> bool:

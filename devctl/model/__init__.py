@@ -55,7 +55,9 @@ from devctl.model.kubelet import (
     MemoryManagerState,
 )
 from devctl.model.plugins import (
+    CSI_PLUGIN_TYPE,
     DEVICE_PLUGIN_TYPE,
+    DRA_PLUGIN_TYPE,
     HEALTHY,
     UNHEALTHY,
     Allocation,
@@ -110,9 +112,11 @@ __all__ = [
     "ALL_SOURCES",
     "CDI",
     "CHECKPOINT",
+    "CSI_PLUGIN_TYPE",
     "DEVICE_PLUGIN_TYPE",
     "DRA_CHECKPOINT",
     "DRA_DRIVERS",
+    "DRA_PLUGIN_TYPE",
     "EXTRA_SOURCES",
     "HEALTHY",
     "HOLDER_SOURCES",

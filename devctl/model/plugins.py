@@ -10,9 +10,10 @@ from devctl.base.errors import ErrorKind, SocketStatus
 
 HEALTHY = "Healthy"
 UNHEALTHY = "Unhealthy"
-# The registry type of a device plugin (pluginregistration's PluginInfo.type); other registry sockets are CSI or
-# DRA drivers.
+# The registry types (pluginregistration's PluginInfo.type) of a device plugin, a DRA driver and a CSI driver.
 DEVICE_PLUGIN_TYPE = "DevicePlugin"
+DRA_PLUGIN_TYPE = "DRAPlugin"
+CSI_PLUGIN_TYPE = "CSIPlugin"
 
 
 # How a device plugin's socket answered (the ``status`` values of the CLI contract): the one socket vocabulary.
@@ -199,6 +200,12 @@ class PluginProbe:
     registry: RegistryInfo | None = None
     error_kind: ErrorKind | None = None
     dra: DraEndpoint | None = None  # a DRA driver's endpoint, probed (registry sockets of type DRAPlugin)
+
+    @property
+    def dra_driver(self) -> str | None:
+        """The driver's name when this is a DRA driver's registration (its GetInfo's type), else None."""
+        r = self.registry
+        return r.name if r is not None and r.type == DRA_PLUGIN_TYPE and r.name else None
 
     @property
     def is_device_plugin(self) -> bool:

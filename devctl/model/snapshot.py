@@ -46,6 +46,11 @@ class NodePaths:
     def plugins_registry(self) -> str:
         return f"{self.kubelet_dir}/plugins_registry"
 
+    def in_plugins_registry(self, socket: str) -> bool:
+        """Whether ``socket`` was listed in ``plugins_registry/`` (or a directory under it), where the plugin
+        watcher finds registrations, rather than in the device-plugins dir."""
+        return socket.startswith(self.plugins_registry.rstrip("/") + "/")
+
 
 @dataclass(frozen=True)
 class NodeSnapshot:

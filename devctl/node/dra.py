@@ -31,6 +31,7 @@ from google.protobuf.message import DecodeError
 
 from devctl.base.waits import within
 from devctl.model import (
+    DRA_PLUGIN_TYPE,
     DraDeviceHealth,
     DraEndpoint,
     ErrorKind,
@@ -45,7 +46,6 @@ from devctl.node.sockets import OutsideRoot, SocketFile, registry_endpoint, regi
 log = logging.getLogger(__name__)
 
 # The type a DRA driver gives in PluginInfo.
-DRA_PLUGIN_TYPE = "DRAPlugin"
 # supported_versions labels of the health service, in the order devctl asks them.
 HEALTH_LABELS = (("v1", "v1.DRAResourceHealth"), ("v1alpha1", "v1alpha1.DRAResourceHealth"))
 DRA_SERVICE_LABELS = ("v1.DRAPlugin", "v1beta1.DRAPlugin", "v1alpha3.NodeService")
