@@ -642,3 +642,19 @@ def test_severity_is_coloured_only_when_asked():
     coloured = findings_table(rows, TableStyle(color=True)).splitlines()
     assert coloured[1].startswith("\033[31merror\033[0m") and coloured[4].startswith("\033[33mwarning\033[0m")
     assert "\033[" not in findings_table(rows, TableStyle())
+
+
+def test_the_exporter_counts_a_disagreement_as_doctor_does_the_refresh_before_as_its_second_reading():
+    """devctl_doctor_findings counts what `devctl doctor` finds: a lasting disagreement is an error there too,
+    and one gone by the next refresh (an update in flight) is not counted."""
+    from devctl.exporter.metrics import prepare
+
+    def counted(snapshot: NodeSnapshot, before: NodeSnapshot | None) -> set[tuple[str, str, int]]:
+        refresh = prepare(snapshot, {}, {}, 0.0, None, before)
+        return {f for f in refresh.findings if f[1] == "kubelet-plugin-disagree"}
+
+    first = disagreeing(["x-0", "x-1"], ["x-0", "x-1", "x-2"])
+    agreed = disagreeing(["x-0", "x-1"], ["x-0", "x-1"])
+    assert counted(first, first) == {("error", "kubelet-plugin-disagree", 1)}
+    assert counted(first, agreed) == set()
+    assert counted(first, None) == {("warning", "kubelet-plugin-disagree", 1)}  # the first refresh: one reading

@@ -153,8 +153,13 @@ def prepare(
     resources: Mapping[str, str],
     at: float,
     extras: DoctorExtras | None = None,
+    before: NodeSnapshot | None = None,
 ) -> Refresh:
-    """devctl's views and checks of a refreshed snapshot, its plugins as the live streams say now."""
+    """devctl's views and checks of a refreshed snapshot, its plugins as the live streams say now.
+
+    ``before`` is the last refresh's reading: doctor reads a plugin that disagrees with the kubelet a second
+    time before it calls that an error, and the refresh before stands for that second reading here.
+    """
     merged = replace(snapshot, plugins=merged_plugins(snapshot, live, resources))
     devices: dict[str, dict[str, DeviceRow]] = {}
     dra_devices = []
@@ -173,7 +178,7 @@ def prepare(
     # doctor's own reading of the node: the refresh as read, never with the live streams laid over it (a socket
     # followed after it was deleted, or up again since its probe failed, would be a finding doctor never makes:
     # plugin-unreachable for its no-plugin, or source-unreadable for a probe error no row explains).
-    counts = Counter((f.severity, f.code) for f in diagnose_node(snapshot, None, extras))
+    counts = Counter((f.severity, f.code) for f in diagnose_node(snapshot, before, extras))
     return Refresh(
         at=at,
         snapshot=snapshot,

@@ -35,7 +35,7 @@ from devctl.exporter.metrics import READ, prepare
 from devctl.exporter.state import ExporterState
 from devctl.fast import httpd
 from devctl.fast.httpd import FRAME
-from devctl.model import NodePaths
+from devctl.model import NodePaths, NodeSnapshot
 
 if TYPE_CHECKING:
     from devctl.core.recorder import Recorder
@@ -115,6 +115,7 @@ async def _refresh(paths: NodePaths, timeout: float, interval: float, state: Exp
     from devctl.core.collect import collect
     from devctl.core.doctor import read_extras
 
+    before: NodeSnapshot | None = None
     while True:
         started = time.monotonic()
         snapshot = await collect(paths, timeout, want=frozenset(READ))
@@ -124,7 +125,9 @@ async def _refresh(paths: NodePaths, timeout: float, interval: float, state: Exp
         extras = await read_extras(snapshot, timeout, history=False)
         live, resources = state.learn(snapshot)
         # The views and doctor's checks are pure CPU work: off the loop, so no stream waits on them.
-        state.set_refresh(await asyncio.to_thread(prepare, snapshot, live, resources, time.time(), extras))
+        refresh = await asyncio.to_thread(prepare, snapshot, live, resources, time.time(), extras, before)
+        state.set_refresh(refresh)
+        before = snapshot
         await asyncio.sleep(max(0.0, interval - (time.monotonic() - started)))
 
 
