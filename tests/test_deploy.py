@@ -183,6 +183,52 @@ def test_the_container_has_no_capability_and_a_readiness_probe_on_healthz() -> N
     assert container.resources.limits["memory"] and container.resources.requests["cpu"]
 
 
+# The list keys of a strategic merge patch (kubectl patch): containers and volumes by name, mounts by path.
+_MERGE_KEYS = {"containers": "name", "volumes": "name", "volumeMounts": "mountPath"}
+
+
+def _merged(base: Any, patch: Any, key: str | None = None) -> Any:
+    """``patch`` applied to ``base`` as ``kubectl patch --type strategic`` does for the fields used here."""
+    if isinstance(base, dict) and isinstance(patch, dict):
+        out = dict(base)
+        for k, v in patch.items():
+            out[k] = _merged(base[k], v, k) if k in base else v
+        return out
+    if isinstance(base, list) and isinstance(patch, list) and key in _MERGE_KEYS:
+        by = _MERGE_KEYS[key]
+        out = [dict(item) for item in base]
+        for item in patch:
+            same = [i for i, old in enumerate(out) if old[by] == item[by]]
+            if same:
+                out[same[0]] = _merged(out[same[0]], item)
+            else:
+                out.append(item)
+        return out
+    return patch
+
+
+def test_the_kernel_log_patch_mounts_dev_kmsg_where_the_exporter_reads_it_and_nothing_writable() -> None:
+    """deploy/kmsg-patch.yaml (opt-in): /dev/kmsg at <root>/dev/kmsg, the path the recorder reads by default,
+    read-only; the container privileged (the only way to open a host device), a valid DaemonSet after it."""
+    from devctl.core.history import default_kmsg
+
+    (patch,) = _documents("kmsg-patch.yaml")
+    ds = _validate(_merged(_documents("daemonset.yaml")[1], patch))
+    pod = ds.spec.template.spec
+    (container,) = pod.containers
+    root = container.args[container.args.index("--root") + 1]
+    kmsg = default_kmsg(resolve_paths(root=root, env={}))
+    m = _deepest_mount(container.volume_mounts, kmsg)
+    assert (m.mount_path, m.read_only) == (kmsg, True)
+    host = {v.name: v for v in pod.volumes}[m.name].host_path
+    assert (host.path, host.type) == ("/dev/kmsg", "CharDevice")
+    sc = container.security_context
+    assert sc.privileged is True and sc.allow_privilege_escalation is not False  # the API refuses the two together
+    assert [x.mount_path for x in container.volume_mounts if not x.read_only] == [f"{root}/var/lib/devctl"]
+    # Without the patch the DaemonSet stays unprivileged.
+    assert not _daemonset().spec.template.spec.containers[0].security_context.privileged
+
+
 def test_the_podmonitor_selects_the_daemonset_and_labels_the_node() -> None:
     (monitor,) = _documents("podmonitor.yaml")
     assert monitor["apiVersion"] == "monitoring.coreos.com/v1" and monitor["kind"] == "PodMonitor"
