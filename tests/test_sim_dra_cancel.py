@@ -14,7 +14,7 @@ import pytest
 from test_sim_dra import SCENARIO
 
 from devctl.base.waits import within
-from devctl.lab import grpcserver
+from devctl.lab import serving
 from devctl.lab.sim.dranode import start_drivers
 from devctl.node.paths import resolve_paths
 
@@ -31,7 +31,7 @@ async def test_a_driver_cancelled_while_its_server_starts_is_stopped_and_removed
         bound.set()
         await asyncio.Event().wait()
 
-    monkeypatch.setattr(grpcserver, "start", held)
+    monkeypatch.setattr(serving, "start_to_end", held)
     starting = asyncio.create_task(start_drivers(SCENARIO, paths, str(short_root / "ctl")))
     await within(bound.wait(), 10)
     assert _there(socket)  # bound: what a stop must take away

@@ -45,7 +45,7 @@ from devctl.api.drahealth.v1alpha1 import api_pb2_grpc as health_v1alpha1_grpc
 from devctl.api.pluginregistration.v1 import api_pb2 as reg
 from devctl.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from devctl.base.waits import cancel_and_wait, within
-from devctl.lab import grpcserver, made
+from devctl.lab import made, serving
 from devctl.lab.plugin import cdi
 from devctl.lab.plugin.dra_control import DraControlServer, health_value
 from devctl.lab.plugin.dra_spec import (
@@ -111,7 +111,7 @@ class DraDriver:
         self._streams: set[asyncio.Queue[tuple[DraDevice, ...] | None]] = set()
         # The last health list sent, per API version, and its message: shared by every stream until it changes.
         self._sent: dict[str, tuple[tuple[DraDevice, ...], Any]] = {}
-        self._servers: list[tuple[grpc.aio.Server, str, tuple[int, int] | None]] = []
+        self._servers: list[serving.UnixGrpcServer] = []
         self._made_dir = False
         self._control: DraControlServer | None = None
         self._status = asyncio.Condition()
@@ -126,8 +126,7 @@ class DraDriver:
             made.clear_for_bind(path)  # before anything is served: only a stale socket may go
         await self._serve(self.socket_path, self._add_dra_services)
         if self.register_enabled:
-            os.makedirs(os.path.dirname(self.registration_path), 0o750, exist_ok=True)
-            await self._serve(self.registration_path, self._add_registration)
+            await self._serve(self.registration_path, self._add_registration, dir_mode=0o750)
         if self.control_dir is not None:
             self._control = DraControlServer(self, self.control_dir)
             await self._control.start()
@@ -156,9 +155,8 @@ class DraDriver:
         for queue in self._streams:
             queue.put_nowait(None)
         # The registration socket goes first: the kubelet's watcher sees the driver leave.
-        for server, path, ident in reversed(self._servers):
-            await server.stop(STOP_GRACE)
-            made.unlink_socket(path, ident)
+        for server in reversed(self._servers):
+            await server.stop()
         self._servers.clear()
         for uid in list(self._prepared):
             cdi.remove_claim_spec(self.root, self.spec.driver, uid)
@@ -175,19 +173,15 @@ class DraDriver:
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
-    async def _serve(self, path: str, add: Callable[[grpc.aio.Server], None]) -> None:
-        server = grpc.aio.server()
-        add(server)
-        try:
-            made.add_private_port(server, path)
-        except made.PathTaken as e:
-            raise ServeError(str(e)) from None
-        except RuntimeError as e:
-            raise ServeError(f"cannot serve on {path}: {e}") from None
+    async def _serve(self, path: str, add: Callable[[grpc.aio.Server], None], dir_mode: int | None = None) -> None:
+        server = serving.UnixGrpcServer(path, add, grace=STOP_GRACE, dir_mode=dir_mode)
         # before it starts: a Ctrl-C during the start still leaves the socket for stop() to remove (a sim stopped
         # then left <kubelet-dir>/plugins/<driver>/dra.sock behind, and the root with it)
-        self._servers.append((server, path, made.socket_identity(path)))
-        await grpcserver.start(server)
+        self._servers.append(server)
+        try:
+            await server.start()
+        except (made.PathTaken, serving.BindError) as e:
+            raise ServeError(str(e)) from None
 
     def _add_dra_services(self, server: grpc.aio.Server) -> None:
         if "v1" in self.spec.versions:

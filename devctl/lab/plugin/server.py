@@ -27,7 +27,7 @@ from devctl.api.deviceplugin.v1beta1 import api_pb2 as dp
 from devctl.api.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
 from devctl.base.errors import DevctlError
 from devctl.base.waits import cancel_and_wait, within
-from devctl.lab import grpcserver, made
+from devctl.lab import made, serving
 from devctl.lab.plugin.control import ControlServer
 from devctl.lab.plugin.preferred import preferred_allocation
 from devctl.lab.plugin.spec import DeviceError, PluginSpec, UnknownDevice
@@ -101,8 +101,7 @@ class DevicePluginServer:
         self._streams: set[_Newest] = set()
         # The last list sent and its message: every stream and every new one shares it until the list changes.
         self._sent: tuple[tuple[Device, ...], dp.ListAndWatchResponse] | None = None
-        self._server: grpc.aio.Server | None = None
-        self._socket_id: tuple[int, int] | None = None
+        self._serving = serving.UnixGrpcServer(self.socket_path, self._add, grace=STOP_GRACE, dir_mode=0o750)
         self._kubelet_id: tuple[int, int] | None = None
         self._register_wanted = asyncio.Event()
         self._registered_cond = asyncio.Condition()
@@ -121,7 +120,6 @@ class DevicePluginServer:
             made.check_socket_path(self.socket_path)
         except ValueError as e:
             raise ServeError(str(e)) from None
-        os.makedirs(self.plugins_dir, 0o750, exist_ok=True)
         await self._refuse_live_socket()
         await self._serve(first=True)
         if self.control_dir is not None:
@@ -164,19 +162,14 @@ class DevicePluginServer:
         writer.close()
         raise ServeError(f"{self.socket_path} is already served by a live process; choose another --socket")
 
-    async def _serve(self, first: bool = False) -> None:
-        server = grpc.aio.server()
+    def _add(self, server: grpc.aio.Server) -> None:
         dp_grpc.add_DevicePluginServicer_to_server(_Servicer(self), server)
+
+    async def _serve(self, first: bool = False) -> None:
         try:
-            made.add_private_port(server, self.socket_path)
-        except made.PathTaken as e:
+            await self._serving.start()
+        except (made.PathTaken, serving.BindError) as e:
             raise ServeError(str(e)) from None
-        except RuntimeError:
-            # gRPC's own message only says that binding failed; say what is in the way.
-            raise ServeError(f"cannot bind {self.socket_path}: {made.bind_failure(self.socket_path)}") from None
-        self._socket_id = made.socket_identity(self.socket_path)  # bound by add_private_port
-        self._server = server  # before it starts: a cancelled start still leaves it for stop() to shut down
-        await grpcserver.start(server)
         # The first time, whoever started the plugin says "serving"; a re-serve after a kubelet restart is news.
         self.log.log(
             logging.DEBUG if first else logging.INFO,
@@ -189,12 +182,7 @@ class DevicePluginServer:
     async def _stop_server(self) -> None:
         for stream in self._streams:
             stream.end()  # ends each ListAndWatch cleanly, status OK
-        if self._server is not None:
-            await self._server.stop(STOP_GRACE)
-            self._server = None
-        # gRPC unlinks the path on shutdown in most cases; if our socket is still there, remove it ourselves.
-        made.unlink_socket(self.socket_path, self._socket_id)
-        self._socket_id = None
+        await self._serving.stop()
 
     # --- registration and kubelet restarts ------------------------------------------
 
@@ -256,12 +244,11 @@ class DevicePluginServer:
         # A restarting kubelet deletes every socket in the plugins dir, ours too
         # (pkg/kubelet/cm/devicemanager/manager.go, removeContents), then creates
         # kubelet.sock again and forgets every plugin until it registers again.
-        if self._server is None or made.socket_identity(self.socket_path) != self._socket_id:
+        if not self._serving.still_bound():
             self.log.debug("%s was removed; serving it again", self.socket_path)
             # The old server stops before the new one binds: its socket at the path is gone,
             # and it never unlinks the new one (add_private_port).
             await self._stop_server()
-            os.makedirs(self.plugins_dir, 0o750, exist_ok=True)
             await self._serve()
             self._want_registration()
         kubelet = _identity(self.kubelet_socket)

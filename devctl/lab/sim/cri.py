@@ -10,7 +10,6 @@ Every other RuntimeService method answers UNIMPLEMENTED (the generated base).
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Callable
 
@@ -18,7 +17,7 @@ import grpc
 
 from devctl.api.cri.runtime.v1 import api_pb2 as cri
 from devctl.api.cri.runtime.v1 import api_pb2_grpc as cri_grpc
-from devctl.lab import grpcserver, made
+from devctl.lab import serving
 from devctl.lab.sim.ids import container_id, sandbox_id
 from devctl.lab.sim.scenario import PodSpec
 
@@ -119,24 +118,14 @@ class RuntimeServer:
     def __init__(self, socket_path: str, pods: Callable[[], tuple[PodSpec, ...]]):
         self.socket_path = socket_path
         self._pods = pods
-        self._server: grpc.aio.Server | None = None
-        self._identity: made.SocketId | None = None
+        self._serving = serving.UnixGrpcServer(socket_path, self._add, grace=None, dir_mode=0o777)
+
+    def _add(self, server: grpc.aio.Server) -> None:
+        cri_grpc.add_RuntimeServiceServicer_to_server(_Runtime(self._pods), server)
 
     async def start(self) -> None:
-        os.makedirs(os.path.dirname(self.socket_path), exist_ok=True)
-        server = grpc.aio.server()
-        cri_grpc.add_RuntimeServiceServicer_to_server(_Runtime(self._pods), server)
-        try:
-            made.add_private_port(server, self.socket_path)  # 0600 whatever the umask; a stale socket goes
-        except RuntimeError:
-            raise OSError(f"{self.socket_path}: cannot listen on this socket") from None
-        self._identity = made.socket_identity(self.socket_path)  # bound by add_private_port
-        self._server = server  # before it starts: a cancelled start still leaves it for stop() to shut down
-        await grpcserver.start(server)
+        await self._serving.start()
         log.info("CRI runtime serving on %s", self.socket_path)
 
     async def stop(self) -> None:
-        if self._server is not None:
-            await self._server.stop(grace=None)
-            self._server = None
-        made.unlink_socket(self.socket_path, self._identity)
+        await self._serving.stop()

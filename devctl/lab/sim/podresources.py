@@ -21,7 +21,7 @@ from devctl.api.podresources.v1 import api_pb2 as v1
 from devctl.api.podresources.v1 import api_pb2_grpc as v1_grpc
 from devctl.api.podresources.v1alpha1 import api_pb2 as v1alpha1
 from devctl.api.podresources.v1alpha1 import api_pb2_grpc as v1alpha1_grpc
-from devctl.lab import grpcserver, made
+from devctl.lab import serving
 from devctl.lab.sim.ratelimit import DEFAULT_BURST, DEFAULT_RATE, TokenBucket
 from devctl.model import (
     AllocatableResources,
@@ -252,41 +252,31 @@ class PodResourcesServer:
         self.dynamic_resources = dynamic_resources
         self.bucket = TokenBucket(rate, burst)
         self.rejected = 0
-        self._server: grpc.aio.Server | None = None
-        self._identity: made.SocketId | None = None
-
-    async def start(self) -> None:
-        """Listen on the socket, replacing a stale socket file as the kubelet does."""
-        if self._server is not None:
-            return
-        os.makedirs(os.path.dirname(self.socket_path), exist_ok=True)
-        made.clear_for_bind(self.socket_path)  # a stale socket goes, as the kubelet's CreateListener does
-        server = grpc.aio.server(
+        self._serving = serving.UnixGrpcServer(
+            self.socket_path,
+            self._add,
+            grace=STOP_GRACE,
             interceptors=[_RateLimit(self)],
             # The kubelet sends replies of any size; clients must raise their receive limit.
             options=[("grpc.max_send_message_length", -1)],
+            dir_mode=0o777,
         )
+
+    def _add(self, server: grpc.aio.Server) -> None:
         if self.api == "v1":
             v1_grpc.add_PodResourcesListerServicer_to_server(_V1Lister(self), server)
         v1alpha1_grpc.add_PodResourcesListerServicer_to_server(_V1alpha1Lister(self), server)
-        try:
-            made.add_private_port(server, self.socket_path)  # 0600 whatever the umask; a stale socket goes
-        except RuntimeError:
-            # gRPC's own message gives no reason; say what is in the way.
-            raise OSError(f"cannot bind {self.socket_path}: {made.bind_failure(self.socket_path)}") from None
-        self._identity = made.socket_identity(self.socket_path)  # bound by add_private_port
-        self._server = server  # before it starts: a cancelled start still leaves it for stop() to shut down
-        await grpcserver.start(server)
+
+    async def start(self) -> None:
+        """Listen on the socket, replacing a stale socket file as the kubelet's CreateListener does."""
+        if self._serving.running:
+            return
+        await self._serving.start()
         log.info("pod-resources (%s) serving on %s", self.api, self.socket_path)
 
     async def stop(self) -> None:
         """Stop serving and remove the socket file."""
-        if self._server is None:
-            return
-        server, self._server = self._server, None
-        await server.stop(STOP_GRACE)
-        made.unlink_socket(self.socket_path, self._identity)
-        self._identity = None
+        await self._serving.stop()
 
     async def __aenter__(self) -> PodResourcesServer:
         await self.start()

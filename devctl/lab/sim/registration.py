@@ -21,7 +21,7 @@ import grpc
 from devctl.api.deviceplugin.v1beta1 import api_pb2 as dp
 from devctl.api.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
 from devctl.base.errors import DevctlError
-from devctl.lab import grpcserver, made
+from devctl.lab import serving
 from devctl.lab.plugin.spec import resource_name_error
 from devctl.model import PluginOptions
 from devctl.node.deviceplugin import API_VERSION, DevicePluginClient
@@ -70,30 +70,18 @@ class RegistrationServer:
         self.plugins_dir = os.path.dirname(socket_path)
         self.handler = handler
         self.dial_timeout = dial_timeout
-        self._server: grpc.aio.Server | None = None
-        self._identity: made.SocketId | None = None
+        self._serving = serving.UnixGrpcServer(socket_path, self._add, grace=STOP_GRACE, dir_mode=0o777)
+
+    def _add(self, server: grpc.aio.Server) -> None:
+        dp_grpc.add_RegistrationServicer_to_server(_Registration(self), server)
 
     async def start(self) -> None:
-        os.makedirs(self.plugins_dir, exist_ok=True)
-        server = grpc.aio.server()
-        dp_grpc.add_RegistrationServicer_to_server(_Registration(self), server)
-        try:
-            made.add_private_port(server, self.socket_path)  # 0600 whatever the umask; a stale socket goes
-        except RuntimeError:
-            raise OSError(f"cannot bind {self.socket_path}: {made.bind_failure(self.socket_path)}") from None
-        self._identity = made.socket_identity(self.socket_path)  # bound by add_private_port
-        self._server = server  # before it starts: a cancelled start still leaves it for stop() to shut down
-        await grpcserver.start(server)
+        await self._serving.start()
         log.info("kubelet: registration server listening on %s", self.socket_path)
 
     async def stop(self) -> None:
         """Stop listening (Register calls in flight are cancelled) and remove the socket."""
-        if self._server is None:
-            return
-        server, self._server = self._server, None
-        await server.stop(STOP_GRACE)
-        made.unlink_socket(self.socket_path, self._identity)
-        self._identity = None
+        await self._serving.stop()
 
     async def __aenter__(self) -> RegistrationServer:
         await self.start()
