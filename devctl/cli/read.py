@@ -24,7 +24,6 @@ from devctl.cli.output import (
     SortByOpt,
     WatchOpt,
     emit,
-    no_plugins_dir,
     node_snapshot,
     rewatch,
     sort_rows,
@@ -365,66 +364,35 @@ def get(
     quiet: QuietOpt = False,
 ) -> None:
     """One pod's allocations, by pod-resources Get (List where Get is disabled). Exit 1 when there is no such pod."""
-    from dataclasses import replace
-
-    from devctl import analyze
-    from devctl.analyze.claims import with_claim_health
-    from devctl.analyze.pods import device_health
-    from devctl.core.collect import SnapshotError, collect, get_pod, load_snapshot
-    from devctl.core.failures import PodNotFound, RpcFailure
-    from devctl.core.paths import looks_like_a_node, not_a_node
-    from devctl.model import ErrorKind
+    from devctl.core.collect import SnapshotError, load_snapshot
+    from devctl.core.failures import NoSuchPod, RpcFailure
+    from devctl.core.pod import pod_from_snapshot, read_pod
     from devctl.render.table import pods_table
 
     pod, namespace = _split_pod(pod, namespace)
     opts = options(ctx)
-    snap: NodeSnapshot | None = None  # what tells the devices' health, when read
-    if opts.from_file:
-        try:
-            snap = load_snapshot(opts.from_file)
-        except SnapshotError as e:
-            fail(f"--from {e}", ExitCode.NO_SOURCE)
-        if snap.pods is None:  # pod-resources could not be read on the node: exit 3 with why, as it was there
-            reasons = [e for e in snap.errors if e.source == analyze.POD_RESOURCES]
-            if not reasons:
-                fail("the snapshot holds no pod-resources", ExitCode.NO_SOURCE)
-            if reasons[0].kind == ErrorKind.MISSING and no_plugins_dir(snap):
-                fail(not_a_node(snap.paths), ExitCode.NO_SOURCE)  # as on the node itself
-            fail(_why(reasons[0].message, reasons[0].kind), ExitCode.NO_SOURCE)
-        found = analyze.find_pod(snap, pod, namespace)
-        if found is None:
-            fail(_pod_not_found(pod, namespace, snap), ExitCode.FINDINGS)
-    else:
-        try:
-            found = analyze.pod_view(run(get_pod(opts.paths(), opts.timeout, pod, namespace)))
-        except PodNotFound:
-            # One List more, to say where a pod of that name does run (kubectl's habit of
-            # a default namespace makes `-n` the usual thing to forget).
-            snap = run(collect(opts.paths(), opts.timeout, want={analyze.POD_RESOURCES}))
-            fail(_pod_not_found(pod, namespace, snap), ExitCode.FINDINGS)
-        except RpcFailure as e:
-            if e.kind == ErrorKind.MISSING and not looks_like_a_node(opts.paths()):
-                fail(not_a_node(opts.paths()), ExitCode.NO_SOURCE)  # as every read command says a wrong root
-            fail(_why(e.message, e.kind), ExitCode.NO_SOURCE)
-        dra = any(c.dynamic_resources for c in found.containers)
-        plugin_devices = output in (Output.table, Output.wide) and any(c.devices for c in found.containers)
-        if dra or plugin_devices:
-            # Its DRA devices' health and NUMA nodes (the drivers' streams and the CDI specs) and its plugin
-            # devices' health (the plugins' lists, for HEALTHY), read now.
-            want = ({analyze.PLUGINS, analyze.CDI} if dra else set()) | (
-                {analyze.PLUGINS, analyze.CHECKPOINT} if plugin_devices else set()
-            )
-            snap = replace(run(collect(opts.paths(), opts.timeout, want=want)), pods=(found,))
-    if snap is not None and any(c.dynamic_resources for c in found.containers):
-        (found,) = with_claim_health((found,), snap)
-    health = device_health(snap) if snap is not None and any(c.devices for c in found.containers) else None
+    try:
+        if opts.from_file:
+            try:
+                snap = load_snapshot(opts.from_file)
+            except SnapshotError as e:
+                fail(f"--from {e}", ExitCode.NO_SOURCE)
+            reading = pod_from_snapshot(snap, pod, namespace)
+        else:
+            table = output in (Output.table, Output.wide)  # HEALTHY: its plugin devices' health, read for it
+            reading = run(read_pod(opts.paths(), opts.timeout, pod, namespace, health=table))
+    except NoSuchPod as e:
+        fail(_pod_not_found(pod, namespace, e.snapshot), ExitCode.FINDINGS)
+    except RpcFailure as e:
+        fail(_why(e.message, e.kind), ExitCode.NO_SOURCE)
+    found = reading.pod
     if output in (Output.json, Output.yaml):
         write_structured(output, found, None)
     elif quiet or output == Output.name:
         print(escape(f"{found.namespace}/{found.name}"))
     else:
         sys.stdout.write(
-            pods_table([found], table_style(output, no_headers), health)
+            pods_table([found], table_style(output, no_headers), reading.health)
             or escape(f"{found.namespace}/{found.name}") + ": no containers\n"
         )
 
