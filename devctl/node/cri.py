@@ -21,12 +21,12 @@ from devctl.node.rpc import channel, failure, parsed
 log = logging.getLogger(__name__)
 
 
-def _sandbox_state(value: int) -> str:
+def sandbox_state(value: int) -> str:
     names: dict[int, str] = {cri.SANDBOX_READY: "ready", cri.SANDBOX_NOTREADY: "notready"}
     return names.get(value, "unknown")
 
 
-def _container_state(value: int) -> str:
+def container_state(value: int) -> str:
     names: dict[int, str] = {
         cri.CONTAINER_CREATED: "created",
         cri.CONTAINER_RUNNING: "running",
@@ -65,14 +65,12 @@ async def read_runtime(endpoint: str, timeout: float) -> RuntimeState:
                 name=p.metadata.name,
                 namespace=p.metadata.namespace,
                 uid=p.metadata.uid,
-                state=_sandbox_state(p.state),
+                state=sandbox_state(p.state),
             )
             for p in pods.items
         ),
         containers=tuple(
-            RuntimeContainer(
-                id=c.id, sandbox_id=c.pod_sandbox_id, name=c.metadata.name, state=_container_state(c.state)
-            )
+            RuntimeContainer(id=c.id, sandbox_id=c.pod_sandbox_id, name=c.metadata.name, state=container_state(c.state))
             for c in containers.containers
         ),
     )

@@ -16,7 +16,7 @@ import grpc
 from devctl.api.cri.runtime.v1 import api_pb2 as cri
 from devctl.api.cri.runtime.v1 import api_pb2_grpc as cri_grpc
 from devctl.model.runtime import ContainerState, PodRuntimeState, SandboxState
-from devctl.node.cri import _container_state, _sandbox_state
+from devctl.node.cri import container_state, sandbox_state
 from devctl.node.paths import socket_of
 from devctl.node.rpc import channel, failure, parsed
 
@@ -51,7 +51,7 @@ async def pod_states(endpoint: str, timeout: float, namespace: str, name: str) -
             containers = await _containers(stub, path, [p.id for p in found], timeout)
         except grpc.aio.AioRpcError as e:
             raise failure(e, f"{path} (CRI)", timeout) from None
-    sandboxes = tuple(SandboxState(p.id, p.metadata.uid, _sandbox_state(p.state), iso(p.created_at)) for p in found)
+    sandboxes = tuple(SandboxState(p.id, p.metadata.uid, sandbox_state(p.state), iso(p.created_at)) for p in found)
     return PodRuntimeState(path, sandboxes, containers)
 
 
@@ -79,7 +79,7 @@ async def _status(stub: cri_grpc.RuntimeServiceStub, path: str, c: cri.Container
         c.id,
         c.pod_sandbox_id,
         c.metadata.name,
-        _container_state(c.state),
+        container_state(c.state),
         attempt=c.metadata.attempt,
         created_at=iso(c.created_at),
     )
@@ -94,7 +94,7 @@ async def _status(stub: cri_grpc.RuntimeServiceStub, path: str, c: cri.Container
         state.id,
         state.sandbox_id,
         state.name,
-        _container_state(s.state) if s.id else state.state,
+        container_state(s.state) if s.id else state.state,
         reason=s.reason,
         message=s.message,
         exit_code=s.exit_code if s.state == cri.CONTAINER_EXITED else None,

@@ -79,7 +79,7 @@ def read_regular(path: str, limit: int = MAX_FILE_BYTES, *, inside: str | None =
     ``inside``: a resolved directory (``os.path.realpath``) the file itself
     must be directly in, wherever its path's symlinks lead.
     """
-    fd, size = _open_regular(path, limit, inside)
+    fd, size = open_regular(path, limit, inside)
     try:
         chunks = []
         left = limit + 1
@@ -99,7 +99,7 @@ def read_regular(path: str, limit: int = MAX_FILE_BYTES, *, inside: str | None =
     return data
 
 
-def _open_regular(path: str, limit: int, inside: str | None) -> tuple[int, int]:
+def open_regular(path: str, limit: int, inside: str | None) -> tuple[int, int]:
     """A descriptor open for reading on the regular file at ``path``, and its size; nothing else is opened to read."""
     if not _PATH_FLAGS & ~os.O_CLOEXEC:  # no O_PATH: stat, then the fallback's checked open
         try:

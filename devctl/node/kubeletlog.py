@@ -17,7 +17,7 @@ from collections.abc import Iterable
 
 from devctl.base.waits import within
 from devctl.model.runtime import LogLine
-from devctl.node.files import FileReadError, FileRefused, _open_regular
+from devctl.node.files import FileReadError, FileRefused, open_regular
 
 TAIL_BYTES = 8 * 1024 * 1024
 MAX_LINES = 50
@@ -70,7 +70,7 @@ def tail_text(path: str, limit: int = TAIL_BYTES) -> list[str]:
     Never opens a device, FIFO or socket (devctl.node.files); a first line cut by the window is dropped.
     """
     try:
-        fd, size = _open_regular(path, _NO_LIMIT, None)
+        fd, size = open_regular(path, _NO_LIMIT, None)
     except FileRefused as refused:
         raise _read_error(path, refused) from None
     try:
