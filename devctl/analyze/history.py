@@ -14,8 +14,8 @@ keeps ``device=None``: unknown, not guessed.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Protocol
 
@@ -26,6 +26,7 @@ from devctl.model import HEALTHY, UNHEALTHY, NodeSnapshot
 from devctl.model.history import EventSource, Holder, NodeEvent
 from devctl.model.kernel import KernelRecord
 from devctl.model.pci import normalize_pci_address
+from devctl.model.runtime import PodRuntimeState
 from devctl.model.udev import KernelEvent
 
 # The watch words (devctl.core.events: the core sits above this room, so they are repeated here).
@@ -208,6 +209,60 @@ def from_kernel(record: KernelRecord, snapshot: NodeSnapshot | NodeIndex | None)
         what=mention.what,
         driver=driver or mention.driver,
     )
+
+
+def _created(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        when = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return when if when.tzinfo is not None else None
+
+
+def held_since(holder: Holder, pod: PodRuntimeState | None, *, dra: bool) -> datetime | None:
+    """The newest time by which ``holder`` surely held what it holds now; None when the runtime does not say.
+
+    A device plugin's devices are allocated to a container for the life of its pod (the kubelet keeps them by pod
+    UID and container name across restarts), and a DRA claim is prepared before its pod's sandbox is made: so the
+    earliest creation the runtime knows of that container (DRA: of the pod's sandbox), among the sandboxes of the
+    pod's current UID (a pod of the same name made later is another pod), is a time at which it already held it.
+    """
+    if pod is None or not pod.sandboxes:
+        return None
+    current = next((s for s in pod.sandboxes if s.state == "ready"), pod.sandboxes[0])
+    mine = [s for s in pod.sandboxes if s.uid == current.uid]
+    if dra or holder.container is None:
+        stamps = [s.created_at for s in mine]
+    else:
+        ids = {s.id for s in mine}
+        stamps = [c.created_at for c in pod.containers if c.sandbox_id in ids and c.name == holder.container]
+    known = [t for t in map(_created, stamps) if t is not None]
+    return min(known) if known else None
+
+
+def held_then(event: NodeEvent, runtime: Mapping[tuple[str, str], PodRuntimeState] | None) -> NodeEvent:
+    """``event`` with only the holders that already held its device at ``event.time``.
+
+    ``from_kernel`` joins a line to the holders of a snapshot read now, but a live kernel line may be hours
+    old: a holder of now held the device then exactly when its container (DRA: its pod sandbox) existed then,
+    since a device plugin's devices and a DRA claim are fixed for that life. So a holder is kept only when the
+    CRI runtime (``runtime``: (namespace, pod) -> its sandboxes and containers) says it was created at or
+    before the line's time (``held_since``); when the runtime was not read (``None``) or does not say, none is
+    kept: a holder that cannot be shown to have held it is left out, never guessed.
+    """
+    if not event.holders:
+        return event
+    if runtime is None:
+        return replace(event, holders=())
+    dra = event.resource is None  # from_kernel joined it to a DRA driver's device
+    kept = []
+    for holder in event.holders:
+        since = held_since(holder, runtime.get((holder.namespace, holder.pod)), dra=dra)
+        if since is not None and since <= event.time:
+            kept.append(holder)
+    return replace(event, holders=tuple(kept))
 
 
 def from_udev(event: KernelEvent, snapshot: NodeSnapshot | NodeIndex | None) -> NodeEvent | None:
