@@ -132,7 +132,7 @@ def events(
     """What happened to the node's devices, in time order: the journal and the kernel log, each with its source."""
     from datetime import datetime, timezone
 
-    from devctl.core.history import parse_when, read_events
+    from devctl.core.history import parse_when, read_events_live
 
     opts = options(ctx)
     if opts.from_file:
@@ -144,10 +144,15 @@ def events(
     except ValueError as e:
         fail(f"--since/--until {e}")
     paths = opts.paths()
-    answer = read_events(paths, journal=journal, kmsg=kmsg, since=start, until=end, subjects=subjects or ())
+    # The live kernel lines joined to their device and its holders at each line's time (a snapshot under --timeout).
+    answer = run(
+        read_events_live(
+            paths, timeout=opts.timeout, journal=journal, kmsg=kmsg, since=start, until=end, subjects=subjects or ()
+        )
+    )
     _show(answer, output)
     if follow:
-        run(_follow(paths, journal, kmsg, subjects or [], output, answer.last_seq))
+        run(_follow(paths, journal, kmsg, subjects or [], output, answer.last_seq, opts.timeout))
     if not answer.journal_found and not answer.kernel_read:
         raise typer.Exit(int(ExitCode.NO_SOURCE))
     if subjects and not answer.events:
@@ -175,7 +180,13 @@ def _show(answer: EventsAnswer, output: EventsOutput) -> None:
 
 
 async def _follow(
-    paths: NodePaths, journal: str | None, kmsg: str | None, subjects: list[str], output: EventsOutput, after: int
+    paths: NodePaths,
+    journal: str | None,
+    kmsg: str | None,
+    subjects: list[str],
+    output: EventsOutput,
+    after: int,
+    timeout: float,
 ) -> None:
     import asyncio
     import contextlib
@@ -195,7 +206,7 @@ async def _follow(
 
     async def consume() -> None:
         async with contextlib.aclosing(
-            follow_events(paths, journal=journal, kmsg=kmsg, subjects=subjects, after=after)
+            follow_events(paths, journal=journal, kmsg=kmsg, subjects=subjects, after=after, timeout=timeout)
         ) as items:
             async for item in items:
                 if isinstance(item, str):

@@ -20,11 +20,12 @@ from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
-from devctl.analyze.history import from_kernel, matches
+from devctl.analyze.history import matches
 from devctl.base.errors import ErrorKind
+from devctl.core.history_join import UNJOINED, LiveJoin, Rejoin, read_join
 from devctl.model import NodePaths, SourceError
 from devctl.model.history import EventSource, JournalRead, NodeEvent
-from devctl.model.kernel import RecordsLost
+from devctl.model.kernel import KmsgRead, RecordsLost
 from devctl.model.serial import json_field
 from devctl.node.journal import (
     DEFAULT_MAX_SIZE,
@@ -54,6 +55,7 @@ __all__ = [
     "JournalInfo",
     "JournalLocked",
     "JournalWriter",
+    "LiveJoin",
     "check_bound",
     "default_journal",
     "default_kmsg",
@@ -61,6 +63,8 @@ __all__ = [
     "open_journal",
     "parse_when",
     "read_events",
+    "read_events_live",
+    "read_join",
 ]
 
 
@@ -129,19 +133,68 @@ def _kernel_key(event: NodeEvent) -> tuple[object, ...]:
     return (to_ms(event.time), event.pci, event.kind, event.what)
 
 
-def _kernel_events(
-    path: str, proc: str, since: datetime | None, until: datetime | None
-) -> tuple[list[NodeEvent], list[str], SourceError | None]:
-    read = read_kmsg(path, proc=proc)
-    if read.error is not None:
-        return [], [], read.error
+@dataclass(frozen=True)
+class _Read:
+    """What the journal and the kernel log hold, read; the kernel's records not yet turned into events."""
+
+    journal: JournalRead
+    kmsg: KmsgRead
+
+
+def _read(
+    paths: NodePaths, journal: str | None, kmsg: str | None, since: datetime | None, until: datetime | None
+) -> _Read:
+    jpath = journal or default_journal(paths)
+    return _Read(read_journal(jpath, since, until), read_kmsg(default_kmsg(paths, kmsg), proc=paths.proc or "/proc"))
+
+
+def _kernel_events(read: KmsgRead, join: LiveJoin, since: datetime | None, until: datetime | None) -> list[NodeEvent]:
     events = []
     for record in read.records:
-        event = from_kernel(record, None)
+        event = join.kernel(record)
         if event is None or (since is not None and event.time < since) or (until is not None and event.time > until):
             continue
         events.append(event)
-    return events, list(read.notices), None
+    return events
+
+
+def _answer(
+    read: _Read, join: LiveJoin, since: datetime | None, until: datetime | None, subjects: Sequence[str]
+) -> EventsAnswer:
+    jread = read.journal
+    notices = list(jread.notices)
+    errors: list[SourceError] = []
+    found = True
+    if jread.error is not None:
+        if jread.error.kind == ErrorKind.MISSING:
+            found = False  # a face says so (journal_found): the CLI once on stderr, the TUI not at all
+        else:
+            errors.append(SourceError("journal", f"{jread.path}: {jread.error.message}", jread.error.kind))
+    kernel_error = read.kmsg.error
+    kernel = [] if kernel_error is not None else _kernel_events(read.kmsg, join, since, until)
+    notices += [] if kernel_error is not None else list(read.kmsg.notices)
+    if kernel_error is not None:
+        errors.append(kernel_error)
+    known = {_kernel_key(e) for e in jread.events if e.source == EventSource.KERNEL}
+    live = [e for e in kernel if _kernel_key(e) not in known]
+    if subjects:
+        live = [e for e in live if any(matches(e, s) for s in subjects)]
+    merged = list(jread.events) + live
+    merged.sort(key=lambda e: e.time)  # stable: the journal's own order among equal times
+    if subjects:
+        merged = [e for e in merged if any(matches(e, s) for s in subjects)]
+    if live:  # the join's failures, said only when a line shown was joined without what failed
+        notices += [e.message for e in join.errors if e.kind == ErrorKind.MISSING]  # no kubelet, no runtime here
+        errors += [e for e in join.errors if e.kind != ErrorKind.MISSING]
+    return EventsAnswer(
+        events=tuple(merged),
+        journal=_info(jread),
+        errors=tuple(errors),
+        notices=tuple(notices),
+        journal_found=found,
+        kernel_read=kernel_error is None,
+        last_seq=jread.written or 0,
+    )
 
 
 def read_events(
@@ -152,38 +205,36 @@ def read_events(
     since: datetime | None = None,
     until: datetime | None = None,
     subjects: Sequence[str] = (),
+    join: LiveJoin | None = None,
 ) -> EventsAnswer:
-    """The journal's events and the kernel log's device lines in [since, until], merged, narrowed to ``subjects``."""
-    jpath = journal or default_journal(paths)
-    read = read_journal(jpath, since, until)
-    notices = list(read.notices)
-    errors: list[SourceError] = []
-    found = True
-    if read.error is not None:
-        if read.error.kind == ErrorKind.MISSING:
-            found = False  # a face says so (journal_found): the CLI once on stderr, the TUI not at all
-        else:
-            errors.append(SourceError("journal", f"{jpath}: {read.error.message}", read.error.kind))
-    kernel, kernel_notices, kernel_error = _kernel_events(
-        default_kmsg(paths, kmsg), paths.proc or "/proc", since, until
+    """The journal's events and the kernel log's device lines in [since, until], merged, narrowed to ``subjects``.
+
+    The kernel log's lines are joined with ``join`` (``read_join``) when given, else shown with no device and
+    no holders; ``read_events_live`` reads the node for it, beside the journal and the kernel log.
+    """
+    return _answer(_read(paths, journal, kmsg, since, until), join or UNJOINED, since, until, subjects)
+
+
+async def read_events_live(
+    paths: NodePaths,
+    *,
+    timeout: float,
+    journal: str | None = None,
+    kmsg: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    subjects: Sequence[str] = (),
+) -> EventsAnswer:
+    """``read_events`` with the live kernel lines joined to their device and the holders it had at each line's time.
+
+    The journal and the kernel log (in a thread) and the node's snapshot for the join (``read_join``, under
+    ``timeout``) are read at once. A part of the join that failed is one line (in ``errors``, or in ``notices``
+    for a kubelet or runtime absent from this root), said only when a live line was shown; the lines still appear.
+    """
+    read, join = await asyncio.gather(
+        asyncio.to_thread(_read, paths, journal, kmsg, since, until), read_join(paths, timeout)
     )
-    notices += kernel_notices
-    if kernel_error is not None:
-        errors.append(kernel_error)
-    known = {_kernel_key(e) for e in read.events if e.source == EventSource.KERNEL}
-    merged = list(read.events) + [e for e in kernel if _kernel_key(e) not in known]
-    merged.sort(key=lambda e: e.time)  # stable: the journal's own order among equal times
-    if subjects:
-        merged = [e for e in merged if any(matches(e, s) for s in subjects)]
-    return EventsAnswer(
-        events=tuple(merged),
-        journal=_info(read),
-        errors=tuple(errors),
-        notices=tuple(notices),
-        journal_found=found,
-        kernel_read=kernel_error is None,
-        last_seq=read.written or 0,
-    )
+    return _answer(read, join, since, until, subjects)
 
 
 def _info(read: JournalRead) -> JournalInfo:
@@ -200,12 +251,15 @@ async def follow_events(
     subjects: Sequence[str] = (),
     poll: float = 0.5,
     after: int | None = None,
+    timeout: float | None = None,
 ) -> AsyncGenerator[NodeEvent | str, None]:
     """New events as they come (``events -w``), journal records after sequence ``after`` and new kernel lines.
 
-    A ``str`` is a notice for stderr (records lost, the kernel log unreadable). The journal is polled
-    in a thread (``follow_journal`` sleeps between looks); the kernel log is followed from its end.
-    Kernel lines the journal also records are shown once: the first seen.
+    A ``str`` is a notice for stderr (records lost, the kernel log unreadable, a failure of the join). The
+    journal is polled in a thread (``follow_journal`` sleeps between looks); the kernel log is followed from its
+    end. Kernel lines the journal also records are shown once: the first seen. With ``timeout``, each new kernel
+    line is joined to its device and its holders now (the holders at that moment: the line was just written),
+    the node read again at most every ``history_join.REFRESH`` seconds (``Rejoin``), each read under ``timeout``.
     """
     out: asyncio.Queue[NodeEvent | str] = asyncio.Queue(maxsize=10_000)
     loop = asyncio.get_running_loop()
@@ -244,12 +298,14 @@ async def follow_events(
         except KmsgUnreadable as failure:
             offer(failure.error.message)
             return
+        rejoin = Rejoin(paths, timeout, lambda e: offer(e.message)) if timeout is not None else None
         with reader:
             async for item in reader.follow(interval=poll):
                 if isinstance(item, RecordsLost):
                     offer(item.notice)
                     continue
-                event = from_kernel(item, None)
+                join = await rejoin.current() if rejoin is not None else UNJOINED
+                event = join.kernel(item)
                 if event is not None:
                     offer(event)
 
