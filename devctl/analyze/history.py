@@ -8,7 +8,8 @@ A kernel line names a PCI address; the device on that function is found as ``dev
 (``devctl.analyze.physical.physical_view``: the device nodes of the CDI names handed out for it, an ID that
 is itself a PCI address, a time-sliced GPU's replicas on their GPU's function), and its holders are the
 containers pod-resources said held it in ``snapshot`` (the node at that moment). A line devctl cannot join
-keeps ``device=None``: unknown, not guessed.
+keeps ``device=None``: unknown, not guessed. A line read later than it was written (``devctl events`` reading
+the live kernel log) keeps only the holders that already held the device then: ``held_then``.
 """
 
 from __future__ import annotations
