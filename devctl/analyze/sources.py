@@ -47,6 +47,7 @@ __all__ = [
     "RUNTIME",
     "TOPOLOGY",
     "errors_of",
+    "no_plugins_dir",
     "only_sources",
     "refused",
     "source_of",
@@ -119,6 +120,12 @@ _ERROR_SOURCES = {
     RUNTIME: RUNTIME,
     KUBELET_STATE: KUBELET_STATE,
 }
+
+
+def no_plugins_dir(snapshot: NodeSnapshot) -> bool:
+    """Whether the snapshot says its node had no device-plugins dir (a ``plugins-dir`` error of kind missing):
+    then a missing socket most likely means a wrong ``--root``, not a kubelet that is down."""
+    return any(e.source == PLUGINS_DIR_SOURCE and e.kind == ErrorKind.MISSING for e in snapshot.errors)
 
 
 def source_of(error: SourceError) -> str:

@@ -234,11 +234,10 @@ _NO_PLUGINS_DIR = "devctl.no_plugins_dir"
 
 
 def no_plugins_dir(snapshot: NodeSnapshot) -> bool:
-    """Whether the snapshot says its node had no device-plugins dir (a ``plugins-dir`` error of kind missing)."""
-    from devctl.analyze import PLUGINS_DIR_SOURCE
-    from devctl.model import ErrorKind
+    """Whether the snapshot says its node had no device-plugins dir (devctl.analyze.sources.no_plugins_dir)."""
+    from devctl.analyze.sources import no_plugins_dir as said
 
-    return any(e.source == PLUGINS_DIR_SOURCE and e.kind == ErrorKind.MISSING for e in snapshot.errors)
+    return said(snapshot)
 
 
 def refused_line(snapshot: NodeSnapshot, shown: set[str] | frozenset[str]) -> str:

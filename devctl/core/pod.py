@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 
 from devctl.analyze.claims import with_claim_health
 from devctl.analyze.pods import device_health, find_pod, pod_view
+from devctl.analyze.sources import no_plugins_dir
 from devctl.core.collect import collect, get_pod
 from devctl.core.failures import NoSuchPod, PodNotFound, RpcFailure
 from devctl.core.paths import looks_like_a_node, not_a_node
@@ -23,7 +24,6 @@ from devctl.model import (
     CDI,
     CHECKPOINT,
     PLUGINS,
-    PLUGINS_DIR_SOURCE,
     POD_RESOURCES,
     ErrorKind,
     NodePaths,
@@ -92,8 +92,7 @@ def pod_from_snapshot(snapshot: NodeSnapshot, name: str, namespace: str) -> PodR
         if not reasons:
             raise RpcFailure(PluginStatus.MISSING, "the snapshot holds no pod-resources", kind=ErrorKind.MISSING)
         first = reasons[0]
-        no_plugins_dir = any(e.source == PLUGINS_DIR_SOURCE and e.kind == ErrorKind.MISSING for e in snapshot.errors)
-        if first.kind == ErrorKind.MISSING and no_plugins_dir:  # as on the node itself
+        if first.kind == ErrorKind.MISSING and no_plugins_dir(snapshot):  # as on the node itself
             raise RpcFailure(PluginStatus.MISSING, not_a_node(snapshot.paths), kind=ErrorKind.MISSING)
         raise RpcFailure(PluginStatus.of_failure(first.kind), first.message, kind=first.kind)
     pod = find_pod(snapshot, name, namespace)
