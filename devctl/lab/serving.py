@@ -15,12 +15,31 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 
 from devctl.base.errors import DevctlError
 from devctl.lab import made
+
+_Self = TypeVar("_Self", bound="StartStop")
+
+
+class StartStop:
+    """A thing with ``start`` and ``stop`` that ``async with`` starts and stops: the lab's servers and its node."""
+
+    async def start(self) -> None:
+        raise NotImplementedError
+
+    async def stop(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self: _Self) -> _Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
 
 
 class BindError(DevctlError, OSError):
@@ -59,7 +78,7 @@ async def start_to_end(server: grpc.aio.Server) -> None:
         raise asyncio.CancelledError
 
 
-class UnixGrpcServer:
+class UnixGrpcServer(StartStop):
     """The servicers ``add`` puts on a grpc.aio server, served on the unix socket at ``path``.
 
     ``grace`` is what ``stop`` gives calls in flight (None: cancelled at once);

@@ -76,7 +76,7 @@ class _Prepared:
     spec_path: str
 
 
-class DraDriver:
+class DraDriver(serving.StartStop):
     """Serve one DRA driver (a DraSpec) under ``kubelet_dir``; ``root`` is the node root (CDI dir, endpoint)."""
 
     def __init__(
@@ -165,13 +165,6 @@ class DraDriver:
             with contextlib.suppress(OSError):
                 os.rmdir(self.driver_dir)
             self._made_dir = False
-
-    async def __aenter__(self) -> DraDriver:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
 
     async def _serve(self, path: str, add: Callable[[grpc.aio.Server], None], dir_mode: int | None = None) -> None:
         server = serving.UnixGrpcServer(path, add, grace=STOP_GRACE, dir_mode=dir_mode)

@@ -66,7 +66,7 @@ def _identity(path: str) -> tuple[int, int] | None:
     return made.socket_identity(path, follow_symlinks=True)
 
 
-class DevicePluginServer:
+class DevicePluginServer(serving.StartStop):
     """Serve one resource (a PluginSpec) on ``<plugins_dir>/<spec.socket>``.
 
     ``register=False`` only serves (for a plugin that something else registers,
@@ -140,13 +140,6 @@ class DevicePluginServer:
             self._control = None
         await self._stop_server()
         self.registered = False
-
-    async def __aenter__(self) -> DevicePluginServer:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
 
     async def _refuse_live_socket(self) -> None:
         # gRPC unlinks any socket at a unix path before it binds, which would

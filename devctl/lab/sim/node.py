@@ -40,6 +40,7 @@ from typing import Any
 
 from devctl.base.errors import DevctlError
 from devctl.base.waits import cancel_and_wait, within
+from devctl.lab import serving
 from devctl.lab.made import MAX_SOCKET_PATH, Made
 from devctl.lab.plugin.cdi import DYNAMIC_DIR
 from devctl.lab.plugin.control import control_path, default_control_dir
@@ -147,7 +148,7 @@ def clean_plugins_dir(plugins_dir: str) -> None:
             os.unlink(entry.path)
 
 
-class SimNode:
+class SimNode(serving.StartStop):
     """A simulated node under ``root``; use as ``async with SimNode(root, scenario) as node: await node.ready()``.
 
     ``grace_period`` is how long a resource whose plugin went away keeps its
@@ -203,13 +204,6 @@ class SimNode:
         return self._kubelet.device_manager
 
     # --- lifecycle ----------------------------------------------------------------------
-
-    async def __aenter__(self) -> SimNode:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
 
     async def start(self) -> None:
         """Lay out the root, start the kubelet and the plugins, and begin admitting pods (see ``ready``).

@@ -219,7 +219,7 @@ class _RateLimit(grpc.aio.ServerInterceptor):
         return grpc.unary_unary_rpc_method_handler(_reject)
 
 
-class PodResourcesServer:
+class PodResourcesServer(serving.StartStop):
     """PodResourcesLister on a unix socket, as the kubelet serves it.
 
     ``api="v1"`` serves v1 and v1alpha1 on one socket, like every kubelet since 1.20;
@@ -277,10 +277,3 @@ class PodResourcesServer:
     async def stop(self) -> None:
         """Stop serving and remove the socket file."""
         await self._serving.stop()
-
-    async def __aenter__(self) -> PodResourcesServer:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()

@@ -62,7 +62,7 @@ def endpoint_path(plugins_dir: str, endpoint: str) -> str:
     return os.path.normpath(os.path.join(plugins_dir, endpoint.lstrip("/")))
 
 
-class RegistrationServer:
+class RegistrationServer(serving.StartStop):
     """``/v1beta1.Registration/Register`` on a unix socket; accepted plugins go to ``handler``."""
 
     def __init__(self, socket_path: str, handler: PluginHandler, *, dial_timeout: float = DIAL_TIMEOUT):
@@ -82,13 +82,6 @@ class RegistrationServer:
     async def stop(self) -> None:
         """Stop listening (Register calls in flight are cancelled) and remove the socket."""
         await self._serving.stop()
-
-    async def __aenter__(self) -> RegistrationServer:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
 
     async def connect(self, resource: str, socket_path: str) -> None:
         """Dial the plugin and get its options, as Register does before it answers; raises RegisterError."""
