@@ -23,7 +23,7 @@ from typing import Protocol
 from devctl.analyze.hardware import _addresses as cdi_addresses
 from devctl.analyze.kernel import describe
 from devctl.analyze.physical import DEVICE_PLUGIN, DRA, physical_view
-from devctl.model import HEALTHY, UNHEALTHY, NodeSnapshot
+from devctl.model import CDI, CHECKPOINT, DRA_CHECKPOINT, HEALTHY, POD_LIST, UNHEALTHY, NodeSnapshot
 from devctl.model.history import EventSource, Holder, NodeEvent
 from devctl.model.kernel import KernelRecord
 from devctl.model.pci import normalize_pci_address
@@ -103,6 +103,12 @@ def _known_ids(snapshot: NodeSnapshot) -> Iterable[DeviceKey]:
     for entry in snapshot.checkpoint.entries if snapshot.checkpoint else ():
         for ids in entry.device_ids.values():
             yield from ((entry.resource, i) for i in ids)
+
+
+# What ``node_index`` joins from, read by the recorder and by ``events`` for live kernel lines alike: the
+# pod-resources List, the CDI specs, the DRA checkpoint and the kubelet's checkpoint (each allocation's CDI
+# names: a time-sliced GPU's replicas lead to its function, as in ``devctl hw``): who holds what, where.
+INDEX_SOURCES = frozenset({POD_LIST, CDI, DRA_CHECKPOINT, CHECKPOINT})
 
 
 def node_index(snapshot: NodeSnapshot | None) -> NodeIndex:

@@ -17,20 +17,18 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from devctl.analyze.history import NodeIndex, from_kernel, held_then, node_index
+from devctl.analyze.history import INDEX_SOURCES, NodeIndex, from_kernel, held_then, node_index
 from devctl.base.errors import ErrorKind
 from devctl.base.waits import within
 from devctl.core.collect import collect
 from devctl.core.readings import UNDECODABLE, undecodable
-from devctl.model import CDI, CHECKPOINT, DRA_CHECKPOINT, POD_LIST, POD_RESOURCES, RUNTIME, NodePaths, SourceError
+from devctl.model import POD_LIST, POD_RESOURCES, RUNTIME, NodePaths, SourceError
 from devctl.model.history import NodeEvent
 from devctl.model.kernel import KernelRecord
 from devctl.node.connect import RpcFailure, check_socket
 from devctl.node.cri_times import PodTimes, read_pod_times
 from devctl.node.paths import socket_of
 
-# What the recorder reads for its index (core/recorder._node): the same sources, the same join.
-INDEX_SOURCES = frozenset({POD_LIST, CDI, DRA_CHECKPOINT, CHECKPOINT})
 REFRESH = 5.0  # seconds: events -w reads the node again at most this often
 NO_HOLDERS = "kernel lines shown without holders"
 

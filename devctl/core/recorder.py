@@ -24,14 +24,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 
-from devctl.analyze.history import NodeIndex, from_kernel, from_udev, from_watch, node_index
+from devctl.analyze.history import INDEX_SOURCES, NodeIndex, from_kernel, from_udev, from_watch, node_index
 from devctl.core.collect import collect
 from devctl.core.events import Notice, WatchEvent
 from devctl.core.watch import watch
-from devctl.model import POD_LIST, NodePaths, NodeSnapshot, PodResources
+from devctl.model import NodePaths, NodeSnapshot, PodResources
 from devctl.model.history import EventSource, Holder, NodeEvent
 from devctl.model.kernel import RecordsLost
-from devctl.model.sources import CDI, CHECKPOINT, DRA_CHECKPOINT
 from devctl.model.udev import KernelEvent
 from devctl.node.journal import JournalError, JournalWriter, read_journal
 from devctl.node.journal_format import to_ms
@@ -275,9 +274,8 @@ class Recorder:
 
 
 async def _node(paths: NodePaths, timeout: float) -> NodeSnapshot:
-    """The pod-resources List, the CDI specs, the DRA checkpoint and the kubelet's checkpoint (each allocation's
-    CDI names: a time-sliced GPU's replicas lead to its function, as in ``devctl hw``): who holds what, where."""
-    return await collect(paths, timeout, want={POD_LIST, CDI, DRA_CHECKPOINT, CHECKPOINT})
+    """What the events are joined with: who holds what, where (analyze.history.INDEX_SOURCES)."""
+    return await collect(paths, timeout, want=INDEX_SOURCES)
 
 
 ClaimDevice = tuple[str, str, str, str]  # namespace, claim, driver, pool/device
