@@ -24,15 +24,19 @@ from devctl.lab.sim.scenario import PodSpec
 log = logging.getLogger("devctl.lab.sim")
 
 SOCKET = "run/containerd/containerd.sock"
+# The scenario's pods were running before the node is first looked at: created half an hour before it started
+# (after its "boot", an hour before: lab/sim/kmsg.py), so its start-up kernel lines (an Xid on a held GPU) come
+# while they hold their devices, as on a node that has been up a while. A pod added later is created then.
+RUNNING_BEFORE_START_NS = 30 * 60 * 10**9
 
 
-def _sandboxes(pods: tuple[PodSpec, ...], created: int) -> list[cri.PodSandbox]:
+def _sandboxes(pods: tuple[PodSpec, ...], created: Callable[[str], int]) -> list[cri.PodSandbox]:
     return [
         cri.PodSandbox(
             id=sandbox_id(p.uid),
             metadata=cri.PodSandboxMetadata(name=p.name, uid=p.uid, namespace=p.namespace),
             state=cri.SANDBOX_READY,
-            created_at=created,
+            created_at=created(p.uid),
             labels={
                 "io.kubernetes.pod.name": p.name,
                 "io.kubernetes.pod.namespace": p.namespace,
@@ -43,7 +47,7 @@ def _sandboxes(pods: tuple[PodSpec, ...], created: int) -> list[cri.PodSandbox]:
     ]
 
 
-def _containers(pods: tuple[PodSpec, ...], created: int) -> list[cri.Container]:
+def _containers(pods: tuple[PodSpec, ...], created: Callable[[str], int]) -> list[cri.Container]:
     return [
         cri.Container(
             id=container_id(p.uid, c.name),
@@ -51,7 +55,7 @@ def _containers(pods: tuple[PodSpec, ...], created: int) -> list[cri.Container]:
             metadata=cri.ContainerMetadata(name=c.name),
             image=cri.ImageSpec(image=f"registry.example/{c.name}:latest"),
             state=cri.CONTAINER_RUNNING if c.waiting is None else cri.CONTAINER_CREATED,  # waiting: lab/sim/stuck.py
-            created_at=created,
+            created_at=created(p.uid),
             labels={
                 "io.kubernetes.container.name": c.name,
                 "io.kubernetes.pod.name": p.name,
@@ -65,9 +69,14 @@ def _containers(pods: tuple[PodSpec, ...], created: int) -> list[cri.Container]:
 
 
 class _Runtime(cri_grpc.RuntimeServiceServicer):
-    def __init__(self, pods: Callable[[], tuple[PodSpec, ...]]):
+    def __init__(self, pods: Callable[[], tuple[PodSpec, ...]], scenario_pods: frozenset[str]):
         self._pods = pods
-        self._created = time.time_ns()
+        started = time.time_ns()
+        self._since = {uid: started - RUNNING_BEFORE_START_NS for uid in scenario_pods}
+
+    def _created(self, uid: str) -> int:
+        """When the pod (its sandbox and containers) was created: before the start, or when it first showed."""
+        return self._since.setdefault(uid, time.time_ns())
 
     async def ListPodSandbox(self, request: cri.ListPodSandboxRequest, context: object) -> cri.ListPodSandboxResponse:
         items = _sandboxes(self._pods(), self._created)
@@ -113,15 +122,19 @@ class _Runtime(cri_grpc.RuntimeServiceServicer):
 
 
 class RuntimeServer:
-    """The CRI socket of the simulated node; ``pods`` gives the running pods at each call."""
+    """The CRI socket of the simulated node; ``pods`` gives the running pods at each call, ``scenario_pods`` the
+    UIDs of the scenario's own pods (created before the start: ``RUNNING_BEFORE_START_NS``)."""
 
-    def __init__(self, socket_path: str, pods: Callable[[], tuple[PodSpec, ...]]):
+    def __init__(
+        self, socket_path: str, pods: Callable[[], tuple[PodSpec, ...]], scenario_pods: frozenset[str] = frozenset()
+    ):
         self.socket_path = socket_path
         self._pods = pods
+        self._scenario_pods = scenario_pods
         self._serving = serving.UnixGrpcServer(socket_path, self._add, grace=None, dir_mode=0o777)
 
     def _add(self, server: grpc.aio.Server) -> None:
-        cri_grpc.add_RuntimeServiceServicer_to_server(_Runtime(self._pods), server)
+        cri_grpc.add_RuntimeServiceServicer_to_server(_Runtime(self._pods, self._scenario_pods), server)
 
     async def start(self) -> None:
         await self._serving.start()

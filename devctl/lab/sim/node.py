@@ -186,6 +186,7 @@ class SimNode(serving.StartStop):
             scenario.cpus,
             made=self.made,
             kubelet_config=scenario.kubelet.config,
+            scenario_pods=frozenset(p.uid for p in scenario.pods),
         )
         self.kmsg = SimKmsg(self.root, self.workload.proc, scenario.kernel)  # <root>/dev/kmsg (lab/sim/kmsg.py)
 

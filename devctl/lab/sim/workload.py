@@ -154,6 +154,7 @@ class Workload:
         *,
         made: Made | None = None,
         kubelet_config: Mapping[str, Any] | None = None,
+        scenario_pods: frozenset[str] = frozenset(),
     ):
         self.proc = root / "proc"
         self.kubelet_dir = root / "var/lib/kubelet"
@@ -162,7 +163,7 @@ class Workload:
         self._pods = pods
         self._made = made
         self._config = kubelet_config
-        self.runtime = RuntimeServer(str(root / SOCKET), pods)
+        self.runtime = RuntimeServer(str(root / SOCKET), pods, scenario_pods)
 
     async def start(self) -> None:
         await self.runtime.start()
