@@ -35,7 +35,8 @@ def test_holder_is_the_first_pod_and_how_many_more() -> None:
 def test_default_table_has_a_holder_column_and_whole_what_within_80_columns() -> None:
     out = events_table([XID, FLIP, LONG], TableStyle())
     lines = out.splitlines()
-    assert lines[0].split() == ["TIME", "SOURCE", "KIND", "DEVICE/PCI", "HOLDER", "WHAT"]
+    # A row that leaves WHAT no room puts it under SOURCE, its header too (the second header line).
+    assert lines[0].split() + lines[1].split() == ["TIME", "SOURCE", "KIND", "DEVICE/PCI", "HOLDER", "WHAT"]
     assert all(len(line) <= 80 for line in lines), out
     assert "chat/bot-0 +1" in out
     for event in (XID, FLIP, LONG):
@@ -51,3 +52,19 @@ def test_what_from_outside_is_escaped_before_it_is_wrapped() -> None:
 def test_wide_keeps_every_holder_and_container() -> None:
     out = events_table([XID], TableStyle(wide=True))
     assert "HOLDERS" in out.splitlines()[0] and "chat/bot-0/bot,chat/bot-0/sidecar,chat/bot-1/bot" in out
+
+
+def test_a_dra_device_is_shown_whole_with_its_address_and_holder_at_80_columns() -> None:
+    """The default simulated node's DRA GPU that fell off the bus: `sim-node/gpu-3 (0000:e0:01.0)` with its
+    holder and a long kind leaves WHAT no room, so WHAT goes below and the device is not cut in its middle
+    (which left `sim-node/gp…000:e0:01.0)`, no device name); the pool goes first when even that is too wide."""
+    held = (Holder("ml", "train-1", "trainer"),)
+    fell = NodeEvent(T0, EventSource.KERNEL, "fallen-off-bus", None, "sim-node/gpu-3", "0000:e0:01.0", held,
+                     "GPU has fallen off the bus")  # fmt: skip
+    lines = events_table([fell, XID], TableStyle()).splitlines()
+    assert all(len(line) <= 80 for line in lines), lines
+    assert [line.split() for line in lines[:2]] == [["TIME", "SOURCE", "KIND", "DEVICE/PCI", "HOLDER"], ["WHAT"]]
+    assert "gpu-3 (0000:e0:01.0)" in lines[2] and "ml/train-1" in lines[2] and "…" not in lines[2], lines
+    assert lines[3].strip() == "GPU has fallen off the bus"
+    roomy = NodeEvent(T0, EventSource.KERNEL, "xid", None, "a/gpu-3", "0000:e0:01.0", held, "Xid 79")
+    assert "a/gpu-3 (0000:e0:01.0)" in events_table([roomy], TableStyle())  # the pool stays where it fits

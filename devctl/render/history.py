@@ -25,10 +25,13 @@ _SLOT = "~"  # WHAT's place while the grid lays out (and cuts to fit) the other 
 _INDENT = len("12-03 14:38:56") + len(_GAP)
 
 
-def _device(event: NodeEvent) -> str:
-    if event.device and event.pci and event.device != event.pci:
-        return f"{event.device} ({event.pci})"
-    return event.device or event.pci or event.driver or event.resource or ""
+def _device(event: NodeEvent, pool: bool = True) -> str:
+    """The device and its PCI address; without ``pool`` a DRA device's pool is left out (``gpu-3``, not
+    ``node-a/gpu-3``): what a narrow table cuts first, since the device and the address are what tell it."""
+    device = event.device if pool or not event.device else event.device.rpartition("/")[2]
+    if device and event.pci and event.device != event.pci:
+        return f"{device} ({event.pci})"
+    return device or event.pci or event.driver or event.resource or ""
 
 
 def _what(event: NodeEvent) -> str:
@@ -78,6 +81,31 @@ def _wrapped(lines: list[str], whats: list[str]) -> str:
     return "\n".join(out) + "\n"
 
 
+def _uncut(rows: list[list[object]], headers: bool) -> int:
+    """How wide the columns before WHAT are with every value whole, and the gap after them."""
+    widths = [max(len(escape(str(cell))) for cell in column) for column in zip(*(r[:-1] for r in rows), strict=True)]
+    if headers:
+        widths = [max(w, len(h)) for w, h in zip(widths, HEADERS, strict=False)]
+    return sum(widths) + len(_GAP) * len(widths)
+
+
+def _below(events: list[NodeEvent], rows: list[list[object]], whats: list[str], style: TableStyle) -> str:
+    """Every WHAT on the lines under its row (under SOURCE, its header too): the other columns then have the whole
+    width, so a device or a holder is cut only when it does not fit even so (a DRA device's pool left out first)."""
+    room = WIDTH - (_uncut([[*r[:3], r[4], ""] for r in rows], False) - len(_GAP))
+    for event, r in zip(events, rows, strict=True):
+        if len(escape(str(r[3]))) > room:
+            r[3] = _device(event, pool=False)
+    lines = grid(HEADERS[:-1], (r[:-1] for r in rows), style, cut=_CUT).rstrip("\n").split("\n")
+    out = []
+    if style.headers:  # WHAT's header where its lines go: under SOURCE
+        out += [lines.pop(0).rstrip(), " " * _INDENT + HEADERS[-1].upper()]
+    for line, what in zip(lines, whats, strict=True):
+        out.append(line.rstrip())
+        out.extend(" " * _INDENT + part for part in textwrap.wrap(what, WIDTH - _INDENT, break_on_hyphens=False))
+    return "\n".join(out) + "\n"
+
+
 def events_table(events: Iterable[NodeEvent], style: TableStyle) -> str:
     """The events as a table ('' when there are none); within WIDTH columns unless ``wide``."""
     events = list(events)
@@ -87,6 +115,8 @@ def events_table(events: Iterable[NodeEvent], style: TableStyle) -> str:
         return ""
     rows = [row(e, False) for e in events]
     whats = [escape(str(r[-1])) for r in rows]
+    if _uncut(rows, style.headers) + MIN_ROOM > WIDTH:
+        return _below(events, rows, whats, style)
     lines = grid(HEADERS, ([*r[:-1], _SLOT] for r in rows), style, cut=_CUT).rstrip("\n").split("\n")
     head = [lines.pop(0)] if style.headers else []
     return "".join(h + "\n" for h in head) + _wrapped(lines, whats)
