@@ -155,11 +155,8 @@ def prepare(
     extras: DoctorExtras | None = None,
     before: NodeSnapshot | None = None,
 ) -> Refresh:
-    """devctl's views and checks of a refreshed snapshot, its plugins as the live streams say now.
-
-    ``before`` is the last refresh's reading: doctor reads a plugin that disagrees with the kubelet a second
-    time before it calls that an error, and the refresh before stands for that second reading here.
-    """
+    """devctl's views and checks of a refreshed snapshot, its plugins as the live streams say now; ``before``, the
+    last refresh's reading, stands for doctor's second reading of a plugin that disagrees with the kubelet."""
     merged = replace(snapshot, plugins=merged_plugins(snapshot, live, resources))
     devices: dict[str, dict[str, DeviceRow]] = {}
     dra_devices = []
