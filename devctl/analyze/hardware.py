@@ -46,7 +46,7 @@ def _function(address: str, known: dict[str, PciDevice]) -> PciFunction:
     return PciFunction(address, d.vendor_id or None, d.device_id or None, d.vendor_name, d.device_name, d.driver)
 
 
-def _addresses(snapshot: NodeSnapshot) -> dict[tuple[str, str], str]:
+def cdi_addresses(snapshot: NodeSnapshot) -> dict[tuple[str, str], str]:
     """(resource or driver, device ID) -> PCI address, from the CDI names handed out for each device."""
     cdi = resolver(snapshot)
     out: dict[tuple[str, str], str] = {}
@@ -79,7 +79,7 @@ def with_hardware(
 ) -> tuple[DeviceRow, ...]:
     """``rows`` with ``pci`` set where the node leads from a device to its PCI function."""
     known = {d.address: d for d in snapshot.topology.pci_devices} if snapshot.topology else {}
-    via_cdi = _addresses(snapshot)
+    via_cdi = cdi_addresses(snapshot)
     physical: dict[tuple[str, str], str] | None = None  # the physical view's join, made once when needed
     out = []
     for row in rows:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from devctl.analyze.hardware import _addresses as cdi_addresses
+from devctl.analyze.hardware import cdi_addresses
 from devctl.analyze.kernel import describe
 from devctl.analyze.physical import DEVICE_PLUGIN, DRA, physical_view
 from devctl.model import CDI, CHECKPOINT, DRA_CHECKPOINT, HEALTHY, POD_LIST, UNHEALTHY, NodeSnapshot

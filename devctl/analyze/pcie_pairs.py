@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from devctl.analyze.hardware import _addresses as cdi_addresses
+from devctl.analyze.hardware import cdi_addresses
 from devctl.model import NodeSnapshot
 from devctl.model.pci import normalize_pci_address
 from devctl.model.pcie import PciClass, PcieMatrix, Relationship

@@ -146,7 +146,7 @@ def _read(path: str, inside: str | None = None) -> str:
         raise SpecError("not UTF-8 text") from None
 
 
-class _Owners:
+class Owners:
     """Char devices major:minor -> the PCI function owning each (and its NUMA node), through ``<sysfs>/dev/char``.
 
     One per read, with what it learnt: each major:minor is looked up once
@@ -217,7 +217,7 @@ def _numa_node(device_dir: str) -> int | None:
 
 def _tracer(root: str, sysfs: str) -> _NodeMaker:
     """Device nodes traced through sysfs: major:minor (the spec's, else the host path's ``stat``) to PCI and NUMA."""
-    owner_of = _Owners(sysfs).of
+    owner_of = Owners(sysfs).of
 
     def traced(path: str, host: str, major: int | None, minor: int | None) -> CdiDeviceNode:
         if major is None or minor is None:

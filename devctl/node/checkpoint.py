@@ -62,7 +62,7 @@ _NIL = "<nil>"
 _INT64 = range(-(2**63), 2**63)
 _NUMA_KEY = re.compile(r"[+-]?[0-9]+")
 # encoding/json.Marshal escapes these inside strings (HTMLEscape and JSONP safety).
-_GO_JSON_ESCAPES = str.maketrans(
+GO_JSON_ESCAPES = str.maketrans(
     {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
 )
 
@@ -198,7 +198,7 @@ def dump_checkpoint(entries: Sequence[RawEntry], registered: Mapping[str, Sequen
     }
     checksum = fnv1a32(render_spew(data).encode())
     text = json.dumps({"Data": data, "Checksum": checksum}, ensure_ascii=False, separators=(",", ":"))
-    return text.translate(_GO_JSON_ESCAPES).encode()
+    return text.translate(GO_JSON_ESCAPES).encode()
 
 
 def write_checkpoint(path: str, entries: Sequence[RawEntry], registered: Mapping[str, Sequence[str]]) -> None:

@@ -81,7 +81,7 @@ class DevicePluginClient:
         start = time.perf_counter()
         lists = 0
         ended = "ended by the plugin"
-        backlog = _Backlog(call)
+        backlog = Backlog(call)
         # Each message is the full list, usually with one device changed: converting
         # only devices whose bytes differ from the previous message keeps a
         # 10,000-device plugin at 20 lists/s from falling behind (bench/bench_watch.py).
@@ -206,7 +206,7 @@ def _decoded(wire: bytes) -> dp.ListAndWatchResponse | None:
         return None
 
 
-class _Backlog:
+class Backlog:
     """The ListAndWatch messages received and not yet taken, each with the time it arrived.
 
     A reader task takes every message gRPC holds as soon as the loop lets it,

@@ -176,7 +176,7 @@ async def probe_endpoint(path: str, supported: Sequence[str], timeout: float) ->
 class HealthStream:
     """A live NodeWatchResources stream of one API version, for ``devctl watch``: every list, or the newest when behind.
 
-    Messages are taken as bytes and parsed only when taken (``deviceplugin._Backlog``,
+    Messages are taken as bytes and parsed only when taken (``deviceplugin.Backlog``,
     as ListAndWatch is): when the oldest list not yet taken waited more than
     ``behind`` seconds, the lists before the newest are skipped (each is the
     driver's complete list, so the newest holds everything they did) and
@@ -195,13 +195,13 @@ class HealthStream:
         self, first_within: float, behind: float | None = None
     ) -> AsyncIterator[tuple[DraDeviceHealth, ...]]:
         """Yield each list; raises RpcFailure when the stream fails (code UNIMPLEMENTED: this version is not served)."""
-        from devctl.node.deviceplugin import _Backlog
+        from devctl.node.deviceplugin import Backlog
 
         pb = _health_api(self.version)
         what = f"{self.path} {self.version} NodeWatchResources"
         async with plugin_channel(self.path) as ch:
             call = _watch(ch, pb, self.version, decode=False)(pb.NodeWatchResourcesRequest())
-            backlog = _Backlog(call)
+            backlog = Backlog(call)
             known: dict[bytes, DraDeviceHealth] = {}
             limit: float | None = first_within
             try:

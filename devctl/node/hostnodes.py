@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from devctl.base.errors import ErrorKind
 from devctl.model import SourceError
-from devctl.node.cdi import _Owners
+from devctl.node.cdi import Owners
 from devctl.node.sockets import OutsideRoot, in_root
 
 SOURCE = "host-nodes"
@@ -42,7 +42,7 @@ def trace_host_nodes(
     root: str, sysfs: str, paths: Iterable[str], *, limit: int = MAX_PATHS, budget: float | None = None
 ) -> HostNodes:
     """Each host path's character device traced major:minor → ``<sysfs>/dev/char`` → its PCI function."""
-    owner_of = _Owners(sysfs).of
+    owner_of = Owners(sysfs).of
     wanted = list(dict.fromkeys(p for p in paths if p.startswith("/")))
     errors: list[SourceError] = []
     if len(wanted) > limit:

@@ -23,14 +23,13 @@ from devctl.core.events import WatchEvent
 from devctl.model import serial
 from devctl.model.serial import iso_time
 from devctl.model.udev import KernelEvent
+from devctl.render.grid import GAP  # between columns, as kubectl and devctl's other tables print them
 from devctl.render.style import NONE
 
 __all__ = ["COLUMNS", "EventTable", "clock_time", "event_object", "iso_time", "json_line"]
 
 # (header, width); the last column is not padded. CHANGE holds the longest health change, Unhealthy→Healthy.
 COLUMNS = (("TIME", 12), ("EVENT", 12), ("CHANGE", 17), ("OBJECT", 0))
-# Between columns, as kubectl and devctl's other tables print them.
-_GAP = "   "
 
 
 def clock_time(t: datetime) -> str:
@@ -83,7 +82,7 @@ class EventTable:
 
 def _row(cells: tuple[str, ...]) -> str:
     parts = [_fit(cell, width).ljust(width) for cell, (_, width) in zip(cells[:-1], COLUMNS[:-1], strict=True)]
-    return _GAP.join([*parts, cells[-1]]).rstrip()
+    return GAP.join([*parts, cells[-1]]).rstrip()
 
 
 def _fit(cell: str, width: int) -> str:

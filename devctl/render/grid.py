@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # the views' modules load with the command that shows them (d
 
 # kubectl's columns: left-aligned, three spaces between them, nothing else
 # (k8s.io/cli-runtime/pkg/printers/tabwriter.go: padding 3).
-_GAP = "   "
+GAP = "   "
 
 
 # The colour codes of devctl.render.style.paint: they take no room on the screen. (Data cannot hold an ESC:
@@ -79,7 +79,7 @@ def _fit(columns: list[list[str]], cut: Sequence[int], width: int, headers: bool
     Only the columns named are cut: a health word, a state, a count or a CPU list never is.
     """
     widths = [max(len(_SGR.sub("", c)) if "\x1b" in c else len(c) for c in column) for column in columns]
-    over = sum(widths) + len(_GAP) * (len(widths) - 1) - width
+    over = sum(widths) + len(GAP) * (len(widths) - 1) - width
     if over <= 0:
         return set()
     floor = {i: max(MIN_CUT, len(columns[i][0]) if headers else 0) for i in cut}
@@ -184,11 +184,11 @@ def grid(headers: Sequence[str], rows: Iterable[Sequence[object]], style: TableS
     if coloured:  # each cell padded by its visible width
         last = len(widths) - 1
         lines = (
-            _GAP.join(c if i == last else c + " " * (widths[i] - len(_SGR.sub("", c))) for i, c in enumerate(row))
+            GAP.join(c if i == last else c + " " * (widths[i] - len(_SGR.sub("", c))) for i, c in enumerate(row))
             for row in table
         )
     else:  # one format per table, one C call per row
-        line = _GAP.join([f"{{:<{w}}}" for w in widths[:-1]] + ["{}"]).format
+        line = GAP.join([f"{{:<{w}}}" for w in widths[:-1]] + ["{}"]).format
         lines = (line(*row) for row in table)
     return "\n".join([line.rstrip() for line in lines]) + "\n"
 
@@ -197,7 +197,7 @@ def _tabulated(body: list[list[str]]) -> str:
     """``body`` laid out by tabulate with kubectl's gaps: for cells whose width only tabulate knows."""
     from tabulate import DataRow, TableFormat, tabulate
 
-    kubectl = TableFormat(None, None, None, None, DataRow("", _GAP, ""), DataRow("", _GAP, ""), 0, None)
+    kubectl = TableFormat(None, None, None, None, DataRow("", GAP, ""), DataRow("", GAP, ""), 0, None)
     text = tabulate(body, tablefmt=kubectl, disable_numparse=True, stralign="left")
     return "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
 

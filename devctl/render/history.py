@@ -15,14 +15,14 @@ from collections.abc import Iterable
 
 from devctl.base.escape import escape
 from devctl.model.history import NodeEvent
-from devctl.render.grid import _GAP, WIDTH, TableStyle, grid
+from devctl.render.grid import GAP, WIDTH, TableStyle, grid
 
 HEADERS = ("time", "source", "kind", "device/pci", "holder", "what")
 WIDE_HEADERS = ("time", "source", "kind", "device/pci", "what", "holders")
 _CUT = (3, 4)  # the device and the holder may be cut in their middle to fit; WHAT wraps, never cut
 MIN_ROOM = 24  # less room than this left of the line: WHAT goes on the lines below, under SOURCE
 _SLOT = "~"  # WHAT's place while the grid lays out (and cuts to fit) the other columns
-_INDENT = len("12-03 14:38:56") + len(_GAP)
+_INDENT = len("12-03 14:38:56") + len(GAP)
 
 
 def _device(event: NodeEvent, pool: bool = True) -> str:
@@ -68,7 +68,7 @@ def _wrapped(lines: list[str], whats: list[str]) -> str:
     other columns leave less than MIN_ROOM, WHAT goes on the lines below, under SOURCE."""
     out: list[str] = []
     for line, what in zip(lines, whats, strict=True):
-        prefix = line[: len(line) - len(_SLOT)] if line.endswith(_SLOT) else line + _GAP
+        prefix = line[: len(line) - len(_SLOT)] if line.endswith(_SLOT) else line + GAP
         room = WIDTH - len(prefix)
         if room < MIN_ROOM:
             out.append(prefix.rstrip())
@@ -86,13 +86,13 @@ def _uncut(rows: list[list[object]], headers: bool) -> int:
     widths = [max(len(escape(str(cell))) for cell in column) for column in zip(*(r[:-1] for r in rows), strict=True)]
     if headers:
         widths = [max(w, len(h)) for w, h in zip(widths, HEADERS, strict=False)]
-    return sum(widths) + len(_GAP) * len(widths)
+    return sum(widths) + len(GAP) * len(widths)
 
 
 def _below(events: list[NodeEvent], rows: list[list[object]], whats: list[str], style: TableStyle) -> str:
     """Every WHAT on the lines under its row (under SOURCE, its header too): the other columns then have the whole
     width, so a device or a holder is cut only when it does not fit even so (a DRA device's pool left out first)."""
-    room = WIDTH - (_uncut([[*r[:3], r[4], ""] for r in rows], False) - len(_GAP))
+    room = WIDTH - (_uncut([[*r[:3], r[4], ""] for r in rows], False) - len(GAP))
     for event, r in zip(events, rows, strict=True):
         if len(escape(str(r[3]))) > room:
             r[3] = _device(event, pool=False)

@@ -45,11 +45,11 @@ from devctl.core.watch.dra import DraFollower
 from devctl.core.watch.follow import Follower, Reconnecting, Scouts, WatchItem, now
 from devctl.core.watch.sockets import (
     DISCOVERY_POLL,
+    CachedResolver,
     FromKnownIds,
     Namer,
     Registered,
     Resolver,
-    _CachedResolver,
     by_resolver,
     device_sockets,
     discover,
@@ -223,7 +223,7 @@ async def _served_or_settled(scouts: Scouts, resources: Sequence[str]) -> list[s
 def _namer(paths: NodePaths, timeout: float, resolve: Resolver | None, registered: Registered) -> Namer:
     """How a socket is named: by ``resolve`` when given, else from the device IDs the kubelet knows."""
     if resolve is not None:
-        return by_resolver(_CachedResolver(resolve))
+        return by_resolver(CachedResolver(resolve))
     return FromKnownIds(paths, timeout, registered=registered)
 
 

@@ -277,7 +277,7 @@ class Recent(Generic[T]):
             return self._value
 
 
-class _CachedResolver:
+class CachedResolver:
     """Names sockets by a resolver's mapping (the TUI's last poll, a test's), read through the one cache."""
 
     def __init__(self, resolve: Resolver, ttl: float = 0.5):
@@ -290,7 +290,7 @@ class _CachedResolver:
         return name
 
 
-def by_resolver(resolver: _CachedResolver) -> Namer:
+def by_resolver(resolver: CachedResolver) -> Namer:
     """A namer that asks a resolver (the TUI's last poll, a test's mapping) and ignores the list."""
 
     async def name(socket: str, devices: Sequence[Device]) -> str | None:

@@ -14,12 +14,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from devctl.node.checkpoint import _GO_JSON_ESCAPES, write_atomically
+from devctl.node.checkpoint import GO_JSON_ESCAPES, write_atomically
 from devctl.node.dra_checkpoint import API_VERSION, KIND, LIST_KEYS, RawClaim, RawDevice, RawDraData, crc32
 
 
 def _go_json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).translate(_GO_JSON_ESCAPES)
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).translate(GO_JSON_ESCAPES)
 
 
 def _device(d: RawDevice) -> dict[str, Any]:

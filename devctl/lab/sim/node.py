@@ -394,7 +394,7 @@ class SimNode(serving.StartStop):
             self.made.file(spec)
         self.kmsg.lay_out(self.made)
 
-    def _pod_dirs(self, pod: PodSpec) -> None:
+    def make_pod_dirs(self, pod: PodSpec) -> None:
         # What the kubelet makes for a pod it runs (pkg/kubelet/kubelet_pods.go, kuberuntime logs).
         log_dir = Path(self.paths.pod_logs, f"{pod.namespace}_{pod.name}_{pod.uid}")
         for container in pod.containers:
@@ -410,7 +410,7 @@ class SimNode(serving.StartStop):
         dm = self.device_manager
         runnable = await prepare_claims(self.dra_manager, self.scenario.pods, dm.failed)
         for pod in await dm.admit_all(runnable):
-            self._pod_dirs(pod)
+            self.make_pod_dirs(pod)
         self.workload.populate(self.paths.checkpoint, self.dra_manager.claimed_nodes())
         log.info(
             "simulated node ready: %d pods running, %d not admitted",

@@ -66,5 +66,5 @@ async def add_pod(node: SimNode, message: Mapping[str, Any]) -> dict[str, Any]:
     dm.failed.pop((pod.namespace, pod.name), None)
     if not await prepare_claims(node.dra_manager, [pod], dm.failed) or not await dm.admit(pod):
         return {"ok": False, "error": dm.failed.get((pod.namespace, pod.name), "not admitted")}
-    node._pod_dirs(pod)
+    node.make_pod_dirs(pod)
     return {"ok": True, "pod": f"{pod.namespace}/{pod.name}", "uid": pod.uid}
