@@ -19,7 +19,7 @@ database's names). A device none of these lead to has no function: ``null``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from devctl.analyze.cdi import resolver
@@ -69,23 +69,36 @@ def cdi_addresses(snapshot: NodeSnapshot) -> dict[tuple[str, str], str]:
     return out
 
 
-def _physical(snapshot: NodeSnapshot, host_nodes: Mapping[str, str | None] | None) -> dict[tuple[str, str], str]:
+# (resource or driver, device ID) -> the PCI function the physical view leads it to.
+PhysicalJoin = Mapping[tuple[str, str], str]
+
+
+def physical_join(snapshot: NodeSnapshot, host_nodes: Mapping[str, str | None] | None = None) -> PhysicalJoin:
+    """Where the physical view leads each logical device (``physical_view``'s join, without the view)."""
     view = physical_view(snapshot, host_nodes)
     return {(d.resource, d.id): p.pci for p in view.devices for d in p.logical}
 
 
 def with_hardware(
-    rows: Iterable[DeviceRow], snapshot: NodeSnapshot, host_nodes: Mapping[str, str | None] | None = None
+    rows: Iterable[DeviceRow],
+    snapshot: NodeSnapshot,
+    host_nodes: Mapping[str, str | None] | None = None,
+    join: Callable[[], PhysicalJoin] | None = None,
 ) -> tuple[DeviceRow, ...]:
-    """``rows`` with ``pci`` set where the node leads from a device to its PCI function."""
+    """``rows`` with ``pci`` set where the node leads from a device to its PCI function.
+
+    A row that neither a CDI name nor its ID places is led by the physical view's join, made once and only
+    then: by ``join`` when given (a caller that keeps one across refreshes of the same node), else here.
+    """
     known = {d.address: d for d in snapshot.topology.pci_devices} if snapshot.topology else {}
     via_cdi = cdi_addresses(snapshot)
-    physical: dict[tuple[str, str], str] | None = None  # the physical view's join, made once when needed
+    physical: PhysicalJoin | None = None
     out = []
     for row in rows:
         address = via_cdi.get((row.resource, row.id)) or normalize_pci_address(row.id)
         if address is None:
-            physical = _physical(snapshot, host_nodes) if physical is None else physical
+            if physical is None:
+                physical = join() if join is not None else physical_join(snapshot, host_nodes)
             address = physical.get((row.resource, row.id))
         out.append(replace(row, pci=_function(address, known)) if address else row)
     return tuple(out)
