@@ -238,3 +238,26 @@ def test_watch_follows_the_journal_as_it_is_written(tmp_path: Path) -> None:
             proc.kill()
     assert proc.returncode == 0
     assert os.path.exists(path)
+
+
+async def test_the_follow_goes_on_from_the_answer_s_last_kernel_record(tmp_path: Path) -> None:
+    """`events -w` prints the answer, then follows: a kernel line written between the two (after the answer read
+    the log, before the follow opened it) is shown, not skipped; one the answer showed is not shown again."""
+    import asyncio
+    import contextlib
+
+    from devctl.core.history import follow_events, read_events
+    from devctl.node.paths import resolve_paths
+
+    root, kmsg = _node(tmp_path)
+    paths = resolve_paths(root=str(root), env={})
+    answer = read_events(paths, kmsg=str(kmsg))
+    assert answer.kernel_seq == 3 and [e.pci for e in answer.events] == ["0000:3b:00.0", "0000:5e:00.0"]
+    late = f"3,4,{XID_USEC + 2_000_000},-;NVRM: Xid (PCI:0000:86:00): 48, pid=9, name=x, DBE.\n"
+    with kmsg.open("a") as f:
+        f.write(late)  # the window: after the answer, before the follow
+    async with contextlib.aclosing(
+        follow_events(paths, kmsg=str(kmsg), kernel_after=answer.kernel_seq, poll=0.05)
+    ) as items:
+        first = await asyncio.wait_for(items.__anext__(), 10)
+    assert isinstance(first, NodeEvent) and first.pci == "0000:86:00.0" and first.what.startswith("Xid 48")

@@ -89,7 +89,9 @@ def test_a_line_from_before_the_holders_container_was_made_names_the_device_and_
     assert code == 0, err
     old, new = on(doc, GPU0)
     assert old["what"].startswith("Xid 48") and new["what"].startswith("Xid 79")
-    assert (old["device"], old["holders"]) == ("GPU-0", [])  # it did not hold it then: said, not guessed
+    # ml/train-0 did not hold it then, and who did is not known (a pod gone since may have): said, not guessed.
+    assert (old["device"], old["holders"], old["holders_known"]) == ("GPU-0", [], False)
+    assert "holders_known" not in new
     assert (new["device"], new["holders"]) == ("GPU-0", [TRAIN0])
     assert doc["errors"] == []
 
@@ -222,7 +224,13 @@ def test_unknown_times_keep_no_holder() -> None:
     assert held_then(line(HOLDER), {}).holders == ()  # the runtime does not know the pod
     unknown = pod(("s1", "u1", "ready", None), containers=(("s1", "trainer", None),))
     assert held_then(line(HOLDER), {("ml", "train-0"): unknown}).holders == ()
-    assert held_then(line(), None) == line()  # nothing to narrow
+    # A past line of a device nobody can be shown to have held then: unknown, not free (a pod gone since may have).
+    for unknown_holders in (held_then(line(HOLDER), None), held_then(line(), None), held_then(line(), {})):
+        assert (unknown_holders.holders, unknown_holders.holders_known) == ((), False)
+    # A line written now (events -w) has the holders of now; a line of no device has none to know.
+    assert held_then(line(HOLDER), None, now=True) == line(HOLDER)
+    loose = NodeEvent(T, EventSource.KERNEL, "pci", pci="0000:99:00.0", what="a line of no device")
+    assert held_then(loose, None) == loose
 
 
 def test_the_scenario_s_start_up_xid_names_the_pod_that_held_its_dra_gpu(sim_node: Any) -> None:

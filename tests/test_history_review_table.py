@@ -6,6 +6,7 @@ held by chat/bot-0 and chat/bot-1, a replica's flip).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timezone
 
 from devctl.model.history import EventSource, Holder, NodeEvent
@@ -68,3 +69,13 @@ def test_a_dra_device_is_shown_whole_with_its_address_and_holder_at_80_columns()
     assert lines[3].strip() == "GPU has fallen off the bus"
     roomy = NodeEvent(T0, EventSource.KERNEL, "xid", None, "a/gpu-3", "0000:e0:01.0", held, "Xid 79")
     assert "a/gpu-3 (0000:e0:01.0)" in events_table([roomy], TableStyle())  # the pool stays where it fits
+
+
+def test_holders_that_could_not_be_established_read_unknown_not_free() -> None:
+    """A live kernel line older than every pod holding its device now: who held it then is unknown ('?'), which
+    the table must not show as a free device (an empty HOLDER)."""
+    unknown = NodeEvent(T0, EventSource.KERNEL, "xid", "nvidia.com/gpu", "GPU-0", "0000:17:00.0", (), "Xid 79",
+                        holders_known=False)  # fmt: skip
+    free = replace(unknown, holders_known=None)
+    assert holder_cell(unknown) == "?" and holder_cell(free) == ""
+    assert events_table([unknown], TableStyle(wide=True)).splitlines()[1].split()[-1] == "?"

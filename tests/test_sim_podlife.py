@@ -160,3 +160,27 @@ async def test_after_a_kubelet_restart_the_claims_come_back_from_the_checkpoint(
     result = await run_devctl_async("sim", "delete-pod", "ml/train-1", root=node.root)
     assert result.exit_code == 0, result.stderr
     assert claims(node) == {"embed-gpu"}
+
+
+async def test_a_pod_deleted_and_added_again_is_created_anew_for_the_runtime(node: SimNode) -> None:
+    """The scenario derives a pod's UID from its name, so ml/train-0 deleted and added back has the same UID: the
+    CRI must say it was created when it came back, or `devctl events` would name it the holder of a kernel line
+    written while it did not exist."""
+    from datetime import datetime, timezone
+
+    from devctl.node.cri_times import read_pod_times
+
+    async def train0_created() -> datetime | None:
+        pod = (await read_pod_times(node.workload.runtime.socket_path, WAIT)).get(("ml", "train-0"))
+        created = [datetime.fromisoformat(s.created_at) for s in pod.sandboxes if s.created_at] if pod else []
+        return min(created, default=None)
+
+    before = await train0_created()
+    assert before is not None and before < datetime.now(timezone.utc)  # a scenario pod: created before the start
+    assert (await run_devctl_async("sim", "delete-pod", "ml/train-0", root=node.root)).exit_code == 0
+    gone_at = datetime.now(timezone.utc)
+    pod = node.root / "pod.yaml"
+    pod.write_text("namespace: ml\nname: train-0\ncontainers:\n  - name: trainer\n    requests: {nvidia.com/gpu: 1}\n")
+    assert (await run_devctl_async("sim", "add-pod", str(pod), root=node.root)).exit_code == 0
+    after = await train0_created()
+    assert after is not None and after >= gone_at > before

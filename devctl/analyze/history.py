@@ -249,7 +249,9 @@ def held_since(holder: Holder, pod: PodRuntimeState | None, *, dra: bool) -> dat
     return min(known) if known else None
 
 
-def held_then(event: NodeEvent, runtime: Mapping[tuple[str, str], PodRuntimeState] | None) -> NodeEvent:
+def held_then(
+    event: NodeEvent, runtime: Mapping[tuple[str, str], PodRuntimeState] | None, *, now: bool = False
+) -> NodeEvent:
     """``event`` with only the holders that already held its device at ``event.time``.
 
     ``from_kernel`` joins a line to the holders of a snapshot read now, but a live kernel line may be hours
@@ -257,19 +259,20 @@ def held_then(event: NodeEvent, runtime: Mapping[tuple[str, str], PodRuntimeStat
     since a device plugin's devices and a DRA claim are fixed for that life. So a holder is kept only when the
     CRI runtime (``runtime``: (namespace, pod) -> its sandboxes and containers) says it was created at or
     before the line's time (``held_since``); when the runtime was not read (``None``) or does not say, none is
-    kept: a holder that cannot be shown to have held it is left out, never guessed.
+    kept: a holder that cannot be shown to have held it is left out, never guessed. A past line of a device
+    with none kept has its holders unknown (``holders_known`` False: a pod gone since may have held it); a line
+    written ``now`` (``events -w``) has the holders of now.
     """
-    if not event.holders:
-        return event
-    if runtime is None:
-        return replace(event, holders=())
-    dra = event.resource is None  # from_kernel joined it to a DRA driver's device
+    if now or (event.device is None and event.resource is None and event.driver is None):
+        return event  # the holders of now, or no device to have holders
     kept = []
-    for holder in event.holders:
-        since = held_since(holder, runtime.get((holder.namespace, holder.pod)), dra=dra)
-        if since is not None and since <= event.time:
-            kept.append(holder)
-    return replace(event, holders=tuple(kept))
+    if runtime is not None:
+        dra = event.resource is None  # from_kernel joined it to a DRA driver's device
+        for holder in event.holders:
+            since = held_since(holder, runtime.get((holder.namespace, holder.pod)), dra=dra)
+            if since is not None and since <= event.time:
+                kept.append(holder)
+    return replace(event, holders=tuple(kept), holders_known=None if kept else False)
 
 
 def from_udev(event: KernelEvent, snapshot: NodeSnapshot | NodeIndex | None) -> NodeEvent | None:

@@ -152,7 +152,7 @@ def events(
     )
     _show(answer, output)
     if follow:
-        run(_follow(paths, journal, kmsg, subjects or [], output, answer.last_seq, opts.timeout))
+        run(_follow(paths, journal, kmsg, subjects or [], output, answer, opts.timeout))
     if not answer.journal_found and not answer.kernel_read:
         raise typer.Exit(int(ExitCode.NO_SOURCE))
     if subjects and not answer.events:
@@ -185,7 +185,7 @@ async def _follow(
     kmsg: str | None,
     subjects: list[str],
     output: EventsOutput,
-    after: int,
+    answer: EventsAnswer,
     timeout: float,
 ) -> None:
     import asyncio
@@ -206,7 +206,15 @@ async def _follow(
 
     async def consume() -> None:
         async with contextlib.aclosing(
-            follow_events(paths, journal=journal, kmsg=kmsg, subjects=subjects, after=after, timeout=timeout)
+            follow_events(
+                paths,
+                journal=journal,
+                kmsg=kmsg,
+                subjects=subjects,
+                after=answer.last_seq,
+                timeout=timeout,
+                kernel_after=answer.kernel_seq,
+            )
         ) as items:
             async for item in items:
                 if isinstance(item, str):

@@ -122,6 +122,9 @@ class EventsAnswer:
     journal_found: bool = True
     kernel_read: bool = True
     last_seq: int = 0  # the journal's newest record when read: ``follow_events(after=...)`` goes on from it
+    # The kernel log's last record when read (-1: it held none; None: not read): ``follow_events(kernel_after=...)``
+    # goes on from it, so a line written between the answer and the follow is not lost.
+    kernel_seq: int | None = None
 
     def body(self) -> dict[str, object]:
         """The JSON document's keys before ``errors``: cli.md's ``events`` and ``journal``."""
@@ -194,6 +197,7 @@ def _answer(
         journal_found=found,
         kernel_read=kernel_error is None,
         last_seq=jread.written or 0,
+        kernel_seq=None if kernel_error is not None else max((r.seq for r in read.kmsg.records), default=-1),
     )
 
 
@@ -252,14 +256,16 @@ async def follow_events(
     poll: float = 0.5,
     after: int | None = None,
     timeout: float | None = None,
+    kernel_after: int | None = None,
 ) -> AsyncGenerator[NodeEvent | str, None]:
     """New events as they come (``events -w``), journal records after sequence ``after`` and new kernel lines.
 
     A ``str`` is a notice for stderr (records lost, the kernel log unreadable, a failure of the join). The
-    journal is polled in a thread (``follow_journal`` sleeps between looks); the kernel log is followed from its
-    end. Kernel lines the journal also records are shown once: the first seen. With ``timeout``, each new kernel
-    line is joined to its device and its holders now (the holders at that moment: the line was just written),
-    the node read again at most every ``history_join.REFRESH`` seconds (``Rejoin``), each read under ``timeout``.
+    journal is polled in a thread (``follow_journal`` sleeps between looks); the kernel log is followed from
+    after record ``kernel_after`` (the answer's ``kernel_seq``), else from its end. Kernel lines the journal
+    also records are shown once: the first seen. With ``timeout``, each new kernel line is joined to its device
+    and its holders now (the holders at that moment: the line was just written), the node read again at most
+    every ``history_join.REFRESH`` seconds (``Rejoin``), each read under ``timeout``.
     """
     out: asyncio.Queue[NodeEvent | str] = asyncio.Queue(maxsize=10_000)
     loop = asyncio.get_running_loop()
@@ -294,7 +300,12 @@ async def follow_events(
 
     async def kernel() -> None:
         try:
-            reader = KmsgReader(default_kmsg(paths, kmsg), boot_time=read_boot_time(paths.proc or "/proc"), start="end")
+            reader = KmsgReader(
+                default_kmsg(paths, kmsg),
+                boot_time=read_boot_time(paths.proc or "/proc"),
+                start="end" if kernel_after is None else "begin",
+                after_seq=kernel_after,
+            )
         except KmsgUnreadable as failure:
             offer(failure.error.message)
             return
@@ -305,7 +316,7 @@ async def follow_events(
                     offer(item.notice)
                     continue
                 join = await rejoin.current() if rejoin is not None else UNJOINED
-                event = join.kernel(item)
+                event = join.kernel(item, now=True)
                 if event is not None:
                     offer(event)
 

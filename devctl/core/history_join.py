@@ -44,10 +44,11 @@ class LiveJoin:
     runtime: PodTimes | None
     errors: tuple[SourceError, ...] = ()
 
-    def kernel(self, record: KernelRecord) -> NodeEvent | None:
-        """``record`` as an event: its device as the recorder joins it, the holders it had at the line's time."""
+    def kernel(self, record: KernelRecord, *, now: bool = False) -> NodeEvent | None:
+        """``record`` as an event: its device as the recorder joins it, the holders it had at the line's time
+        (``now``: a line just written, whose holders are those of now)."""
         event = from_kernel(record, self.index)
-        return None if event is None else held_then(event, self.runtime)
+        return None if event is None else held_then(event, self.runtime, now=now)
 
 
 UNJOINED = LiveJoin(NodeIndex(), None)

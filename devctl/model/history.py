@@ -57,6 +57,9 @@ class NodeEvent:
     count: int = 1
     driver: str | None = json_field(omit_none=True)
     health: str | None = json_field(omit_none=True)  # a health event's new health (``Healthy``...), for the faces
+    # False: who held the device at ``time`` could not be established (a live kernel line older than every pod
+    # that holds it now: a pod gone since may have held it), so no holder is not "free"; None: as joined.
+    holders_known: bool | None = json_field(omit_none=True)
 
 
 @dataclass(frozen=True)

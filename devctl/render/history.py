@@ -39,6 +39,8 @@ def _what(event: NodeEvent) -> str:
 
 
 def _holders(event: NodeEvent) -> str:
+    if event.holders_known is False:
+        return "?"
     return ",".join(f"{h.namespace}/{h.pod}" + (f"/{h.container}" if h.container else "") for h in event.holders)
 
 
@@ -46,7 +48,7 @@ def holder_cell(event: NodeEvent) -> str:
     """The first pod that held the device (``ns/pod``) and ``+N`` for the other pods; '' when none did."""
     pods = list(dict.fromkeys(f"{h.namespace}/{h.pod}" for h in event.holders))
     if not pods:
-        return ""
+        return "?" if event.holders_known is False else ""
     return pods[0] + (f" +{len(pods) - 1}" if len(pods) > 1 else "")
 
 

@@ -69,10 +69,9 @@ def _containers(pods: tuple[PodSpec, ...], created: Callable[[str], int]) -> lis
 
 
 class _Runtime(cri_grpc.RuntimeServiceServicer):
-    def __init__(self, pods: Callable[[], tuple[PodSpec, ...]], scenario_pods: frozenset[str]):
+    def __init__(self, pods: Callable[[], tuple[PodSpec, ...]], since: dict[str, int]):
         self._pods = pods
-        started = time.time_ns()
-        self._since = {uid: started - RUNNING_BEFORE_START_NS for uid in scenario_pods}
+        self._since = since  # the server's: pod UID -> when it was created (ns)
 
     def _created(self, uid: str) -> int:
         """When the pod (its sandbox and containers) was created: before the start, or when it first showed."""
@@ -130,11 +129,20 @@ class RuntimeServer:
     ):
         self.socket_path = socket_path
         self._pods = pods
-        self._scenario_pods = scenario_pods
+        started = time.time_ns()
+        self._since = {uid: started - RUNNING_BEFORE_START_NS for uid in scenario_pods}
         self._serving = serving.UnixGrpcServer(socket_path, self._add, grace=None, dir_mode=0o777)
 
     def _add(self, server: grpc.aio.Server) -> None:
-        cri_grpc.add_RuntimeServiceServicer_to_server(_Runtime(self._pods, self._scenario_pods), server)
+        cri_grpc.add_RuntimeServiceServicer_to_server(_Runtime(self._pods, self._since), server)
+
+    def pod_started(self, uid: str) -> None:
+        """A pod added now is created now: a UID the scenario derives from the pod's name comes back with a new
+        time when the pod is deleted and added again (its kernel lines before that were not its own)."""
+        self._since[uid] = time.time_ns()
+
+    def pod_ended(self, uid: str) -> None:
+        self._since.pop(uid, None)
 
     async def start(self) -> None:
         await self._serving.start()

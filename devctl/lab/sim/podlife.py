@@ -48,6 +48,7 @@ async def delete_pod(node: SimNode, message: Mapping[str, Any]) -> dict[str, Any
             "error": f"pod {namespace}/{name} cannot finish terminating: " + "; ".join(errors),
         }
     node.device_manager.remove_pod(pod.uid)
+    node.workload.runtime.pod_ended(pod.uid)
     _remove_pod_dirs(node, pod)
     return {"ok": True, "pod": f"{namespace}/{name}", "uid": pod.uid}
 
@@ -66,5 +67,6 @@ async def add_pod(node: SimNode, message: Mapping[str, Any]) -> dict[str, Any]:
     dm.failed.pop((pod.namespace, pod.name), None)
     if not await prepare_claims(node.dra_manager, [pod], dm.failed) or not await dm.admit(pod):
         return {"ok": False, "error": dm.failed.get((pod.namespace, pod.name), "not admitted")}
+    node.workload.runtime.pod_started(pod.uid)
     node.make_pod_dirs(pod)
     return {"ok": True, "pod": f"{pod.namespace}/{pod.name}", "uid": pod.uid}
