@@ -209,3 +209,12 @@ def test_a_held_device_that_went_unhealthy_is_still_offered(tmp_path: Path) -> N
     assert _complete("devctl plugin set-health nvidia.com/gpu GPU-", tmp_path) == ["GPU-0", "GPU-9"]
     assert _complete("devctl devices nvidia.com/gpu GPU-", tmp_path) == ["GPU-0", "GPU-9"]
     assert _complete("devctl who GPU-", tmp_path) == ["GPU-0", "GPU-9"]
+
+
+def test_a_root_typed_after_the_command_is_the_one_completed_from(sim_node, tmp_path) -> None:
+    """`devctl ls --root X <TAB>` completes from X, as `devctl --root X ls <TAB>` does, not from DEVCTL_ROOT."""
+    elsewhere = tmp_path / "not-a-node"
+    elsewhere.mkdir()
+    typed_after = _complete(f"devctl ls --root {sim_node.root} nvidia", elsewhere)
+    assert typed_after == _complete(f"devctl --root {sim_node.root} ls nvidia", elsewhere)
+    assert "nvidia.com/gpu" in typed_after

@@ -61,11 +61,17 @@ def _deadline() -> float:
 
 
 def _paths(ctx: typer.Context) -> NodePaths:
-    """The node's paths from the global options typed so far (or their environment variables)."""
+    """The node's paths from the global options typed so far (or their environment variables): before the command
+    (the root group's values) and after it (``devctl ls --root X <TAB>``: its copies keep theirs on the root's
+    ``obj`` as they are parsed, devctl.cli.globalopts)."""
     from devctl.cli.common import GlobalOptions
     from devctl.cli.globalopts import given_paths
 
-    return GlobalOptions(given=given_paths(ctx.find_root().params)).paths()
+    root = ctx.find_root()
+    given = given_paths(root.params)
+    if isinstance(root.obj, GlobalOptions):
+        given.update(root.obj.given)
+    return GlobalOptions(given=given).paths()
 
 
 def _matching(names: Iterable[str], incomplete: str) -> list[str]:
