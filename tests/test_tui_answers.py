@@ -171,10 +171,11 @@ async def test_events_view_shows_the_journal_above_the_live_events_and_filters_b
         assert not any(r[2] == "GPU-6" for r in rows())  # 30 h old: not in the last 24 h
         xid = next(r for r in log.rows if r.cells[1] == "xid")
         assert "kernel: Xid 79" in xid.cells[4] and "GPU-5" in xid.cells[4]
-        # WHEN `/` filters by a pod that held a device THEN only that device's events stay
+        # WHEN `/` filters by a pod that held a device THEN only its devices' events stay: GPU-4's flips and the
+        # kernel's lines on its DRA GPU gpu-3 (0000:e0:01.0), which it held when they were written
         await pilot.press("slash")
         await pilot.press(*"train-1")
-        await until(pilot, lambda: {r[2] for r in rows()} == {"GPU-4"}, "GPU-4's events only")
+        await until(pilot, lambda: {r[2] for r in rows()} == {"GPU-4", "0000:e0:01.0"}, "train-1's devices only")
         # AND by a PCI address in another spelling, no cell's text (as devctl events SUBJECT matches it)
         log.filter_text = "cb:00.0"
         await until(pilot, lambda: {r[2] for r in rows()} == {"GPU-5", PCI5}, "GPU-5's events only")

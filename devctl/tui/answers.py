@@ -132,11 +132,15 @@ class History:
     journal_found: bool = False
 
 
-def read_history(paths: NodePaths, now: datetime, journal: str | None = None) -> History:
-    """What ``devctl events --since 24h`` shows, the newest HISTORY_MAX of it (no journal: the kernel log's)."""
-    from devctl.core.history import read_events
+def read_history(paths: NodePaths, now: datetime, timeout: float, journal: str | None = None) -> History:
+    """What ``devctl events --since 24h`` shows, the newest HISTORY_MAX of it (no journal: the kernel log's), its
+    live kernel lines joined to their device and holders as ``events`` joins them. Runs its own loop: call it
+    from a worker thread."""
+    import asyncio
 
-    answer = read_events(paths, journal=journal, since=now - HISTORY_SINCE)
+    from devctl.core.history import read_events_live
+
+    answer = asyncio.run(read_events_live(paths, timeout=timeout, journal=journal, since=now - HISTORY_SINCE))
     notices = list(answer.notices)  # without a journal only the kernel log's lines, and no notice of it
     notices += [e.message for e in answer.errors]
     return History(answer.events[-HISTORY_MAX:], tuple(notices), answer.journal_found)
@@ -187,6 +191,8 @@ def history_line(event: NodeEvent) -> LogLine:
         parts.append(event.device)
     if event.holders:
         parts.append(f"held by {_holders(event)}")
+    elif event.holders_known is False:
+        parts.append("held by ? (not known then)")
     return LogLine(
         event.time,
         event.kind,

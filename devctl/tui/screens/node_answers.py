@@ -69,13 +69,13 @@ class NodeAnswers(PluginKeys):
     def load_history(self) -> None:
         node = self._node()
         if node is not None:
-            self._read_history(node[0])
+            self._read_history(*node)
 
     @work(thread=True, group="history", exit_on_error=False, description="read the node journal's last 24 h")
-    def _read_history(self, paths: NodePaths) -> None:
+    def _read_history(self, paths: NodePaths, timeout: float) -> None:
         now = utc_now()
         try:
-            history = answers.read_history(paths, now)
+            history = answers.read_history(paths, now, timeout)
         except Exception as e:  # a bug in a reader must not stop the screen: one line in the log
             history = History(notices=(f"journal: {type(e).__name__}: {e}",), journal_found=True)
         self.post_message(HistoryRead(history, now))
