@@ -36,8 +36,11 @@ def container_state(value: int) -> str:
     return names.get(value, "unknown")
 
 
-async def read_runtime(endpoint: str, timeout: float) -> RuntimeState:
-    """Every pod sandbox and container the runtime knows; raises RpcFailure (one line, a kind) on failure."""
+async def list_pods(
+    endpoint: str, timeout: float
+) -> tuple[str, cri.ListPodSandboxResponse, cri.ListContainersResponse]:
+    """The socket's path, and every pod sandbox and container the runtime lists (``crictl pods``, ``crictl ps
+    -a``), each call under ``timeout``; raises RpcFailure (one line, a kind) on failure."""
     path = socket_of(endpoint)
     async with channel(path) as ch:
         stub = cri_grpc.RuntimeServiceStub(ch)
@@ -57,6 +60,12 @@ async def read_runtime(endpoint: str, timeout: float) -> RuntimeState:
             log.debug("cri %s failed: %s", path, e.code().name)
             raise failure(e, f"{path} (CRI)", timeout) from None
         log.debug("cri %s: ListPodSandbox, ListContainers in %.1f ms", path, (time.perf_counter() - start) * 1000)
+    return path, pods, containers
+
+
+async def read_runtime(endpoint: str, timeout: float) -> RuntimeState:
+    """Every pod sandbox and container the runtime knows; raises RpcFailure (one line, a kind) on failure."""
+    path, pods, containers = await list_pods(endpoint, timeout)
     return RuntimeState(
         endpoint=path,
         sandboxes=tuple(

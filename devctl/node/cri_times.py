@@ -10,14 +10,9 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-import grpc
-
 from devctl.api.cri.runtime.v1 import api_pb2 as cri
-from devctl.api.cri.runtime.v1 import api_pb2_grpc as cri_grpc
 from devctl.model.runtime import ContainerState, PodRuntimeState, SandboxState
-from devctl.node.cri import container_state, sandbox_state
-from devctl.node.paths import socket_of
-from devctl.node.rpc import channel, failure, parsed
+from devctl.node.cri import container_state, list_pods, sandbox_state
 
 # (namespace, pod name) -> its sandboxes (newest first) and their containers
 PodTimes = dict[tuple[str, str], PodRuntimeState]
@@ -34,22 +29,7 @@ def iso_us(nanoseconds: int) -> str | None:
 
 async def read_pod_times(endpoint: str, timeout: float) -> PodTimes:
     """Every pod's sandboxes and containers with their creation times; raises RpcFailure (one line, a kind)."""
-    path = socket_of(endpoint)
-    async with channel(path) as ch:
-        stub = cri_grpc.RuntimeServiceStub(ch)
-        try:
-            pods = parsed(
-                await stub.ListPodSandbox(cri.ListPodSandboxRequest(), timeout=timeout),
-                f"{path} ListPodSandbox",
-                "ListPodSandboxResponse",
-            )
-            listed = parsed(
-                await stub.ListContainers(cri.ListContainersRequest(), timeout=timeout),
-                f"{path} ListContainers",
-                "ListContainersResponse",
-            )
-        except grpc.aio.AioRpcError as e:
-            raise failure(e, f"{path} (CRI)", timeout) from None
+    path, pods, listed = await list_pods(endpoint, timeout)
     out: dict[tuple[str, str], list[cri.PodSandbox]] = {}
     for p in sorted(pods.items, key=lambda p: -p.created_at):
         out.setdefault((p.metadata.namespace, p.metadata.name), []).append(p)
