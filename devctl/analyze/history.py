@@ -263,8 +263,8 @@ def held_then(
     with none kept has its holders unknown (``holders_known`` False: a pod gone since may have held it); a line
     written ``now`` (``events -w``) has the holders of now.
     """
-    if now or (event.device is None and event.resource is None and event.driver is None):
-        return event  # the holders of now, or no device to have holders
+    if now or event.device is None:
+        return event  # the holders of now, or a line joined to no device (``driver`` is then the kernel's)
     kept = []
     if runtime is not None:
         dra = event.resource is None  # from_kernel joined it to a DRA driver's device
