@@ -79,3 +79,13 @@ def test_holders_that_could_not_be_established_read_unknown_not_free() -> None:
     free = replace(unknown, holders_known=None)
     assert holder_cell(unknown) == "?" and holder_cell(free) == ""
     assert events_table([unknown], TableStyle(wide=True)).splitlines()[1].split()[-1] == "?"
+
+
+def test_the_pool_goes_first_also_when_the_holder_header_is_wider_than_its_cells() -> None:
+    """A hung runtime: the holder reads '?', one character under HOLDER's six; the room left for the device is
+    measured with the header, so `gpu-3 (0000:e0:01.0)` shows whole rather than cut to `sim-node/gpu-…`."""
+    unknown = NodeEvent(T0, EventSource.KERNEL, "fallen-off-bus", None, "sim-node/gpu-3", "0000:e0:01.0", (),
+                        "GPU has fallen off the bus", holders_known=False)  # fmt: skip
+    lines = events_table([unknown], TableStyle()).splitlines()
+    assert all(len(line) <= 80 for line in lines), lines
+    assert "gpu-3 (0000:e0:01.0)" in lines[2] and "…" not in lines[2] and lines[2].rstrip().endswith("?"), lines

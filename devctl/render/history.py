@@ -94,7 +94,11 @@ def _uncut(rows: list[list[object]], headers: bool) -> int:
 def _below(events: list[NodeEvent], rows: list[list[object]], whats: list[str], style: TableStyle) -> str:
     """Every WHAT on the lines under its row (under SOURCE, its header too): the other columns then have the whole
     width, so a device or a holder is cut only when it does not fit even so (a DRA device's pool left out first)."""
-    room = WIDTH - (_uncut([[*r[:3], r[4], ""] for r in rows], False) - len(GAP))
+    others = (0, 1, 2, 4)  # TIME SOURCE KIND and HOLDER: what DEVICE/PCI shares the line with
+    widths = [max(len(escape(str(r[i]))) for r in rows) for i in others]
+    if style.headers:
+        widths = [max(w, len(HEADERS[i])) for w, i in zip(widths, others, strict=True)]
+    room = WIDTH - sum(widths) - len(GAP) * len(others)
     for event, r in zip(events, rows, strict=True):
         if len(escape(str(r[3]))) > room:
             r[3] = _device(event, pool=False)
