@@ -21,9 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def default_node(runs: int) -> None:
-    from bench_read import DEVCTL, run_child, start_sim
+    from bench_read import DEVCTL, run_child, start_sim, stop_sim
 
     root = Path(tempfile.mkdtemp(prefix="dcf", dir="/tmp"))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DEVCTL_", "_DEVCTL_"))}
@@ -55,11 +53,7 @@ def default_node(runs: int) -> None:
                 time.sleep(0.05)  # the simulated kubelet's pod-resources token bucket refills
                 walls[name].append(run_child(argv[name], env, ok=(0, 1))[0])
     finally:
-        sim.send_signal(signal.SIGINT)
-        try:
-            sim.wait(30)
-        except subprocess.TimeoutExpired:
-            sim.kill()
+        stop_sim(sim)
         shutil.rmtree(root, ignore_errors=True)
         scenario_file.unlink(missing_ok=True)
         log.unlink(missing_ok=True)

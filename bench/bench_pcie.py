@@ -101,11 +101,9 @@ def pcie_scenario(switches: int, per_switch: int) -> list[dict[str, object]]:
 def cli(runs: int, switches: int, per_switch: int) -> None:
     """``topo`` against ``topo --pci`` on a simulated node; prints both medians and their ratio."""
     import shutil
-    import signal
-    import subprocess
 
     import yaml
-    from bench_read import DEVCTL, run_child, scenario, start_sim
+    from bench_read import DEVCTL, run_child, scenario, start_sim, stop_sim
 
     root = Path(tempfile.mkdtemp(prefix="dcp", dir="/tmp"))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DEVCTL_", "_DEVCTL_"))}
@@ -125,11 +123,7 @@ def cli(runs: int, switches: int, per_switch: int) -> None:
                 time.sleep(0.05)  # the simulated kubelet's pod-resources token bucket refills
                 walls[name].append(run_child(argv[name], env)[0])
     finally:
-        sim.send_signal(signal.SIGINT)
-        try:
-            sim.wait(30)
-        except subprocess.TimeoutExpired:
-            sim.kill()
+        stop_sim(sim)
         shutil.rmtree(root, ignore_errors=True)
         scenario_file.unlink(missing_ok=True)
         log.unlink(missing_ok=True)

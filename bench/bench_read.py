@@ -145,6 +145,15 @@ def start_sim(root: Path, scenario_file: Path, env: dict[str, str], log: Path) -
     return proc
 
 
+def stop_sim(sim: subprocess.Popen, wait: float = 30.0) -> None:
+    """Stop a `devctl sim` as Ctrl-C does, and kill it when it has not ended within ``wait`` seconds."""
+    sim.send_signal(signal.SIGINT)
+    try:
+        sim.wait(wait)
+    except subprocess.TimeoutExpired:
+        sim.kill()
+
+
 def completing(words: str, env: dict[str, str], **more: str) -> dict[str, str]:
     """The environment in which bash's completion script calls devctl back for ``words`` (the last one being typed)."""
     cword = len(words.split()) - (0 if words.endswith(" ") else 1)
@@ -243,11 +252,7 @@ def main() -> None:
         measured = cases(root, empty, frozen_path, env)
         measure(measured, args.runs)
     finally:
-        sim.send_signal(signal.SIGINT)
-        try:
-            sim.wait(30)
-        except subprocess.TimeoutExpired:
-            sim.kill()
+        stop_sim(sim)
         frozen.close()
         shutil.rmtree(root, ignore_errors=True)
         shutil.rmtree(empty, ignore_errors=True)
